@@ -1,0 +1,128 @@
+# hostwire top-level build. Every C output goes under $(BUILD); each part adds its programs and
+# C unit tests in its own build.mk with the hw_program / hw_ctest macros below.
+#   make V=1 ...        show the commands
+#   make SAN=1 ...      AddressSanitizer + UBSan build in build/asan
+#   make CC=clang CFLAGS=-O0 ...
+.DELETE_ON_ERROR:
+.DEFAULT_GOAL := build
+SHELL := /bin/bash
+
+TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+CC ?= cc
+CFLAGS ?= -O2 -g
+LDFLAGS ?=
+SAN ?= 0
+ifeq ($(SAN),1)
+BUILD ?= build/asan
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD ?= build
+SAN_FLAGS :=
+endif
+
+# Libraries found through pkg-config; a missing one is named by `check-libs`.
+PKGS := libpcap libtracefs libtraceevent
+pkg_cflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
+pkg_libs = $(shell pkg-config --libs $(1) 2>/dev/null)
+
+HW_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I$(TOP)/common \
+             $(call pkg_cflags,$(PKGS)) $(SAN_FLAGS) -MMD -MP
+HW_LDFLAGS := $(SAN_FLAGS)
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-6s %s\n' $(1) $(2)
+endif
+
+VENV := .venv
+PY := $(VENV)/bin/python
+PROGRAMS :=
+CTESTS :=
+LIBS_SO :=
+
+# $(call hw_program,NAME,C-SOURCES,PKG-CONFIG-NAMES,EXTRA-LDLIBS)
+define hw_program
+$(BUILD)/bin/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(2)) | check-libs
+	$$(call msg,LINK,$$@)
+	$$(Q)mkdir -p $$(@D)
+	$$(Q)$$(CC) $$(HW_LDFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $$(call pkg_libs,$(3)) $(4)
+PROGRAMS += $(BUILD)/bin/$(1)
+endef
+
+# $(call hw_ctest,NAME,C-SOURCES,PKG-CONFIG-NAMES,EXTRA-LDLIBS): a C unit test program that
+# prints the closing line "N passed, N failed" and exits non-zero on a failure.
+define hw_ctest
+$(BUILD)/test/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(2)) | check-libs
+	$$(call msg,LINK,$$@)
+	$$(Q)mkdir -p $$(@D)
+	$$(Q)$$(CC) $$(HW_LDFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $$(call pkg_libs,$(3)) $(4)
+CTESTS += $(BUILD)/test/$(1)
+endef
+
+# $(call hw_shared_lib,NAME,C-SOURCES,EXTRA-LDLIBS): a preload library in $(BUILD)/lib.
+define hw_shared_lib
+$(BUILD)/lib/$(1): $(patsubst %.c,$(BUILD)/pic/%.o,$(2)) | check-libs
+	$$(call msg,LINK,$$@)
+	$$(Q)mkdir -p $$(@D)
+	$$(Q)$$(CC) -shared $$(HW_LDFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(3)
+LIBS_SO += $(BUILD)/lib/$(1)
+endef
+
+include $(wildcard */build.mk)
+
+$(BUILD)/obj/%.o: %.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(HW_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/pic/%.o: %.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(HW_CFLAGS) $(CFLAGS) -fPIC -c -o $@ $<
+
+-include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
+
+.PHONY: setup build ctest test demo bench clean check-libs kernel vm-image help
+
+help:
+	@echo "make setup   install Debian packages and the Python venv (.venv)"
+	@echo "make build   build the C tools into $(BUILD)/"
+	@echo "make test    everything: C tests (plain and ASan/UBSan) and pytest"
+	@echo "make demo    run the benchmark between two network namespaces and summarize"
+	@echo "make bench   performance benchmarks against peer tools"
+	@echo "make clean   remove build/ (the venv stays; remove .venv by hand)"
+
+setup:
+	$(Q)scripts/setup.sh
+
+check-libs:
+	$(Q)for p in $(PKGS); do pkg-config --exists $$p || { \
+	  echo "hostwire: missing library $$p (pkg-config cannot find it); run 'make setup'" >&2; exit 1; }; done
+
+build: $(PROGRAMS) $(LIBS_SO) $(CTESTS)
+
+ctest: $(CTESTS)
+	$(Q)fail=0; for t in $(CTESTS); do echo "== $$t"; $$t || fail=1; done; exit $$fail
+
+test: setup
+	$(Q)$(MAKE) --no-print-directory build
+	$(Q)$(MAKE) --no-print-directory ctest
+	$(Q)$(MAKE) --no-print-directory SAN=1 build
+	$(Q)$(MAKE) --no-print-directory SAN=1 ctest
+	$(Q)HOSTWIRE_REQUIRE_PRIV=1 $(PY) -m pytest $(PYTEST_ARGS)
+	$(Q)HOSTWIRE_REQUIRE_PRIV=1 HOSTWIRE_BUILD=$(TOP)/build/asan $(PY) -m pytest -m sanitized $(PYTEST_ARGS)
+
+demo: setup build
+	$(Q)$(PY) -m hostwire demo
+
+bench: setup build
+	$(Q)bench/run-all.sh
+
+clean:
+	rm -rf build
+
+kernel vm-image:
+	@echo "hostwire: '$@' is not built yet (kernel-patches/ has no patch series so far)" >&2; exit 2

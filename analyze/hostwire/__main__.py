@@ -1,0 +1,3 @@
+from hostwire.cli import main
+
+raise SystemExit(main())

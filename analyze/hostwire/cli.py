@@ -1,0 +1,61 @@
+"""The `hostwire` command. Each subcommand lives in hostwire/commands/<name>.py and provides
+`register(subparsers)`, which adds its parser and sets `func(args) -> int` as the default."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import sys
+
+import hostwire
+import hostwire.commands
+from hostwire.errors import HostwireError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line and exit 2, as every hostwire tool
+        self.exit(2, f"hostwire: {message} (see 'hostwire --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="hostwire",
+        description="Record and analyze how a host's scheduler and system calls shape its traffic.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"hostwire {hostwire.__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for module_info in sorted(pkgutil.iter_modules(hostwire.commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"hostwire.commands.{module_info.name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="hostwire: %(message)s",
+        stream=sys.stderr,
+    )
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except HostwireError as err:
+        sys.stderr.write(f"hostwire: {err}\n")
+        return err.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("hostwire: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

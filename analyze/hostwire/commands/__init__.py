@@ -1,0 +1,1 @@
+"""Subcommands of `hostwire`, discovered by module: each provides register(subparsers)."""

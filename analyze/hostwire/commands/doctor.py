@@ -1,0 +1,46 @@
+"""hostwire doctor: what this machine lacks for hostwire, with the fix; --cleanup removes leftovers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hostwire import doctor
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "doctor",
+        help="check root, tracefs, namespaces, ptrace, libraries, CPUs; --cleanup removes leftovers",
+        description="Lists each facility hostwire needs that this machine lacks, once, with the fix. "
+        "Exit 0 when nothing is missing, 1 otherwise.",
+        epilog="examples:\n  hostwire doctor\n  hostwire doctor --cleanup",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--cleanup", action="store_true",
+                        help="remove stale hw* namespaces (with their veths and qdiscs) and hw-* tracefs "
+                        "instances left by killed runs")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    if args.cleanup:
+        removed = doctor.cleanup()
+        for item in removed:
+            out.write(f"removed {item}\n")
+        if not removed:
+            out.write("nothing to clean up\n")
+        return 0
+    findings = doctor.run_checks()
+    missing = [f for f in findings if not f.ok]
+    for finding in findings:
+        mark = "ok  " if finding.ok else "MISSING"
+        line = f"{mark:8}{finding.facility}: {finding.detail}"
+        if not finding.ok and finding.fix:
+            line += f"  -> fix: {finding.fix}"
+        out.write(line + "\n")
+    stale = doctor.stale_instances()
+    if stale:
+        out.write(f"stale tracefs instances: {', '.join(p.name for p in stale)} -> hostwire doctor --cleanup\n")
+    return 1 if missing else 0

@@ -1,0 +1,31 @@
+"""Where hostwire's built tools live."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hostwire.errors import HostwireError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def build_dir() -> Path:
+    """The C build directory: $HOSTWIRE_BUILD, else build/ at the top of the source tree."""
+    return Path(os.environ.get("HOSTWIRE_BUILD", REPO_ROOT / "build"))
+
+
+def tool(name: str) -> Path:
+    """Path of a built hostwire program (hw-bench, hw-wirecap, ...); raises if it is not built."""
+    path = build_dir() / "bin" / name
+    if not os.access(path, os.X_OK):
+        raise HostwireError(f"{name} is not built: {path} is missing (run 'make build')")
+    return path
+
+
+def library(name: str) -> Path:
+    """Path of a built shared library (libhwiowrap.so); raises if it is not built."""
+    path = build_dir() / "lib" / name
+    if not path.exists():
+        raise HostwireError(f"{name} is not built: {path} is missing (run 'make build')")
+    return path

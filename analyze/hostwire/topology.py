@@ -1,0 +1,194 @@
+"""The default two-host topology: sender and receiver network namespaces `hw<id>-tx`/`hw<id>-rx`
+joined by a veth pair 198.18.0.1/30 <-> 198.18.0.2/30 (RFC 2544 benchmarking range), offloads
+off, MTU 1500, a shaper on the sender's egress. Everything carries the `hw` prefix so that
+`hostwire doctor --cleanup` can find what a killed run left behind."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hostwire.errors import HostwireError, UsageError
+
+log = logging.getLogger(__name__)
+
+SENDER_ADDR = "198.18.0.1"
+RECEIVER_ADDR = "198.18.0.2"
+PREFIX_LEN = 30
+NAME_PREFIX = "hw"
+
+_RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
+
+
+def parse_rate(text: str) -> int:
+    """'10mbit' -> 10_000_000 bit/s (tc's units: bit, kbit, mbit, gbit)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]?bit)\s*", text.lower())
+    if not match:
+        raise UsageError(f"link rate {text!r}: expected a number and a unit, e.g. 10mbit")
+    return int(float(match.group(1)) * _RATE_UNITS[match.group(2)])
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """The emulated link on the sender's egress. qdisc: 'tbf' (default), 'tbf-peak', 'htb' or
+    'none' (the bare veth)."""
+
+    rate: str = "10mbit"
+    qdisc: str = "tbf"
+
+    def tc_args(self, dev: str) -> list[list[str]]:
+        """The `tc` command lines (without 'tc') that install this shaper on dev."""
+        if self.qdisc == "none":
+            return []
+        rate_bit = parse_rate(self.rate)
+        mtu_frame = 1514
+        if self.qdisc == "tbf":
+            # A bucket of about one frame: back-to-back frames leave at the line rate.
+            return [["qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate",
+                     str(rate_bit) + "bit", "burst", "1600", "latency", "50ms"]]
+        if self.qdisc == "tbf-peak":
+            return [["qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate",
+                     str(rate_bit) + "bit", "burst", "1600", "latency", "50ms",
+                     "peakrate", str(rate_bit + rate_bit // 100) + "bit", "mtu", str(mtu_frame + 100)]]
+        if self.qdisc == "htb":
+            return [
+                ["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
+                ["class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate",
+                 str(rate_bit) + "bit", "ceil", str(rate_bit) + "bit", "burst", "1600", "cburst", "1600"],
+            ]
+        raise UsageError(f"link qdisc {self.qdisc!r}: expected tbf, tbf-peak, htb or none")
+
+
+def run_cmd(argv: list[str], netns: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a command (inside netns if given); a failure raises with the command and its stderr."""
+    full = (["ip", "netns", "exec", netns] if netns else []) + argv
+    try:
+        proc = subprocess.run(full, capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise HostwireError(f"failed to run {argv[0]}: not installed (run 'make setup')") from None
+    if check and proc.returncode != 0:
+        reason = (proc.stderr or proc.stdout).strip().splitlines()
+        raise HostwireError(f"failed to run '{' '.join(full)}': {reason[-1] if reason else proc.returncode}")
+    return proc
+
+
+def list_namespaces() -> list[str]:
+    proc = run_cmd(["ip", "netns", "list"], check=False)
+    return [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
+
+
+@dataclass
+class Topology:
+    """Two namespaces and a veth. Use as a context manager: teardown always runs."""
+
+    run_id: str = field(default_factory=lambda: f"{os.getpid() % 100000}")
+    link: LinkSpec = field(default_factory=LinkSpec)
+    receiver_cpus: str | None = None
+    up_done: bool = False
+
+    @property
+    def tx_ns(self) -> str:
+        return f"{NAME_PREFIX}{self.run_id}-tx"
+
+    @property
+    def rx_ns(self) -> str:
+        return f"{NAME_PREFIX}{self.run_id}-rx"
+
+    @property
+    def tx_dev(self) -> str:
+        return f"{NAME_PREFIX}{self.run_id}t"
+
+    @property
+    def rx_dev(self) -> str:
+        return f"{NAME_PREFIX}{self.run_id}r"
+
+    def up(self) -> "Topology":
+        if len(self.tx_dev) > 15:
+            raise UsageError(f"run id {self.run_id!r} is too long for an interface name")
+        existing = set(list_namespaces())
+        for ns in (self.tx_ns, self.rx_ns):
+            if ns in existing:
+                raise HostwireError(
+                    f"network namespace {ns} exists already (a live or killed run?); "
+                    "'hostwire doctor --cleanup' removes stale ones"
+                )
+        self.up_done = True  # from here on, teardown has something to remove
+        run_cmd(["ip", "netns", "add", self.tx_ns])
+        run_cmd(["ip", "netns", "add", self.rx_ns])
+        run_cmd(["ip", "link", "add", self.tx_dev, "netns", self.tx_ns, "type", "veth",
+                 "peer", "name", self.rx_dev, "netns", self.rx_ns])
+        for ns, dev, addr in ((self.tx_ns, self.tx_dev, SENDER_ADDR), (self.rx_ns, self.rx_dev, RECEIVER_ADDR)):
+            run_cmd(["ip", "link", "set", "lo", "up"], netns=ns)
+            run_cmd(["ip", "link", "set", dev, "mtu", "1500"], netns=ns)
+            run_cmd(["ip", "addr", "add", f"{addr}/{PREFIX_LEN}", "dev", dev], netns=ns)
+            # One packet on the wire per Ethernet-sized frame: no segmentation or coalescing.
+            run_cmd(["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off", "rx", "off"],
+                    netns=ns, check=False)
+            run_cmd(["ip", "link", "set", dev, "up"], netns=ns)
+        for args in self.link.tc_args(self.tx_dev):
+            run_cmd(["tc", *args], netns=self.tx_ns)
+        if self.receiver_cpus is not None:
+            self._steer_rps(self.receiver_cpus)
+        log.debug("topology %s up: %s <-> %s", self.run_id, self.tx_ns, self.rx_ns)
+        return self
+
+    def _steer_rps(self, cpus: str) -> None:
+        mask = 0
+        for cpu in parse_cpu_list(cpus):
+            mask |= 1 << cpu
+        path = f"/sys/class/net/{self.rx_dev}/queues/rx-0/rps_cpus"
+        run_cmd(["sh", "-c", f"echo {mask:x} > {path}"], netns=self.rx_ns, check=False)
+
+    def down(self) -> None:
+        if not self.up_done:
+            return
+        for ns in (self.tx_ns, self.rx_ns):
+            run_cmd(["ip", "netns", "del", ns], check=False)
+        self.up_done = False
+
+    def qdisc_text(self) -> str:
+        return run_cmd(["tc", "qdisc", "show", "dev", self.tx_dev], netns=self.tx_ns, check=False).stdout.strip()
+
+    def __enter__(self) -> "Topology":
+        try:
+            return self.up()
+        except BaseException:
+            self.down()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """'0', '0,2', '1-3' -> CPU numbers."""
+    cpus: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not re.fullmatch(r"\d+(-\d+)?", part):
+            raise UsageError(f"CPU list {text!r}: expected numbers and ranges like 0,2-3")
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def stale_namespaces() -> list[str]:
+    return [ns for ns in list_namespaces() if re.fullmatch(rf"{NAME_PREFIX}\w+-(tx|rx)", ns)]
+
+
+def remove_namespaces(names: list[str]) -> list[str]:
+    removed = []
+    for ns in names:
+        if run_cmd(["ip", "netns", "del", ns], check=False).returncode == 0:
+            removed.append(ns)
+    return removed
+
+
+def netns_exists(name: str) -> bool:
+    return Path("/run/netns", name).exists()

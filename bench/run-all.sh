@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# make bench: runs every benchmark of the project in one session, so that the ratios against the
+# peer tools compare like with like. Each bench/bench-*.sh and bench/bench_*.py prints its own table.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+status=0
+for script in bench/bench-*.sh bench/bench_*.py; do
+    [ -e "$script" ] || continue
+    echo "== $script"
+    case "$script" in
+        *.py) .venv/bin/python "$script" || status=1 ;;
+        *) bash "$script" || status=1 ;;
+    esac
+done
+exit $status

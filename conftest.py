@@ -1,0 +1,86 @@
+"""Shared pytest fixtures and the rules for privileged tests.
+
+A test marked `privileged` needs root and the facilities named in the marker ("tracefs", "netns",
+"ptrace"). When one is missing the test skips, unless HOSTWIRE_REQUIRE_PRIV=1 (set by `make test`),
+where it fails: CI must not pass by skipping the kernel-touching tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent
+SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
+
+
+def _missing_facility(name: str) -> str | None:
+    from hostwire import doctor
+
+    if os.geteuid() != 0:
+        return "root"
+    checks = {"tracefs": doctor.check_tracefs, "netns": doctor.check_netns, "ptrace": doctor.check_ptrace}
+    if name in checks:
+        finding = checks[name]()
+        return None if finding.ok else f"{name} ({finding.detail})"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marker = item.get_closest_marker("privileged")
+    if marker is None:
+        return
+    for facility in ("root", *marker.args):
+        missing = _missing_facility(facility)
+        if missing:
+            message = f"needs {missing}"
+            if os.environ.get("HOSTWIRE_REQUIRE_PRIV") == "1":
+                pytest.fail(message + " (HOSTWIRE_REQUIRE_PRIV=1)", pytrace=False)
+            pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> Path:
+    from hostwire.paths import build_dir as _build_dir
+
+    path = _build_dir()
+    if not (path / "bin").is_dir():
+        pytest.fail(f"{path}/bin is missing: run 'make build' first", pytrace=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_corpus() -> Path:
+    """../shared/corpus: skips when absent outside CI, fails when absent in CI."""
+    if not SHARED_CORPUS.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"{SHARED_CORPUS} is missing in CI", pytrace=False)
+        pytest.skip(f"{SHARED_CORPUS} is absent")
+    return SHARED_CORPUS
+
+
+@pytest.fixture
+def topology_pair() -> Iterator["object"]:
+    """A fresh sender/receiver namespace pair with the default 10 Mbit/s link; removed afterwards."""
+    from hostwire.topology import Topology
+
+    topo = Topology(run_id=f"t{os.getpid() % 10000}{_next_id()}")
+    with topo:
+        yield topo
+    assert topo.tx_ns not in _namespaces() and topo.rx_ns not in _namespaces()
+
+
+_counter = [0]
+
+
+def _next_id() -> str:
+    _counter[0] += 1
+    return str(_counter[0])
+
+
+def _namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
