@@ -1,0 +1,120 @@
+/* hw-schedtrace library: records kernel events of a private tracefs instance into trace.dat
+ * (version 6 layout) and converts them to hostwire TSV logs. No function here exits; errors come
+ * back as -1 with a message in the caller's st_err. */
+#ifndef HW_ST_H
+#define HW_ST_H
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ST_MAX_CPUS 256
+#define ST_MAX_PIDS 64
+#define ST_MAX_EVENTS 64
+#define ST_MAX_FILTERS 16
+#define ST_UNKNOWN (-1LL)   /* a counter that could not be read */
+
+/* One error message, shaped "failed to <verb> <object>: <reason>" (the tool adds its name). */
+struct st_err {
+    char msg[512];
+    int usage; /* 1 when the fault is in what the user asked for (exit 2) */
+};
+void st_seterr(struct st_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- per-CPU ring-buffer counters (per_cpu/cpuN/stats) ---- */
+struct st_cpustat {
+    long long entries, overrun, commit_overrun, bytes, dropped, read;
+};
+int st_stats_parse(const char *text, struct st_cpustat *out);
+
+/* ---- one tracefs instance with its events, filters and per-CPU drains ---- */
+struct st_event_ref {
+    char system[64];
+    char name[96];
+};
+
+struct st_buffer_spec {
+    const char *suffix;                 /* NULL: instance hw-<pid>; else hw-<pid>-<suffix> */
+    struct st_event_ref events[ST_MAX_EVENTS];
+    int nevents;
+    bool optional[ST_MAX_EVENTS];       /* skip, do not fail, when the kernel lacks it */
+    char *filters[ST_MAX_EVENTS];       /* per event, NULL for none (owned by caller) */
+    int pids[ST_MAX_PIDS];              /* set_event_pid with event-fork; none: whole system */
+    int npids;
+    long buffer_kb;                     /* per CPU; 0 leaves the kernel default */
+    bool drain;                         /* false: read the buffer only at the end */
+};
+
+struct st_buffer;                       /* opaque */
+
+struct st_buffer *st_buffer_open(const struct st_buffer_spec *spec, const char *tmpdir,
+                                 struct st_err *err);
+int st_buffer_start(struct st_buffer *buf, struct st_err *err);   /* drains + tracing_on */
+int st_buffer_marker(struct st_buffer *buf, const char *what, struct st_err *err);
+int st_buffer_stop(struct st_buffer *buf, struct st_err *err);    /* tracing_off + flush */
+int st_buffer_write_dat(struct st_buffer *buf, const char *path, struct st_err *err);
+void st_buffer_close(struct st_buffer *buf);                      /* removes the instance */
+int st_buffer_ncpus(const struct st_buffer *buf);
+const char *st_buffer_instance(const struct st_buffer *buf);
+const struct st_cpustat *st_buffer_stats(const struct st_buffer *buf, int when); /* 0 start, 1 end */
+int st_buffer_enabled(const struct st_buffer *buf, const char ***names);  /* "sys:event" list */
+int st_buffer_missing(const struct st_buffer *buf, const char ***names);
+int st_instance_name(char *out, size_t len, int pid, const char *suffix);
+
+/* ---- trace.dat (version 6) ---- */
+struct st_dat_cpu {
+    uint64_t offset, size;
+};
+struct st_dat {
+    int fd;
+    uint32_t page_size;
+    int long_size;
+    int ncpus;
+    struct st_dat_cpu cpus[ST_MAX_CPUS];
+    struct tep_handle *tep;
+    char *clock;
+};
+int st_dat_open(struct st_dat *dat, const char *path, struct st_err *err);
+void st_dat_close(struct st_dat *dat);
+
+/* ---- conversion ---- */
+struct st_convert_stats {
+    long long records;
+    long long missed[ST_MAX_CPUS];      /* MISSING_EVENTS seen in the stream, per CPU */
+    int missed_unknown[ST_MAX_CPUS];    /* pages that said events were lost, without a count */
+    long long per_cpu[ST_MAX_CPUS];
+    long long marker_trace_ns[2], marker_mono_ns[2]; /* clock check: start, stop; -1 unknown */
+    long long syscalls, unfinished;
+};
+int st_convert_sched(const char *dat_path, const char *tsv_path, struct st_convert_stats *st,
+                     struct st_err *err);
+int st_convert_syscalls(const char *dat_path, const char *tsv_path, struct st_convert_stats *st,
+                        struct st_err *err);
+/* tgids: text of tracefs saved_tgids ("tid tgid" lines) for the pid column; NULL leaves it empty */
+int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const char *tgids,
+                              struct st_convert_stats *st, struct st_err *err);
+
+/* ---- one recording session ---- */
+struct st_config {
+    const char *outdir;
+    double duration_s;                  /* 0: until a signal or the command's end */
+    long buffer_kb;                     /* per CPU, 0: kernel default */
+    bool drain;
+    bool syscalls;
+    int pids[ST_MAX_PIDS];
+    int npids;
+    const char *events[ST_MAX_EVENTS];  /* "system:event"; none: the default scheduler set */
+    int nevents;
+    const char *filters[ST_MAX_FILTERS];/* "system:event=EXPR" */
+    int nfilters;
+    const char *suffix;
+    char **command;                     /* run under tracing, NULL: none */
+    int verbose;
+    volatile sig_atomic_t *stop;        /* set by the signal handler */
+};
+int st_record(const struct st_config *cfg, struct st_err *err);
+int st_convert_file(const char *dat_path, const char *outdir, bool syscalls, struct st_err *err);
+
+#define ST_MARKER_PREFIX "hw-schedtrace clock "
+
+#endif

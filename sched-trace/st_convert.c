@@ -1,0 +1,576 @@
+/* Conversion of a trace.dat (version 6) into hostwire TSV logs with libtraceevent: the per-CPU
+ * pages are decoded with kbuffer and merged by timestamp (ties: lowest CPU first, as trace-cmd
+ * report does). sched.tsv has one line per event; syscalls.tsv one line per I/O system call,
+ * pairing sys_enter_* with the next sys_exit_* of the same thread. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event-parse.h>
+#include <kbuffer.h>
+
+#include "st.h"
+#include "st_internal.h"
+
+#define TSV_HEADER "# format: hostwire-tsv 1\n# source: hw-schedtrace\n" \
+                   "# clock: CLOCK_MONOTONIC (tracefs trace_clock mono)\n"
+
+struct cursor {
+    struct kbuffer *kb;
+    char *page;
+    uint64_t off, end;
+    void *data;
+    unsigned long long ts;
+    int cpu;
+};
+
+typedef int (*record_fn)(void *ctx, struct tep_event *ev, struct tep_record *rec);
+
+void st_tsv_escape(char *out, size_t len, const char *in, size_t inlen)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < inlen && in[i] && o + 3 < len; i++) {
+        char c = in[i], esc = c == '\t' ? 't' : c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\\' ? '\\' : 0;
+        if (esc) {
+            out[o++] = '\\';
+            out[o++] = esc;
+        } else {
+            out[o++] = c;
+        }
+    }
+    out[o] = '\0';
+}
+
+static int load_page(struct st_dat *dat, struct cursor *c, struct st_convert_stats *st, struct st_err *err)
+{
+    while (c->off < c->end) {
+        ssize_t n = pread(dat->fd, c->page, dat->page_size, (off_t)c->off);
+        if (n != (ssize_t)dat->page_size) {
+            st_seterr(err, "failed to read CPU %d data: byte %llu: expected a %u-byte page", c->cpu,
+                      (unsigned long long)c->off, dat->page_size);
+            return -1;
+        }
+        c->off += dat->page_size;
+        if (kbuffer_load_subbuffer(c->kb, c->page) < 0)
+            continue;
+        int missed = kbuffer_missed_events(c->kb);
+        if (st && missed > 0)
+            st->missed[c->cpu] += missed;
+        else if (st && missed < 0)
+            st->missed_unknown[c->cpu]++;
+        c->data = kbuffer_read_event(c->kb, &c->ts);
+        if (c->data)
+            return 1;
+    }
+    c->data = NULL;
+    return 0;
+}
+
+/* Calls fn for every record of the file in time order. */
+static int iterate(struct st_dat *dat, record_fn fn, void *ctx, struct st_convert_stats *st,
+                   struct st_err *err)
+{
+    struct cursor *cur = calloc((size_t)dat->ncpus, sizeof(*cur));
+    int rc = -1;
+    if (!cur) {
+        st_seterr(err, "failed to allocate cursors: out of memory");
+        return -1;
+    }
+    for (int cpu = 0; cpu < dat->ncpus; cpu++) {
+        struct cursor *c = &cur[cpu];
+        c->cpu = cpu;
+        c->off = dat->cpus[cpu].offset;
+        c->end = dat->cpus[cpu].offset + dat->cpus[cpu].size;
+        c->kb = kbuffer_alloc(dat->long_size == 4 ? KBUFFER_LSIZE_4 : KBUFFER_LSIZE_8, KBUFFER_ENDIAN_LITTLE);
+        c->page = malloc(dat->page_size);
+        if (!c->kb || !c->page) {
+            st_seterr(err, "failed to allocate a page buffer: out of memory");
+            goto out;
+        }
+        if (load_page(dat, c, st, err) < 0)
+            goto out;
+    }
+    for (;;) {
+        struct cursor *best = NULL;
+        for (int cpu = 0; cpu < dat->ncpus; cpu++)
+            if (cur[cpu].data && (!best || cur[cpu].ts < best->ts))
+                best = &cur[cpu];
+        if (!best)
+            break;
+        struct tep_record rec = {
+            .ts = best->ts, .cpu = best->cpu, .data = best->data,
+            .size = kbuffer_event_size(best->kb),
+        };
+        struct tep_event *ev = tep_find_event_by_record(dat->tep, &rec);
+        if (st) {
+            st->records++;
+            st->per_cpu[best->cpu]++;
+        }
+        if (ev && fn(ctx, ev, &rec) < 0)
+            goto out;
+        best->data = kbuffer_next_event(best->kb, &best->ts);
+        if (!best->data && load_page(dat, best, st, err) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    for (int cpu = 0; cpu < dat->ncpus; cpu++) {
+        if (cur[cpu].kb)
+            kbuffer_free(cur[cpu].kb);
+        free(cur[cpu].page);
+    }
+    free(cur);
+    return rc;
+}
+
+/* A field's value as TSV text: numbers in decimal, strings escaped, other arrays in hex. */
+static void field_text(struct tep_handle *tep, struct tep_format_field *f, struct tep_record *rec,
+                       char *out, size_t len)
+{
+    const unsigned char *data = rec->data;
+    int offset = f->offset, size = f->size;
+    out[0] = '\0';
+    if (f->flags & TEP_FIELD_IS_DYNAMIC) {
+        unsigned long long loc = tep_read_number(tep, data + f->offset, f->size);
+        offset = (int)(loc & 0xffff);
+        size = (int)(loc >> 16);
+        if (f->flags & TEP_FIELD_IS_RELATIVE)
+            offset += f->offset + f->size;
+    }
+    if (offset < 0 || size < 0 || offset + size > rec->size)
+        return;
+    if (f->flags & TEP_FIELD_IS_STRING) {
+        st_tsv_escape(out, len, (const char *)data + offset, (size_t)size);
+    } else if (f->flags & (TEP_FIELD_IS_ARRAY | TEP_FIELD_IS_DYNAMIC) || size > 8) {
+        size_t o = 0;
+        for (int i = 0; i < size && o + 3 < len; i++)
+            o += (size_t)snprintf(out + o, len - o, "%02x", data[offset + i]);
+    } else {
+        unsigned long long v = tep_read_number(tep, data + offset, size);
+        if ((f->flags & TEP_FIELD_IS_SIGNED) && size < 8) {
+            int shift = 64 - 8 * size;
+            snprintf(out, len, "%lld", (long long)(v << shift) >> shift);
+        } else if (f->flags & TEP_FIELD_IS_SIGNED) {
+            snprintf(out, len, "%lld", (long long)v);
+        } else {
+            snprintf(out, len, "%llu", v);
+        }
+    }
+}
+
+static void check_marker(struct st_convert_stats *st, const char *text, unsigned long long ts)
+{
+    static const char *which[2] = { ST_MARKER_PREFIX "start mono_ns=", ST_MARKER_PREFIX "stop mono_ns=" };
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(which[i]);
+        if (strncmp(text, which[i], n) != 0)
+            continue;
+        /* several markers per phase: the one with the least delay bounds the clock offset */
+        long long mono = strtoll(text + n, NULL, 10);
+        if (st->marker_trace_ns[i] == ST_UNKNOWN ||
+            (long long)ts - mono < st->marker_trace_ns[i] - st->marker_mono_ns[i]) {
+            st->marker_trace_ns[i] = (long long)ts;
+            st->marker_mono_ns[i] = mono;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ sched.tsv */
+
+#define BASE_COLS 5
+static const char *const base_cols[BASE_COLS] = { "t_ns", "cpu", "event", "pid", "comm" };
+
+struct sched_ctx {
+    FILE *out;
+    struct tep_handle *tep;
+    struct st_convert_stats *st;
+    char **cols;
+    int ncols;
+    int **colmap;           /* by event id: column index of each field of event->format.fields */
+    int maxid;
+    char **cells;
+    char *scratch;
+};
+
+static int column_index(struct sched_ctx *sc, const char *name)
+{
+    char want[160];
+    int i;
+    snprintf(want, sizeof(want), "%s", name);
+    for (i = 0; i < BASE_COLS; i++)
+        if (strcmp(base_cols[i], name) == 0)
+            snprintf(want, sizeof(want), "arg_%s", name);
+    for (i = 0; i < sc->ncols; i++)
+        if (strcmp(sc->cols[i], want) == 0)
+            return i;
+    char **grown = realloc(sc->cols, sizeof(char *) * (size_t)(sc->ncols + 1));
+    if (!grown)
+        return -1;
+    sc->cols = grown;
+    sc->cols[sc->ncols] = strdup(want);
+    return sc->cols[sc->ncols] ? sc->ncols++ : -1;
+}
+
+static int want_event(const struct tep_event *ev)
+{
+    return strcmp(ev->system, "ftrace") != 0 || strcmp(ev->name, "print") == 0;
+}
+
+static int build_columns(struct sched_ctx *sc, struct st_err *err)
+{
+    struct tep_event **events = tep_list_events(sc->tep, TEP_EVENT_SORT_ID);
+    for (int i = 0; events && events[i]; i++)
+        if (events[i]->id > sc->maxid)
+            sc->maxid = events[i]->id;
+    sc->colmap = calloc((size_t)sc->maxid + 1, sizeof(int *));
+    if (!sc->colmap)
+        goto oom;
+    for (int i = 0; i < BASE_COLS; i++)
+        if (column_index(sc, base_cols[i]) < 0)
+            goto oom;
+    /* column_index maps base names to arg_*; restore the base columns themselves */
+    for (int i = 0; i < BASE_COLS; i++) {
+        free(sc->cols[i]);
+        sc->cols[i] = strdup(base_cols[i]);
+        if (!sc->cols[i])
+            goto oom;
+    }
+    for (int i = 0; events && events[i]; i++) {
+        struct tep_event *ev = events[i];
+        int n = 0;
+        if (!want_event(ev))
+            continue;
+        for (struct tep_format_field *f = ev->format.fields; f; f = f->next)
+            n++;
+        int *map = calloc((size_t)n + 1, sizeof(int));
+        if (!map)
+            goto oom;
+        sc->colmap[ev->id] = map;
+        n = 0;
+        for (struct tep_format_field *f = ev->format.fields; f; f = f->next) {
+            map[n] = column_index(sc, f->name);
+            if (map[n++] < 0)
+                goto oom;
+        }
+    }
+    sc->cells = calloc((size_t)sc->ncols, sizeof(char *));
+    sc->scratch = malloc((size_t)sc->ncols * 512);
+    if (!sc->cells || !sc->scratch)
+        goto oom;
+    return 0;
+oom:
+    st_seterr(err, "failed to build the sched.tsv columns: out of memory");
+    return -1;
+}
+
+static int sched_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
+{
+    struct sched_ctx *sc = ctx;
+    if (ev->id > sc->maxid || !sc->colmap[ev->id])
+        return 0;
+    for (int i = 0; i < sc->ncols; i++)
+        sc->cells[i] = NULL;
+    int pid = tep_data_pid(sc->tep, rec);
+    const char *comm = tep_data_comm_from_pid(sc->tep, pid);
+    char *s = sc->scratch;
+    snprintf(s, 512, "%d", pid);
+    sc->cells[3] = s;
+    s += 512;
+    st_tsv_escape(s, 512, comm ? comm : "", 512);
+    sc->cells[4] = s;
+    s += 512;
+    int n = 0;
+    for (struct tep_format_field *f = ev->format.fields; f; f = f->next, n++) {
+        int col = sc->colmap[ev->id][n];
+        field_text(sc->tep, f, rec, s, 512);
+        sc->cells[col] = s;
+        s += 512;
+        if (strcmp(ev->name, "print") == 0 && strcmp(f->name, "buf") == 0)
+            check_marker(sc->st, (const char *)rec->data + f->offset, rec->ts);
+    }
+    fprintf(sc->out, "%llu\t%d\t%s", rec->ts, rec->cpu, ev->name);
+    for (int i = 3; i < sc->ncols; i++) {
+        fputc('\t', sc->out);
+        if (sc->cells[i])
+            fputs(sc->cells[i], sc->out);
+    }
+    fputc('\n', sc->out);
+    return ferror(sc->out) ? -1 : 0;
+}
+
+static void init_stats(struct st_convert_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->marker_trace_ns[0] = st->marker_trace_ns[1] = ST_UNKNOWN;
+    st->marker_mono_ns[0] = st->marker_mono_ns[1] = ST_UNKNOWN;
+}
+
+int st_convert_sched(const char *dat_path, const char *tsv_path, struct st_convert_stats *st,
+                     struct st_err *err)
+{
+    struct st_dat dat;
+    struct sched_ctx sc = { 0 };
+    int rc = -1;
+    init_stats(st);
+    if (st_dat_open(&dat, dat_path, err) < 0)
+        return -1;
+    sc.tep = dat.tep;
+    sc.st = st;
+    if (build_columns(&sc, err) < 0)
+        goto out;
+    sc.out = fopen(tsv_path, "w");
+    if (!sc.out) {
+        st_seterr(err, "failed to create %s: %s", tsv_path, strerror(errno));
+        goto out;
+    }
+    setvbuf(sc.out, NULL, _IOFBF, 1 << 20);
+    fprintf(sc.out, TSV_HEADER "# trace_clock: %s\n", dat.clock ? dat.clock : "unknown");
+    for (int i = 0; i < sc.ncols; i++)
+        fprintf(sc.out, "%s%s", i ? "\t" : "", sc.cols[i]);
+    fputc('\n', sc.out);
+    if (iterate(&dat, sched_record, &sc, st, err) < 0) {
+        if (!err->msg[0])
+            st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
+        goto out;
+    }
+    rc = 0;
+out:
+    if (sc.out && fclose(sc.out) != 0 && rc == 0) {
+        st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno));
+        rc = -1;
+    }
+    for (int i = 0; i < sc.ncols; i++)
+        free(sc.cols[i]);
+    for (int i = 0; sc.colmap && i <= sc.maxid; i++)
+        free(sc.colmap[i]);
+    free(sc.colmap);
+    free(sc.cols);
+    free(sc.cells);
+    free(sc.scratch);
+    st_dat_close(&dat);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ syscalls.tsv */
+
+struct pending {
+    int tid;             /* 0: empty slot */
+    int active;
+    long long t_enter;
+    char call[32];
+    long long fd, req;
+    int has_fd, has_req;
+};
+
+struct sys_ctx {
+    FILE *out;
+    struct tep_handle *tep;
+    struct st_convert_stats *st;
+    struct pending *slots;
+    size_t cap, used;
+    int *tgid_tid, *tgid_val;
+    size_t ntgid;
+};
+
+static struct pending *slot_for(struct sys_ctx *sc, int tid)
+{
+    if ((sc->used + 1) * 2 > sc->cap) {
+        size_t cap = sc->cap ? sc->cap * 2 : 4096;
+        struct pending *grown = calloc(cap, sizeof(*grown));
+        if (!grown)
+            return NULL;
+        for (size_t i = 0; i < sc->cap; i++) {
+            if (!sc->slots[i].tid)
+                continue;
+            size_t h = (size_t)sc->slots[i].tid * 2654435761u % cap;
+            while (grown[h].tid)
+                h = (h + 1) % cap;
+            grown[h] = sc->slots[i];
+        }
+        free(sc->slots);
+        sc->slots = grown;
+        sc->cap = cap;
+    }
+    size_t h = (size_t)tid * 2654435761u % sc->cap;
+    while (sc->slots[h].tid && sc->slots[h].tid != tid)
+        h = (h + 1) % sc->cap;
+    if (!sc->slots[h].tid) {
+        sc->slots[h].tid = tid;
+        sc->used++;
+    }
+    return &sc->slots[h];
+}
+
+static const char *tgid_of(struct sys_ctx *sc, int tid, char *buf, size_t len)
+{
+    for (size_t i = 0; i < sc->ntgid; i++)
+        if (sc->tgid_tid[i] == tid) {
+            snprintf(buf, len, "%d", sc->tgid_val[i]);
+            return buf;
+        }
+    return "";
+}
+
+static void emit(struct sys_ctx *sc, int tid, const struct pending *p, const char *call,
+                 long long t_exit, const char *result, int unfinished)
+{
+    char tgid[16], fd[24] = "", req[24] = "", t_enter[24] = "", t_exit_s[24] = "";
+    if (p && p->has_fd)
+        snprintf(fd, sizeof(fd), "%lld", p->fd);
+    if (p && p->has_req)
+        snprintf(req, sizeof(req), "%lld", p->req);
+    if (p)
+        snprintf(t_enter, sizeof(t_enter), "%lld", p->t_enter);
+    if (t_exit >= 0)
+        snprintf(t_exit_s, sizeof(t_exit_s), "%lld", t_exit);
+    fprintf(sc->out, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\t\t%d\n", t_enter, t_exit_s,
+            tgid_of(sc, tid, tgid, sizeof(tgid)), tid, call, fd, req, result, unfinished);
+    sc->st->syscalls++;
+    sc->st->unfinished += unfinished;
+}
+
+static int get_num(struct tep_handle *tep, struct tep_event *ev, struct tep_record *rec,
+                   const char *name, long long *out)
+{
+    struct tep_format_field *f = tep_find_field(ev, name);
+    unsigned long long v;
+    if (!f || tep_read_number_field(f, rec->data, &v) < 0)
+        return 0;
+    if ((f->flags & TEP_FIELD_IS_SIGNED) && f->size < 8) {
+        int shift = 64 - 8 * f->size;
+        *out = (long long)(v << shift) >> shift;
+    } else {
+        *out = (long long)v;
+    }
+    (void)tep;
+    return 1;
+}
+
+static void call_name(const char *event, size_t skip, char *out, size_t len)
+{
+    snprintf(out, len, "%s", event + skip);
+    if (strcmp(out, "sendfile64") == 0)
+        out[8] = '\0';
+}
+
+static int sys_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
+{
+    struct sys_ctx *sc = ctx;
+    int tid = tep_data_pid(sc->tep, rec);
+    if (strcmp(ev->name, "print") == 0) {
+        struct tep_format_field *f = tep_find_field(ev, "buf");
+        if (f)
+            check_marker(sc->st, (const char *)rec->data + f->offset, rec->ts);
+        return 0;
+    }
+    int enter = strncmp(ev->name, "sys_enter_", 10) == 0;
+    int leave = strncmp(ev->name, "sys_exit_", 9) == 0;
+    if (!enter && !leave)
+        return 0;
+    char call[32];
+    call_name(ev->name, enter ? 10 : 9, call, sizeof(call));
+    struct pending *p = slot_for(sc, tid);
+    if (!p)
+        return -1;
+    if (enter) {
+        if (p->active)   /* a thread cannot enter twice: the exit was lost */
+            emit(sc, tid, p, p->call, -1, "", 1);
+        p->active = 1;
+        p->t_enter = (long long)rec->ts;
+        snprintf(p->call, sizeof(p->call), "%s", call);
+        p->has_fd = get_num(sc->tep, ev, rec, "fd", &p->fd);
+        p->has_req = get_num(sc->tep, ev, rec, "count", &p->req) ||
+                     get_num(sc->tep, ev, rec, "len", &p->req) ||
+                     get_num(sc->tep, ev, rec, "size", &p->req);
+        return 0;
+    }
+    long long ret = 0;
+    char result[24] = "";
+    if (get_num(sc->tep, ev, rec, "ret", &ret))
+        snprintf(result, sizeof(result), "%lld", ret);
+    if (p->active && strcmp(p->call, call) == 0) {
+        emit(sc, tid, p, call, (long long)rec->ts, result, 0);
+    } else {
+        if (p->active)
+            emit(sc, tid, p, p->call, -1, "", 1);
+        emit(sc, tid, NULL, call, (long long)rec->ts, result, 0);  /* entered before the trace */
+    }
+    p->active = 0;
+    return ferror(sc->out) ? -1 : 0;
+}
+
+static void parse_tgids(struct sys_ctx *sc, const char *text)
+{
+    size_t cap = 0;
+    for (const char *line = text; line && *line; ) {
+        int tid, tgid;
+        if (sscanf(line, "%d %d", &tid, &tgid) == 2) {
+            if (sc->ntgid == cap) {
+                size_t ncap = cap ? cap * 2 : 256;
+                int *a = realloc(sc->tgid_tid, ncap * sizeof(int));
+                if (a)
+                    sc->tgid_tid = a;
+                int *b = realloc(sc->tgid_val, ncap * sizeof(int));
+                if (b)
+                    sc->tgid_val = b;
+                if (!a || !b)
+                    return;
+                cap = ncap;
+            }
+            sc->tgid_tid[sc->ntgid] = tid;
+            sc->tgid_val[sc->ntgid++] = tgid;
+        }
+        const char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
+    }
+}
+
+int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const char *tgids,
+                              struct st_convert_stats *st, struct st_err *err)
+{
+    struct st_dat dat;
+    struct sys_ctx sc = { 0 };
+    int rc = -1;
+    init_stats(st);
+    if (st_dat_open(&dat, dat_path, err) < 0)
+        return -1;
+    sc.tep = dat.tep;
+    sc.st = st;
+    parse_tgids(&sc, tgids);
+    sc.out = fopen(tsv_path, "w");
+    if (!sc.out) {
+        st_seterr(err, "failed to create %s: %s", tsv_path, strerror(errno));
+        goto out;
+    }
+    setvbuf(sc.out, NULL, _IOFBF, 1 << 20);
+    fprintf(sc.out, TSV_HEADER "# backend: tracefs\n"
+            "t_enter_ns\tt_exit_ns\tpid\ttid\tcall\tfd\treq_bytes\tresult\tfd_kind\tfd_desc\tunfinished\n");
+    if (iterate(&dat, sys_record, &sc, st, err) < 0) {
+        if (!err->msg[0])
+            st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : ENOMEM));
+        goto out;
+    }
+    for (size_t i = 0; i < sc.cap; i++)
+        if (sc.slots[i].tid && sc.slots[i].active)
+            emit(&sc, sc.slots[i].tid, &sc.slots[i], sc.slots[i].call, -1, "", 1);
+    rc = 0;
+out:
+    if (sc.out && fclose(sc.out) != 0 && rc == 0) {
+        st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno));
+        rc = -1;
+    }
+    free(sc.slots);
+    free(sc.tgid_tid);
+    free(sc.tgid_val);
+    st_dat_close(&dat);
+    return rc;
+}
+
+int st_convert_syscalls(const char *dat_path, const char *tsv_path, struct st_convert_stats *st,
+                        struct st_err *err)
+{
+    return st_convert_syscalls_tgids(dat_path, tsv_path, NULL, st, err);
+}

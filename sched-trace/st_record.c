@@ -1,0 +1,453 @@
+/* One recording session: the scheduler buffer (system-wide) and, on request, the system-call
+ * buffer (filtered to the given pids and their descendants), run until a signal, --duration or
+ * the command's end; then trace.dat files, TSV logs and sched.json. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hwclock.h"
+#include "st.h"
+#include "st_internal.h"
+
+#define ST_MARKERS 4   /* clock-check markers per phase; the least delayed one counts */
+
+static const char *const sched_events[] = {
+    "sched:sched_switch", "sched:sched_wakeup", "sched:sched_wakeup_new", "sched:sched_migrate_task",
+    "sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit",
+    "net:net_dev_queue", "net:net_dev_xmit", "net:netif_receive_skb", "sock:inet_sock_set_state",
+    "?tcp:tcp_probe",   /* '?': where the kernel has it */
+};
+static const char *const io_calls[] = {
+    "read", "write", "readv", "writev", "sendto", "sendmsg", "recvfrom", "recvmsg", "sendfile64",
+};
+
+struct session {
+    const struct st_config *cfg;
+    struct st_buffer *buf[2];           /* 0: scheduler, 1: system calls */
+    struct st_buffer_spec spec[2];
+    char *filter_text[ST_MAX_FILTERS];
+    pid_t child;
+    int go_fd;
+    int child_status;
+    long long t_start, t_stop;
+    struct st_convert_stats conv[2];
+};
+
+static int add_event(struct st_buffer_spec *spec, const char *name, struct st_err *err)
+{
+    int optional = name[0] == '?';
+    const char *full = name + optional;
+    const char *colon = strchr(full, ':');
+    if (!colon || colon == full || !colon[1] || spec->nevents >= ST_MAX_EVENTS ||
+        (size_t)(colon - full) >= sizeof(spec->events[0].system) ||
+        strlen(colon + 1) >= sizeof(spec->events[0].name)) {
+        st_seterr(err, "failed to parse event '%s': expected SYSTEM:EVENT (at most %d events)", full,
+                  ST_MAX_EVENTS);
+        err->usage = 1;
+        return -1;
+    }
+    struct st_event_ref *ev = &spec->events[spec->nevents];
+    snprintf(ev->system, sizeof(ev->system), "%.*s", (int)(colon - full), full);
+    snprintf(ev->name, sizeof(ev->name), "%s", colon + 1);
+    spec->optional[spec->nevents++] = optional;
+    return 0;
+}
+
+/* --filter SYSTEM:EVENT=EXPR applies to that event of whichever buffer records it. */
+static int apply_filters(struct session *s, struct st_err *err)
+{
+    const struct st_config *cfg = s->cfg;
+    for (int i = 0; i < cfg->nfilters; i++) {
+        const char *eq = strchr(cfg->filters[i], '=');
+        int used = 0;
+        if (!eq) {
+            st_seterr(err, "failed to parse filter '%s': expected SYSTEM:EVENT=EXPRESSION", cfg->filters[i]);
+            err->usage = 1;
+            return -1;
+        }
+        s->filter_text[i] = strdup(eq + 1);
+        for (int b = 0; b < 2; b++)
+            for (int e = 0; e < s->spec[b].nevents; e++) {
+                char name[170];
+                snprintf(name, sizeof(name), "%s:%s", s->spec[b].events[e].system, s->spec[b].events[e].name);
+                if (strlen(name) == (size_t)(eq - cfg->filters[i]) &&
+                    strncmp(name, cfg->filters[i], (size_t)(eq - cfg->filters[i])) == 0) {
+                    s->spec[b].filters[e] = s->filter_text[i];
+                    used = 1;
+                }
+            }
+        if (!used) {
+            st_seterr(err, "failed to apply filter '%s': that event is not recorded", cfg->filters[i]);
+            err->usage = 1;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int build_specs(struct session *s, struct st_err *err)
+{
+    const struct st_config *cfg = s->cfg;
+    struct st_buffer_spec *sp = &s->spec[0], *sy = &s->spec[1];
+    sp->suffix = cfg->suffix;
+    sp->buffer_kb = sy->buffer_kb = cfg->buffer_kb;
+    sp->drain = sy->drain = cfg->drain;
+    if (cfg->nevents == 0) {
+        for (size_t i = 0; i < sizeof(sched_events) / sizeof(sched_events[0]); i++)
+            if (add_event(sp, sched_events[i], err) < 0)
+                return -1;
+    }
+    for (int i = 0; i < cfg->nevents; i++)
+        if (add_event(sp, cfg->events[i], err) < 0)
+            return -1;
+    if (cfg->syscalls) {
+        static char suffix[80];
+        snprintf(suffix, sizeof(suffix), "%s%ssys", cfg->suffix ? cfg->suffix : "", cfg->suffix ? "-" : "");
+        sy->suffix = suffix;
+        for (size_t i = 0; i < sizeof(io_calls) / sizeof(io_calls[0]); i++) {
+            char name[64];
+            snprintf(name, sizeof(name), "syscalls:sys_enter_%s", io_calls[i]);
+            if (add_event(sy, name, err) < 0)
+                return -1;
+            snprintf(name, sizeof(name), "syscalls:sys_exit_%s", io_calls[i]);
+            if (add_event(sy, name, err) < 0)
+                return -1;
+        }
+        for (int i = 0; i < cfg->npids; i++)
+            sy->pids[sy->npids++] = cfg->pids[i];
+        if (s->child > 0)
+            sy->pids[sy->npids++] = s->child;
+    }
+    return apply_filters(s, err);
+}
+
+/* The command waits on a pipe until tracing runs, so its first system calls are recorded. */
+static int spawn(struct session *s, struct st_err *err)
+{
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) < 0) {
+        st_seterr(err, "failed to create a pipe: %s", strerror(errno));
+        return -1;
+    }
+    s->child = fork();
+    if (s->child < 0) {
+        st_seterr(err, "failed to fork: %s", strerror(errno));
+        close(go[0]);
+        close(go[1]);
+        return -1;
+    }
+    if (s->child == 0) {
+        char c;
+        close(go[1]);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        if (read(go[0], &c, 1) != 1)
+            _exit(127);
+        execvp(s->cfg->command[0], s->cfg->command);
+        fprintf(stderr, "hw-schedtrace: failed to run %s: %s\n", s->cfg->command[0], strerror(errno));
+        _exit(127);
+    }
+    close(go[0]);
+    s->go_fd = go[1];
+    return 0;
+}
+
+static void wait_loop(struct session *s)
+{
+    const struct st_config *cfg = s->cfg;
+    long long deadline = cfg->duration_s > 0 ? s->t_start + (long long)(cfg->duration_s * 1e9) : -1;
+    for (;;) {
+        if (cfg->stop && *cfg->stop)
+            return;
+        if (deadline >= 0 && hw_mono_ns() >= deadline)
+            return;
+        if (s->child > 0) {
+            int status;
+            pid_t r = waitpid(s->child, &status, WNOHANG);
+            if (r == s->child) {
+                s->child_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                s->child = -s->child;    /* reaped; keep the pid for the report */
+                return;
+            }
+        }
+        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void json_stat(FILE *f, const char *key, long long v, const char *sep)
+{
+    if (v == ST_UNKNOWN)
+        fprintf(f, "\"%s\": null%s", key, sep);
+    else
+        fprintf(f, "\"%s\": %lld%s", key, v, sep);
+}
+
+static void json_cpustat(FILE *f, const struct st_cpustat *c)
+{
+    fputc('{', f);
+    json_stat(f, "entries", c->entries, ", ");
+    json_stat(f, "overrun", c->overrun, ", ");
+    json_stat(f, "commit_overrun", c->commit_overrun, ", ");
+    json_stat(f, "bytes", c->bytes, ", ");
+    json_stat(f, "dropped_events", c->dropped, ", ");
+    json_stat(f, "read_events", c->read, "");
+    fputc('}', f);
+}
+
+static void json_string(FILE *f, const char *text)
+{
+    fputc('"', f);
+    for (const char *p = text; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if ((unsigned char)*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* Lost events of one buffer: overrun + dropped + commit overrun (end minus start) + missed in
+ * stream; -1 when a counter is unknown. */
+static long long buffer_lost(struct st_buffer *buf, const struct st_convert_stats *conv)
+{
+    const struct st_cpustat *a = st_buffer_stats(buf, 0), *b = st_buffer_stats(buf, 1);
+    long long lost = 0;
+    for (int cpu = 0; cpu < st_buffer_ncpus(buf); cpu++) {
+        const long long pairs[3][2] = { { a[cpu].overrun, b[cpu].overrun }, { a[cpu].dropped, b[cpu].dropped },
+                                        { a[cpu].commit_overrun, b[cpu].commit_overrun } };
+        for (int k = 0; k < 3; k++) {
+            if (pairs[k][0] == ST_UNKNOWN || pairs[k][1] == ST_UNKNOWN)
+                return ST_UNKNOWN;
+            lost += pairs[k][1] - pairs[k][0];
+        }
+    }
+    (void)conv;   /* MISSING_EVENTS counts are the same losses seen from the reader's side */
+    return lost;
+}
+
+static void json_buffer(FILE *f, struct session *s, int b, const char *dat, const char *tsv)
+{
+    struct st_buffer *buf = s->buf[b];
+    const struct st_convert_stats *cv = &s->conv[b];
+    const char **names;
+    int n = st_buffer_enabled(buf, &names);
+    fprintf(f, "    {\"name\": \"%s\", \"instance\": \"%s\", \"trace\": \"%s\", \"tsv\": \"%s\",\n",
+            b ? "syscalls" : "sched", st_buffer_instance(buf), dat, tsv);
+    fprintf(f, "     \"events\": [");
+    for (int i = 0; i < n; i++) {
+        json_string(f, names[i]);
+        fputs(i + 1 < n ? ", " : "", f);
+    }
+    n = st_buffer_missing(buf, &names);
+    fprintf(f, "],\n     \"events_missing\": [");
+    for (int i = 0; i < n; i++) {
+        json_string(f, names[i]);
+        fputs(i + 1 < n ? ", " : "", f);
+    }
+    fprintf(f, "],\n     \"pids\": [");
+    for (int i = 0; i < s->spec[b].npids; i++)
+        fprintf(f, "%d%s", s->spec[b].pids[i], i + 1 < s->spec[b].npids ? ", " : "");
+    fprintf(f, "], \"buffer_kb\": %ld, \"drain\": %s, \"page_size\": %u, \"records\": %lld,",
+            s->spec[b].buffer_kb, s->spec[b].drain ? "true" : "false", st_buffer_page_size(buf), cv->records);
+    json_stat(f, "lost_events", buffer_lost(buf, cv), ",\n     \"cpus\": [\n");
+    for (int cpu = 0; cpu < st_buffer_ncpus(buf); cpu++) {
+        fprintf(f, "       {\"cpu\": %d, \"records\": %lld, \"missed_in_stream\": %lld, "
+                "\"pages_with_unknown_missed\": %d,\n        \"start\": ", cpu, cv->per_cpu[cpu],
+                cv->missed[cpu], cv->missed_unknown[cpu]);
+        json_cpustat(f, &st_buffer_stats(buf, 0)[cpu]);
+        fputs(",\n        \"end\": ", f);
+        json_cpustat(f, &st_buffer_stats(buf, 1)[cpu]);
+        fprintf(f, "}%s\n", cpu + 1 < st_buffer_ncpus(buf) ? "," : "");
+    }
+    fprintf(f, "     ]}");
+}
+
+static void json_clock(FILE *f, const struct st_convert_stats *cv)
+{
+    static const char *which[2] = { "start", "stop" };
+    long long worst = ST_UNKNOWN;
+    fprintf(f, "  \"clock_check\": {");
+    for (int i = 0; i < 2; i++) {
+        fprintf(f, "\"%s\": ", which[i]);
+        if (cv->marker_trace_ns[i] == ST_UNKNOWN) {
+            fprintf(f, "null, ");
+            continue;
+        }
+        long long diff = cv->marker_trace_ns[i] - cv->marker_mono_ns[i];
+        fprintf(f, "{\"trace_ns\": %lld, \"payload_mono_ns\": %lld, \"diff_ns\": %lld}, ",
+                cv->marker_trace_ns[i], cv->marker_mono_ns[i], diff);
+        if (llabs(diff) > worst)
+            worst = llabs(diff);
+    }
+    json_stat(f, "max_abs_diff_ns", worst, ", ");
+    fprintf(f, "\"limit_ns\": 10000, \"ok\": %s},\n",
+            worst == ST_UNKNOWN ? "null" : worst <= 10000 ? "true" : "false");
+}
+
+static int write_json(struct session *s, const char *path, struct st_err *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        st_seterr(err, "failed to create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "{\n  \"format\": \"hostwire-sched 1\",\n  \"tool\": \"hw-schedtrace\",\n");
+    fprintf(f, "  \"clock\": \"CLOCK_MONOTONIC\",\n  \"start_mono_ns\": %lld,\n  \"stop_mono_ns\": %lld,\n",
+            s->t_start, s->t_stop);
+    json_clock(f, &s->conv[0]);
+    if (s->cfg->command) {
+        fprintf(f, "  \"command\": {\"argv\": [");
+        for (char **a = s->cfg->command; *a; a++) {
+            json_string(f, *a);
+            fputs(a[1] ? ", " : "", f);
+        }
+        fprintf(f, "], \"pid\": %d, ", s->child < 0 ? -s->child : s->child);
+        if (s->child < 0)
+            fprintf(f, "\"exit_status\": %d},\n", s->child_status);
+        else
+            fprintf(f, "\"exit_status\": null},\n");
+    }
+    fprintf(f, "  \"buffers\": [\n");
+    json_buffer(f, s, 0, "trace.dat", "sched.tsv");
+    if (s->buf[1]) {
+        fputs(",\n", f);
+        json_buffer(f, s, 1, "syscalls.dat", "syscalls.tsv");
+    }
+    fprintf(f, "\n  ]\n}\n");
+    if (fclose(f) != 0) {
+        st_seterr(err, "failed to write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void report(struct session *s)
+{
+    for (int b = 0; b < 2; b++) {
+        struct st_buffer *buf = s->buf[b];
+        if (!buf)
+            continue;
+        const struct st_cpustat *a = st_buffer_stats(buf, 0), *e = st_buffer_stats(buf, 1);
+        long long over = 0, drop = 0, commit = 0, missed = 0;
+        for (int cpu = 0; cpu < st_buffer_ncpus(buf); cpu++) {
+            over += e[cpu].overrun - a[cpu].overrun;
+            drop += e[cpu].dropped - a[cpu].dropped;
+            commit += e[cpu].commit_overrun - a[cpu].commit_overrun;
+            missed += s->conv[b].missed[cpu];
+        }
+        fprintf(stderr, "hw-schedtrace: %s: %lld events recorded; lost: overrun %lld, dropped %lld, "
+                "commit overrun %lld, missed in stream %lld\n", b ? "syscalls" : "sched",
+                s->conv[b].records, over, drop, commit, missed);
+    }
+    const struct st_convert_stats *cv = &s->conv[0];
+    if (cv->marker_trace_ns[0] != ST_UNKNOWN && cv->marker_trace_ns[1] != ST_UNKNOWN)
+        fprintf(stderr, "hw-schedtrace: clock check: trace stamp - monotonic stamp = %lld ns at start, "
+                "%lld ns at stop\n", cv->marker_trace_ns[0] - cv->marker_mono_ns[0],
+                cv->marker_trace_ns[1] - cv->marker_mono_ns[1]);
+    else
+        fprintf(stderr, "hw-schedtrace: clock check: a marker was lost from the buffer (unknown)\n");
+}
+
+static void path_in(char *out, size_t len, const char *dir, const char *name)
+{
+    snprintf(out, len, "%s/%s", dir, name);
+}
+
+int st_record(const struct st_config *cfg, struct st_err *err)
+{
+    struct session s = { .cfg = cfg, .go_fd = -1 };
+    char path[4200], tsv[4200];
+    int rc = -1, nb = cfg->syscalls ? 2 : 1;
+    if (mkdir(cfg->outdir, 0755) < 0 && errno != EEXIST) {
+        st_seterr(err, "failed to create directory %s: %s", cfg->outdir, strerror(errno));
+        return -1;
+    }
+    if (cfg->command && spawn(&s, err) < 0)
+        return -1;
+    if (build_specs(&s, err) < 0)
+        goto out;
+    for (int b = 0; b < nb; b++)
+        if (!(s.buf[b] = st_buffer_open(&s.spec[b], cfg->outdir, err)))
+            goto out;
+    for (int b = 0; b < nb; b++)
+        if (st_buffer_start(s.buf[b], err) < 0)
+            goto out;
+    s.t_start = hw_mono_ns();
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < ST_MARKERS; i++)
+            if (st_buffer_marker(s.buf[b], "start", err) < 0)
+                goto out;
+    fprintf(stderr, "hw-schedtrace: recording in tracefs instance %s%s%s (%d CPUs)\n",
+            st_buffer_instance(s.buf[0]), nb > 1 ? " and " : "", nb > 1 ? st_buffer_instance(s.buf[1]) : "",
+            st_buffer_ncpus(s.buf[0]));
+    fflush(stderr);
+    if (s.go_fd >= 0) {
+        if (write(s.go_fd, "g", 1) != 1) {
+            st_seterr(err, "failed to start %s: %s", cfg->command[0], strerror(errno));
+            goto out;
+        }
+        close(s.go_fd);
+        s.go_fd = -1;
+    }
+    wait_loop(&s);
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < ST_MARKERS; i++)
+            st_buffer_marker(s.buf[b], "stop", NULL);
+    s.t_stop = hw_mono_ns();
+    for (int b = 0; b < nb; b++)
+        if (st_buffer_stop(s.buf[b], err) < 0)
+            goto out;
+    path_in(path, sizeof(path), cfg->outdir, "trace.dat");
+    if (st_buffer_write_dat(s.buf[0], path, err) < 0)
+        goto out;
+    path_in(tsv, sizeof(tsv), cfg->outdir, "sched.tsv");
+    if (st_convert_sched(path, tsv, &s.conv[0], err) < 0)
+        goto out;
+    if (nb > 1) {
+        path_in(path, sizeof(path), cfg->outdir, "syscalls.dat");
+        if (st_buffer_write_dat(s.buf[1], path, err) < 0)
+            goto out;
+        path_in(tsv, sizeof(tsv), cfg->outdir, "syscalls.tsv");
+        if (st_convert_syscalls_tgids(path, tsv, st_buffer_tgids(s.buf[1]), &s.conv[1], err) < 0)
+            goto out;
+    }
+    path_in(path, sizeof(path), cfg->outdir, "sched.json");
+    if (write_json(&s, path, err) < 0)
+        goto out;
+    report(&s);
+    rc = 0;
+out:
+    if (s.go_fd >= 0)
+        close(s.go_fd);      /* an unreleased command reads EOF and exits 127 */
+    if (s.child > 0) {
+        kill(s.child, rc < 0 ? SIGKILL : SIGTERM);   /* stopped before the command ended */
+        waitpid(s.child, NULL, 0);
+    }
+    for (int b = 0; b < 2; b++)
+        st_buffer_close(s.buf[b]);
+    for (int i = 0; i < ST_MAX_FILTERS; i++)
+        free(s.filter_text[i]);
+    return rc;
+}
+
+/* trace.dat (or syscalls.dat) -> sched.tsv (or syscalls.tsv) beside the chosen directory. */
+int st_convert_file(const char *dat_path, const char *outdir, bool syscalls, struct st_err *err)
+{
+    struct st_convert_stats st;
+    char tsv[4200];
+    path_in(tsv, sizeof(tsv), outdir, syscalls ? "syscalls.tsv" : "sched.tsv");
+    if (syscalls ? st_convert_syscalls(dat_path, tsv, &st, err) : st_convert_sched(dat_path, tsv, &st, err))
+        return -1;
+    fprintf(stderr, "hw-schedtrace: %s: %lld records -> %s\n", dat_path, st.records, tsv);
+    return 0;
+}
