@@ -34,7 +34,11 @@ void st_tsv_escape(char *out, size_t len, const char *in, size_t inlen)
     size_t o = 0;
     for (size_t i = 0; i < inlen && in[i] && o + 3 < len; i++) {
         char c = in[i], esc = c == '\t' ? 't' : c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\\' ? '\\' : 0;
-        if (esc) {
+        if (!esc && ((unsigned char)c < 0x20 || (unsigned char)c >= 0x7f)) {
+            if (o + 5 >= len)
+                break;
+            o += (size_t)snprintf(out + o, len - o, "\\x%02x", (unsigned char)c);
+        } else if (esc) {
             out[o++] = '\\';
             out[o++] = esc;
         } else {
@@ -140,9 +144,11 @@ static void field_text(struct tep_handle *tep, struct tep_format_field *f, struc
         if (f->flags & TEP_FIELD_IS_RELATIVE)
             offset += f->offset + f->size;
     }
+    if (!(f->flags & TEP_FIELD_IS_DYNAMIC) && (f->flags & TEP_FIELD_IS_ARRAY) && size == 0)
+        size = rec->size - offset;   /* a trailing flexible array (ftrace print: char buf[]) */
     if (offset < 0 || size < 0 || offset + size > rec->size)
         return;
-    if (f->flags & TEP_FIELD_IS_STRING) {
+    if ((f->flags & TEP_FIELD_IS_STRING) && f->type && strstr(f->type, "char")) {
         st_tsv_escape(out, len, (const char *)data + offset, (size_t)size);
     } else if (f->flags & (TEP_FIELD_IS_ARRAY | TEP_FIELD_IS_DYNAMIC) || size > 8) {
         size_t o = 0;
@@ -183,8 +189,13 @@ static void check_marker(struct st_convert_stats *st, const char *text, unsigned
 #define BASE_COLS 5
 static const char *const base_cols[BASE_COLS] = { "t_ns", "cpu", "event", "pid", "comm" };
 
+struct comm_pair {
+    struct tep_format_field *comm, *pid;
+};
+
 struct sched_ctx {
     FILE *out;
+    struct comm_pair **pairs;   /* by event id: (X_comm, X_pid) fields, NULL-terminated */
     struct tep_handle *tep;
     struct st_convert_stats *st;
     char **cols;
@@ -219,6 +230,47 @@ static int want_event(const struct tep_event *ev)
     return strcmp(ev->system, "ftrace") != 0 || strcmp(ev->name, "print") == 0;
 }
 
+/* Fields naming a task (comm, pid / prev_comm, prev_pid / child_comm, child_pid ...). */
+static int find_pairs(struct sched_ctx *sc, struct tep_event *ev)
+{
+    int n = 0;
+    struct comm_pair *pairs = calloc(8, sizeof(*pairs));
+    if (!pairs)
+        return -1;
+    for (struct tep_format_field *f = ev->format.fields; f && n < 7; f = f->next) {
+        size_t len = strlen(f->name);
+        char pidname[128];
+        if (len < 4 || strcmp(f->name + len - 4, "comm") != 0 || !(f->flags & TEP_FIELD_IS_STRING) ||
+            (f->flags & TEP_FIELD_IS_DYNAMIC) || len >= sizeof(pidname))
+            continue;
+        snprintf(pidname, sizeof(pidname), "%.*spid", (int)(len - 4), f->name);
+        struct tep_format_field *pid = tep_find_field(ev, pidname);
+        if (pid && !(pid->flags & TEP_FIELD_IS_ARRAY)) {
+            pairs[n].comm = f;
+            pairs[n++].pid = pid;
+        }
+    }
+    sc->pairs[ev->id] = pairs;
+    return 0;
+}
+
+/* Tasks named in events fill the gaps of saved_cmdlines (which keeps only a few hundred);
+ * tep_register_comm keeps an existing entry, so saved_cmdlines wins, as in trace-cmd report. */
+static void learn_comms(struct sched_ctx *sc, struct tep_event *ev, struct tep_record *rec)
+{
+    struct comm_pair *p = sc->pairs[ev->id];
+    for (; p && p->comm; p++) {
+        unsigned long long pid;
+        char comm[32];
+        if (tep_read_number_field(p->pid, rec->data, &pid) < 0 || (int)pid <= 0 ||
+            p->comm->offset + p->comm->size > rec->size)
+            continue;
+        snprintf(comm, sizeof(comm), "%.*s", p->comm->size, (const char *)rec->data + p->comm->offset);
+        if (!tep_is_pid_registered(sc->tep, (int)pid))
+            tep_register_comm(sc->tep, comm, (int)pid);
+    }
+}
+
 static int build_columns(struct sched_ctx *sc, struct st_err *err)
 {
     struct tep_event **events = tep_list_events(sc->tep, TEP_EVENT_SORT_ID);
@@ -226,7 +278,8 @@ static int build_columns(struct sched_ctx *sc, struct st_err *err)
         if (events[i]->id > sc->maxid)
             sc->maxid = events[i]->id;
     sc->colmap = calloc((size_t)sc->maxid + 1, sizeof(int *));
-    if (!sc->colmap)
+    sc->pairs = calloc((size_t)sc->maxid + 1, sizeof(struct comm_pair *));
+    if (!sc->colmap || !sc->pairs)
         goto oom;
     for (int i = 0; i < BASE_COLS; i++)
         if (column_index(sc, base_cols[i]) < 0)
@@ -249,6 +302,8 @@ static int build_columns(struct sched_ctx *sc, struct st_err *err)
         if (!map)
             goto oom;
         sc->colmap[ev->id] = map;
+        if (find_pairs(sc, ev) < 0)
+            goto oom;
         n = 0;
         for (struct tep_format_field *f = ev->format.fields; f; f = f->next) {
             map[n] = column_index(sc, f->name);
@@ -273,8 +328,9 @@ static int sched_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
         return 0;
     for (int i = 0; i < sc->ncols; i++)
         sc->cells[i] = NULL;
+    learn_comms(sc, ev, rec);
     int pid = tep_data_pid(sc->tep, rec);
-    const char *comm = tep_data_comm_from_pid(sc->tep, pid);
+    const char *comm = tep_is_pid_registered(sc->tep, pid) ? tep_data_comm_from_pid(sc->tep, pid) : "";
     char *s = sc->scratch;
     snprintf(s, 512, "%d", pid);
     sc->cells[3] = s;
@@ -346,6 +402,9 @@ out:
         free(sc.cols[i]);
     for (int i = 0; sc.colmap && i <= sc.maxid; i++)
         free(sc.colmap[i]);
+    for (int i = 0; sc.pairs && i <= sc.maxid; i++)
+        free(sc.pairs[i]);
+    free(sc.pairs);
     free(sc.colmap);
     free(sc.cols);
     free(sc.cells);
@@ -371,7 +430,7 @@ struct sys_ctx {
     struct st_convert_stats *st;
     struct pending *slots;
     size_t cap, used;
-    int *tgid_tid, *tgid_val;
+    struct tgid_pair { int tid, tgid; } *tgid;
     size_t ntgid;
 };
 
@@ -406,11 +465,18 @@ static struct pending *slot_for(struct sys_ctx *sc, int tid)
 
 static const char *tgid_of(struct sys_ctx *sc, int tid, char *buf, size_t len)
 {
-    for (size_t i = 0; i < sc->ntgid; i++)
-        if (sc->tgid_tid[i] == tid) {
-            snprintf(buf, len, "%d", sc->tgid_val[i]);
-            return buf;
-        }
+    size_t lo = 0, hi = sc->ntgid;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (sc->tgid[mid].tid < tid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < sc->ntgid && sc->tgid[lo].tid == tid) {
+        snprintf(buf, len, "%d", sc->tgid[lo].tgid);
+        return buf;
+    }
     return "";
 }
 
@@ -502,6 +568,12 @@ static int sys_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
     return ferror(sc->out) ? -1 : 0;
 }
 
+static int by_tid(const void *a, const void *b)
+{
+    const struct tgid_pair *x = a, *y = b;
+    return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
 static void parse_tgids(struct sys_ctx *sc, const char *text)
 {
     size_t cap = 0;
@@ -510,22 +582,20 @@ static void parse_tgids(struct sys_ctx *sc, const char *text)
         if (sscanf(line, "%d %d", &tid, &tgid) == 2) {
             if (sc->ntgid == cap) {
                 size_t ncap = cap ? cap * 2 : 256;
-                int *a = realloc(sc->tgid_tid, ncap * sizeof(int));
-                if (a)
-                    sc->tgid_tid = a;
-                int *b = realloc(sc->tgid_val, ncap * sizeof(int));
-                if (b)
-                    sc->tgid_val = b;
-                if (!a || !b)
-                    return;
+                struct tgid_pair *grown = realloc(sc->tgid, ncap * sizeof(*grown));
+                if (!grown)
+                    break;
+                sc->tgid = grown;
                 cap = ncap;
             }
-            sc->tgid_tid[sc->ntgid] = tid;
-            sc->tgid_val[sc->ntgid++] = tgid;
+            sc->tgid[sc->ntgid].tid = tid;
+            sc->tgid[sc->ntgid++].tgid = tgid;
         }
         const char *nl = strchr(line, '\n');
         line = nl ? nl + 1 : NULL;
     }
+    if (sc->ntgid)
+        qsort(sc->tgid, sc->ntgid, sizeof(*sc->tgid), by_tid);
 }
 
 int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const char *tgids,
@@ -563,8 +633,7 @@ out:
         rc = -1;
     }
     free(sc.slots);
-    free(sc.tgid_tid);
-    free(sc.tgid_val);
+    free(sc.tgid);
     st_dat_close(&dat);
     return rc;
 }

@@ -257,8 +257,9 @@ static void json_buffer(FILE *f, struct session *s, int b, const char *dat, cons
     fprintf(f, "],\n     \"pids\": [");
     for (int i = 0; i < s->spec[b].npids; i++)
         fprintf(f, "%d%s", s->spec[b].pids[i], i + 1 < s->spec[b].npids ? ", " : "");
-    fprintf(f, "], \"buffer_kb\": %ld, \"drain\": %s, \"page_size\": %u, \"records\": %lld,",
-            s->spec[b].buffer_kb, s->spec[b].drain ? "true" : "false", st_buffer_page_size(buf), cv->records);
+    fprintf(f, "], \"buffer_kb\": %ld, \"drain\": %s, \"page_size\": %u, \"records\": %lld, "
+            "\"markers_written\": %d, ", s->spec[b].buffer_kb, s->spec[b].drain ? "true" : "false",
+            st_buffer_page_size(buf), cv->records, 2 * ST_MARKERS);
     json_stat(f, "lost_events", buffer_lost(buf, cv), ",\n     \"cpus\": [\n");
     for (int cpu = 0; cpu < st_buffer_ncpus(buf); cpu++) {
         fprintf(f, "       {\"cpu\": %d, \"records\": %lld, \"missed_in_stream\": %lld, "

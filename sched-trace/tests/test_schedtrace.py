@@ -1,0 +1,356 @@
+"""hw-schedtrace on the live kernel: each test records in its own tracefs instance (hw-<pid>...),
+under a timeout, and checks that no instance is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hostwire import doctor
+from hostwire.sched import read_sched_json, read_sched_tsv, read_syscalls_tsv
+
+TIMEOUT = 60
+TRACEFS = Path("/sys/kernel/tracing")
+
+
+def tool(build_dir: Path) -> str:
+    return str(build_dir / "bin" / "hw-schedtrace")
+
+
+def instances() -> set[str]:
+    return {p.name for p in (TRACEFS / "instances").glob("hw-*")} if TRACEFS.is_dir() else set()
+
+
+@pytest.fixture
+def no_leftover() -> Iterator[None]:
+    before = instances()
+    yield
+    left = instances() - before
+    for name in left:  # clean up, then fail: a test must not leave instances behind
+        try:
+            (TRACEFS / "instances" / name).rmdir()
+        except OSError:
+            pass
+    assert not left, f"tracefs instances left behind: {sorted(left)}"
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, **kw)
+
+
+def start_collector(cmd: list[str]) -> subprocess.Popen:
+    """Starts hw-schedtrace and returns once it reports that it records."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    if "recording" not in line:
+        proc.kill()
+        out, err = proc.communicate(timeout=TIMEOUT)
+        pytest.fail(f"hw-schedtrace did not start: {line}{err}")
+    return proc
+
+
+# ---------------------------------------------------------------- usage (no kernel needed)
+
+@pytest.mark.sanitized
+def test_help_and_usage_errors(build_dir: Path) -> None:
+    res = run([tool(build_dir), "--help"])
+    assert res.returncode == 0 and "EXAMPLES" in res.stdout
+    for args, expected in [
+        (["--duration", "abc"], "failed to parse --duration 'abc'"),
+        (["--buffer-kb", "0"], "failed to parse --buffer-kb"),
+        (["-p", "12"], "give --syscalls too"),
+        (["--bogus"], ""),
+        (["convert"], "convert needs one TRACE.DAT"),
+    ]:
+        res = run([tool(build_dir), *args])
+        assert res.returncode == 2, (args, res.stderr)
+        assert expected in res.stderr
+
+
+@pytest.mark.sanitized
+def test_convert_rejects_bad_files(build_dir: Path, tmp_path: Path) -> None:
+    res = run([tool(build_dir), "convert", "-o", str(tmp_path), str(tmp_path / "none.dat")])
+    assert res.returncode == 1
+    assert res.stderr.strip().startswith("hw-schedtrace: failed to open") and res.stderr.count("\n") == 1
+    bad = tmp_path / "bad.dat"
+    bad.write_bytes(b"\x17\x08\x44tracing6\x00\x00\x08\x00\x10\x00\x00header_page\x00\x10")
+    res = run([tool(build_dir), "convert", "-o", str(tmp_path), str(bad)])
+    assert res.returncode == 1
+    assert "byte 30" in res.stderr and "the file ends" in res.stderr
+
+
+# ---------------------------------------------------------------- live kernel
+
+@pytest.mark.privileged("tracefs")
+def test_unknown_event_is_a_usage_error(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
+    res = run([tool(build_dir), "-o", str(tmp_path), "-e", "sched:no_such_event", "--", "true"])
+    assert res.returncode == 2
+    assert "failed to find event sched:no_such_event" in res.stderr
+    res = run([tool(build_dir), "-o", str(tmp_path), "-e", "sched:sched_switch",
+               "-f", "sched:sched_switch=no_such_field == 1", "--", "true"])
+    assert res.returncode == 2 and "failed to set filter" in res.stderr
+
+
+@pytest.mark.privileged("tracefs")
+def test_no_permission_is_one_clear_line(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
+    os.chmod(tmp_path, 0o777)
+    res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", tool(build_dir),
+               "-o", str(tmp_path / "out"), "--", "true"])
+    assert res.returncode == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hw-schedtrace: failed to "), res.stderr
+    assert "tracefs" in lines[0] or "Permission denied" in lines[0]
+
+
+@pytest.mark.privileged("tracefs")
+@pytest.mark.sanitized
+def test_records_a_command_and_converts(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
+    """Every line has t_ns, cpu, event, pid, comm; the clock check and counters are in sched.json;
+    syscalls.tsv pairs enter and exit of a command's descendants exactly."""
+    out = tmp_path / "raw"
+    res = run([tool(build_dir), "-o", str(out), "-s", "--", "sh", "-c",
+               "dd if=/dev/zero of=/dev/null bs=1000 count=50 2>/dev/null; true"])
+    assert res.returncode == 0, res.stderr
+    meta, df = read_sched_tsv(out / "sched.tsv")
+    assert meta["format"] == "hostwire-tsv 1"
+    assert len(df) > 0 and df["t_ns"].is_monotonic_increasing
+    assert (df["event"] != "").all() and (df["cpu"] >= 0).all()
+    assert {"sched_switch", "sched_process_fork", "sched_process_exec", "sched_process_exit"} <= set(df["event"])
+    summary = read_sched_json(out / "sched.json")
+    sched = summary["buffers"][0]
+    assert sched["records"] == len(df)
+    assert summary["clock_check"]["ok"] is True
+    assert abs(summary["clock_check"]["start"]["diff_ns"]) <= 10_000
+    for cpu in sched["cpus"]:
+        assert cpu["end"]["overrun"] == 0 and cpu["missed_in_stream"] == 0
+    _, calls = read_syscalls_tsv(out / "syscalls.tsv")
+    dd_pid = int(df[(df["event"] == "sched_process_exec") & (df["filename"] == "/usr/bin/dd")]["arg_pid"].iloc[0])
+    dd = calls[calls["tid"] == dd_pid]
+    reads = dd[(dd["call"] == "read") & (dd["fd"] == 0) & (dd["req_bytes"] == 1000)]
+    writes = dd[(dd["call"] == "write") & (dd["fd"] == 1) & (dd["req_bytes"] == 1000)]
+    assert len(reads) == 50 and (reads["result"] == 1000).all()
+    assert len(writes) == 50 and (writes["result"] == 1000).all()
+    assert (dd["t_exit_ns"] >= dd["t_enter_ns"]).all() and (dd["unfinished"] == 0).all()
+    assert (dd["pid"] == dd_pid).all()
+    shell = int(summary["command"]["pid"])
+    assert shell in set(calls["tid"])  # the command itself, besides its descendant
+
+
+# -- agreement with trace-cmd report
+
+LINE = re.compile(r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?P<s>\d+)\.(?P<ns>\d{9}):\s+"
+                  r"(?P<event>[^:\s]+):\s+(?P<rest>.*)$")
+
+
+def event_fields() -> dict[str, list[str]]:
+    """Field names in declaration order, without the common ones, for every event of tracefs."""
+    fields: dict[str, list[str]] = {}
+    for fmt in TRACEFS.glob("events/*/*/format"):
+        if fmt.parent.parent.name not in ("sched", "net", "sock", "tcp", "ftrace", "syscalls"):
+            continue
+        names = re.findall(r"field:[^;]*?([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?;\s*offset",
+                           fmt.read_text())
+        fields[fmt.parent.name] = [n for n in names if not n.startswith("common_")]
+    return fields
+
+
+def same_value(theirs: str, mine: str) -> bool:
+    if theirs.startswith("ARRAY["):
+        return theirs[6:-1].replace(", ", "") == mine
+    if re.fullmatch(r"(?:[0-9a-f]{2}){4,}", mine) and not theirs.startswith("ARRAY["):
+        # trace-cmd prints some byte arrays as C strings (up to the first zero byte)
+        if bytes.fromhex(mine).split(b"\0")[0].decode("latin-1") == theirs:
+            return True
+    if theirs == "(nil)":
+        theirs = "0"
+    try:
+        if theirs.lower().startswith(("0x", "-0x")):
+            return (int(theirs, 16) - int(mine, 10)) % 2**64 == 0
+        # libtraceevent prints some u64 fields (tcp_probe sock_cookie) in hex without 0x
+        return any((int(theirs, base) - int(mine, 10)) % 2**64 == 0 for base in (10, 16))
+    except ValueError:
+        mine = mine.replace("\\t", "\t").replace("\\n", "\n").replace("\\\\", "\\")
+        # a print event's text ends in a newline, which splits trace-cmd's output line
+        return theirs == mine or theirs + "\n" == mine
+
+
+@pytest.mark.privileged("tracefs")
+def test_tsv_agrees_with_trace_cmd_report(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
+    out = tmp_path / "raw"
+    talk = ("import socket\n"
+            "s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(1)\n"
+            "c=socket.create_connection(s.getsockname()); a,_=s.accept()\n"
+            "for i in range(50): c.sendall(b'x'*3000); a.recv(65536)\n"
+            "c.close(); a.close(); s.close()\n")
+    res = run([tool(build_dir), "-o", str(out), "--", sys.executable, "-c", talk])
+    assert res.returncode == 0, res.stderr
+    report = run(["trace-cmd", "report", "-R", "-t", "-i", str(out / "trace.dat")])
+    assert report.returncode == 0, report.stderr
+    lines = [ln for ln in report.stdout.splitlines() if ln.strip() and not ln.startswith("cpus=")]
+    _, df = read_sched_tsv(out / "sched.tsv")
+    text = pd.read_csv(out / "sched.tsv", sep="\t", comment="#", dtype=str, keep_default_na=False,
+                       quoting=3)
+    assert len(lines) == len(df) > 100
+    fields = event_fields()
+    seen = set()
+    for i, line in enumerate(lines):
+        m = LINE.match(line)
+        assert m, line
+        row = text.iloc[i]
+        assert int(m["s"]) * 10**9 + int(m["ns"]) == int(row["t_ns"]), (line, dict(row))
+        assert (int(m["cpu"]), int(m["pid"]), m["event"]) == (int(row["cpu"]), int(row["pid"]), row["event"])
+        assert m["comm"] == "<...>" or m["comm"] == row["comm"], (line, row["comm"])
+        names = fields[m["event"]]
+        pattern = "^" + " ".join(f"{re.escape(n)}=(.*?)" for n in names) + "$"
+        values = re.match(pattern, m["rest"], re.S)
+        assert values, (names, m["rest"])
+        for name, value in zip(names, values.groups()):
+            col = f"arg_{name}" if name in ("t_ns", "cpu", "event", "pid", "comm") else name
+            assert same_value(value, row[col]), (line, name, row[col])
+        seen.add(m["event"])
+    assert {"sched_switch", "sched_wakeup", "net_dev_xmit", "netif_receive_skb", "inet_sock_set_state",
+            "print"} <= seen
+
+
+# -- counts and loss
+
+def wchan(pid: int) -> str:
+    return Path(f"/proc/{pid}/wchan").read_text()
+
+
+def switches(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return sum(int(v) for v in re.findall(r"^(?:non)?voluntary_ctxt_switches:\s+(\d+)", status, re.M))
+
+
+def wait_in_pipe_read(pids: tuple[int, int]) -> None:
+    import time
+    for _ in range(2000):
+        if all("pipe_read" in wchan(p) for p in pids):
+            return
+        time.sleep(0.005)
+    pytest.fail(f"ping-pong processes did not block: {[wchan(p) for p in pids]}")
+
+
+@pytest.mark.privileged("tracefs")
+def test_conservation_under_overrun(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
+    """A 4 KiB buffer, no drain, a switch flood: entries + overrun + read equals the number of
+    switches the two ping-pong processes made, counted by the kernel's own per-task counters."""
+    loops = 20000
+    pp = subprocess.Popen([str(build_dir / "test" / "st-pingpong"), str(loops), "0"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    collector = None
+    try:
+        pids = tuple(int(x) for x in pp.stdout.readline().split()[1:3])
+        wait_in_pipe_read(pids)
+        before = sum(switches(p) for p in pids)
+        flt = " || ".join(f"prev_pid == {p}" for p in pids)
+        collector = start_collector([tool(build_dir), "-o", str(tmp_path / "raw"), "-b", "4", "--no-drain",
+                                     "-e", "sched:sched_switch", "-f", f"sched:sched_switch={flt}"])
+        pp.stdin.write("go\n")
+        pp.stdin.flush()
+        assert pp.stdout.readline().strip() == "done"
+        wait_in_pipe_read(pids)
+        generated = sum(switches(p) for p in pids) - before
+        collector.send_signal(signal.SIGINT)
+        _, err = collector.communicate(timeout=TIMEOUT)
+        assert collector.returncode == 0, err
+    finally:
+        if collector and collector.poll() is None:
+            collector.kill()
+            collector.wait()
+        pp.stdin.write("end\n")
+        pp.stdin.close()
+        pp.wait(timeout=TIMEOUT)
+    summary = read_sched_json(tmp_path / "raw" / "sched.json")
+    cpus = summary["buffers"][0]["cpus"]
+    total = {k: sum(c["end"][k] - c["start"][k] for c in cpus) for k in ("entries", "overrun", "read_events")}
+    assert generated >= 2 * loops
+    assert total["overrun"] > 0
+    markers = summary["buffers"][0]["markers_written"]  # the clock-check print events share the buffer
+    assert markers == 8
+    assert total["entries"] + total["overrun"] + total["read_events"] == generated + markers
+    assert summary["buffers"][0]["lost_events"] == total["overrun"]
+    _, df = read_sched_tsv(tmp_path / "raw" / "sched.tsv")
+    assert len(df) == total["entries"]
+
+
+@pytest.mark.privileged("tracefs")
+def test_pingpong_switch_count(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
+    """hw-bench pingpong --loops 100000 on one CPU: about 2 x 100000 switches of its two
+    processes, none lost with the default buffer and the drain."""
+    loops = 100000
+    bench = build_dir / "bin" / "hw-bench"
+    cmd = [str(bench), "pingpong", "--loops", str(loops), "--cpu", "0"] if bench.exists() else \
+        ["sh", "-c", f"echo go | {build_dir / 'test' / 'st-pingpong'} {loops} 0 >/dev/null"]
+    res = run([tool(build_dir), "-o", str(tmp_path), "--", *cmd])
+    assert res.returncode == 0, res.stderr
+    summary = read_sched_json(tmp_path / "sched.json")
+    assert summary["command"]["exit_status"] == 0 or not bench.exists()
+    assert summary["buffers"][0]["lost_events"] == 0
+    _, df = read_sched_tsv(tmp_path / "sched.tsv")
+    forks = df[df["event"] == "sched_process_fork"]
+    name = "hw-bench" if bench.exists() else "st-pingpong"
+    pids = set(df[(df["event"] == "sched_process_exec") & df["filename"].str.endswith(name)]["arg_pid"])
+    pids |= set(forks[forks["parent_pid"].isin(pids)]["child_pid"])
+    assert len(pids) == 2, pids
+    sw = df[(df["event"] == "sched_switch") & df["prev_pid"].isin(pids)]
+    assert abs(len(sw) - 2 * loops) <= 0.01 * 2 * loops, len(sw)
+    assert (df["comm"] != "").mean() > 0.99
+
+
+# -- stopping
+
+@pytest.mark.privileged("tracefs")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_and_removes_instance(build_dir: Path, tmp_path: Path, no_leftover: None,
+                                           sig: signal.Signals) -> None:
+    proc = start_collector([tool(build_dir), "-o", str(tmp_path), "-s", "-n", "sig"])
+    mine = {n for n in instances() if n.startswith(f"hw-{proc.pid}-")}
+    assert mine == {f"hw-{proc.pid}-sig", f"hw-{proc.pid}-sig-sys"}
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, err
+    assert "events recorded; lost: overrun 0" in err
+    assert not {n for n in instances() if n.startswith(f"hw-{proc.pid}-")}
+    assert json.loads((tmp_path / "sched.json").read_text())["buffers"][0]["records"] > 0
+
+
+@pytest.mark.privileged("tracefs")
+def test_kill9_leftover_removed_by_doctor(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
+    proc = start_collector([tool(build_dir), "-o", str(tmp_path)])
+    name = f"hw-{proc.pid}"
+    proc.kill()
+    proc.communicate(timeout=TIMEOUT)
+    assert name in instances()
+    assert name in {p.name for p in doctor.stale_instances()}
+    res = run([sys.executable, "-m", "hostwire", "doctor", "--cleanup"])
+    assert res.returncode == 0 and f"removed tracefs instance {name}" in res.stdout
+    assert name not in instances()
+
+
+@pytest.mark.privileged("tracefs")
+def test_refuses_a_live_instance(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
+    """An instance with our own name exists (its owner, this very process, is alive): refuse it
+    and leave it in place."""
+    script = (f'mkdir {TRACEFS}/instances/hw-$$ && exec {tool(build_dir)} -o {tmp_path} -- true; '
+              f'exit 9')
+    proc = subprocess.Popen(["sh", "-c", script], stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=TIMEOUT)
+    inst = TRACEFS / "instances" / f"hw-{proc.pid}"
+    try:
+        assert proc.returncode == 1, err
+        assert f"failed to create tracefs instance hw-{proc.pid}: it exists already" in err
+        assert inst.is_dir()
+    finally:
+        if inst.is_dir():
+            inst.rmdir()
