@@ -20,7 +20,7 @@ from typing import Any
 
 import hostwire
 from hostwire.bench import BenchResult, run_benchmark
-from hostwire.errors import HostwireError, UsageError
+from hostwire.errors import HostwireError, Terminated, UsageError
 from hostwire.paths import REPO_ROOT
 from hostwire.topology import LinkSpec, Topology, run_cmd
 
@@ -63,10 +63,6 @@ class RunPoint:
             for cpu in parse_cpu_list(getattr(self, name)):
                 if cpu >= cpus:
                     raise UsageError(f"{name} = {getattr(self, name)!r}: this machine has CPUs 0..{cpus - 1}")
-
-
-class Terminated(Exception):
-    """SIGTERM arrived: unwind so that teardown runs, as for Ctrl-C."""
 
 
 @contextmanager
@@ -165,7 +161,7 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
     try:
         with sigterm_unwinds():
             if point.topology == "netns":
-                topology = Topology(run_id=_short_id(), link=LinkSpec(point.link_rate, point.link_qdisc),
+                topology = Topology(link=LinkSpec(point.link_rate, point.link_qdisc),
                                     receiver_cpus=point.receiver_cpus)
             with topology if topology is not None else _nothing():
                 manifest["host"] = host_facts(topology)
@@ -202,10 +198,6 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
-
-
-def _short_id() -> str:
-    return f"{os.getpid() % 100000}{int(time.time() * 10) % 100}"
 
 
 def _fill_from_bench(manifest: dict[str, Any], bench: BenchResult | None) -> None:
