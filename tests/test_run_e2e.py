@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import hostwire
+
 from hostwire.topology import list_namespaces
 
 
@@ -46,6 +48,20 @@ def test_demo_records_a_complete_run(tmp_path: Path, build_dir: Path) -> None:
     assert manifest["losses"]["bench_log_overflow"] == 0
     assert (runs[0] / "raw" / "bench" / "send-1.tsv").exists()
     assert (runs[0] / "raw" / "runner.log").read_text()
+    # The run loads, and its tables agree with the benchmark's own totals.
+    run = hostwire.load_run(runs[0])
+    start, end = run.window_ns()
+    assert end - start == 2_000_000_000
+    summary = run.bench.summary
+    writes = run.df_writes()
+    received = run.df_received()
+    for sender in (p for p in summary["processes"] if p["kind"] == "send"):
+        mine = writes[writes["pid"] == sender["pid"]]
+        assert len(mine) == sender["calls_window"] and mine["bytes"].sum() == sender["bytes_window"]
+        stream = mine["stream"].iloc[0]
+        assert stream == f"198.18.0.1:{sender['local_port']}>198.18.0.2:{summary['receiver_ports']['tcp']}"
+        recv = next(r for r in summary["receivers"] if r["index"] == sender["index"])
+        assert received.loc[received["stream"] == stream, "bytes"].sum() == recv["bytes_window"]
     # The summary names what the issue asks for.
     for needle in ("send-0", "send-1", "bg-0", "bg-1", "LF received 0", "sieve rounds in window", "clock offset (start)"):
         assert needle in proc.stdout
