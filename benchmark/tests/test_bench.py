@@ -272,3 +272,24 @@ def test_receiver_counts_line_feeds_and_speaks_network_byte_order(tmp_path: Path
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_unequal_read_and_write_sizes_log_every_call(tmp_path: Path, build_dir: Path) -> None:
+    result = run_benchmark(tmp_path / "run", senders=1, background=3, warmup_s=0.3, duration_s=1, quiet_s=0.2,
+                           read_size=3000, write_size=1000, log_capacity=3_000_000,
+                           extra_args=["--code-copies", "2"])
+    assert result.returncode == 0, result.stderr
+    events = result.log("send-0").df
+    kinds = events["event"].to_numpy()
+    # Calls come in before/after pairs; one read feeds three writes.
+    first = int(np.flatnonzero(kinds == "read_start")[0])
+    pairs = kinds[first:].reshape(-1, 2)
+    assert set(map(tuple, pairs)) <= {("read_start", "read_end"), ("write_start", "write_end")}
+    reads = events[events["event"] == "read_end"]
+    writes = events[events["event"] == "write_start"]
+    assert (writes["bytes"] == 1000).all() and (reads["bytes"] <= 3000).all()
+    assert abs(len(writes) - 3 * len(reads)) <= 3
+    summary = result.summary
+    assert summary["receivers"][0]["bytes_total"] == summary["processes"][1]["bytes_total"]
+    copies = [int(result.log(f"bg-{i}").meta["code_copy"]) for i in range(3)]
+    assert copies == [0, 1, 0]
