@@ -17,15 +17,20 @@ static void on_stop(int sig)
     hw_child_stop = 1;
 }
 
-void hw_child_setup_signals(void)
+void hw_catch_stop_signals(void (*handler)(int))
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_stop;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+void hw_child_setup_signals(void)
+{
+    hw_catch_stop_signals(on_stop);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
 }
 

@@ -17,7 +17,9 @@
 
 #include "bench.h"
 #include "clocksync.h"
+#include "child_common.h"
 #include "hwclock.h"
+#include "net.h"
 #include "report.h"
 #include "wire.h"
 
@@ -70,44 +72,6 @@ static int start_receiver(const struct hw_bench_config *cfg, pid_t *pid_out, str
     if (!err && hw_unpack_ports(raw, ports) != 0)
         err = -EPROTO;
     return err;
-}
-
-static int open_control(const struct hw_bench_config *cfg, uint16_t port)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
-    inet_pton(AF_INET, cfg->connect_addr, &sin.sin_addr);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-        int err = -errno;
-        close(fd);
-        return err;
-    }
-    uint8_t hello[HW_HELLO_LEN];
-    struct hw_hello_msg msg = {HW_MAGIC_HELLO, HW_CONN_CONTROL, 0, (uint32_t)getpid()};
-    hw_pack_hello(hello, &msg);
-    int err = hw_write_all(fd, hello, sizeof(hello));
-    if (err) {
-        close(fd);
-        return err;
-    }
-    return fd;
-}
-
-static int open_sync_socket(const struct hw_bench_config *cfg, uint16_t port)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
-    inet_pton(AF_INET, cfg->connect_addr, &sin.sin_addr);
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-        int err = -errno;
-        close(fd);
-        return err;
-    }
-    return fd;
 }
 
 static struct hw_proc_record *find_proc(struct hw_run_record *run, pid_t pid)
@@ -211,12 +175,7 @@ int hw_run_main(const struct hw_bench_config *cfg)
         return 1;
     }
     run->cfg = cfg;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_stop;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    hw_catch_stop_signals(on_stop);
 
     if (mkdir(cfg->out_dir, 0755) < 0 && errno != EEXIST) {
         fprintf(stderr, "hw-bench: failed to create %s: %s\n", cfg->out_dir, strerror(errno));
@@ -228,8 +187,8 @@ int hw_run_main(const struct hw_bench_config *cfg)
                 err == -EPIPE ? "it exited before reporting its ports" : strerror(-err));
         goto cleanup;
     }
-    control_fd = open_control(cfg, run->ports.tcp_port);
-    sync_fd = open_sync_socket(cfg, run->ports.udp_port);
+    control_fd = hw_connect_hello(cfg->connect_addr, run->ports.tcp_port, HW_CONN_CONTROL, 0);
+    sync_fd = hw_connect(cfg->connect_addr, run->ports.udp_port, SOCK_DGRAM);
     if (control_fd < 0 || sync_fd < 0) {
         fprintf(stderr, "hw-bench: failed to connect to the receiver at %s: %s\n", cfg->connect_addr,
                 strerror(-(control_fd < 0 ? control_fd : sync_fd)));

@@ -17,9 +17,11 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "child_common.h"
 #include "clocksync.h"
 #include "evlog.h"
 #include "hwclock.h"
+#include "net.h"
 #include "wire.h"
 
 #define RECV_BUF (64 * 1024)
@@ -68,14 +70,9 @@ static uint16_t local_port(int fd)
 static int write_recv_log(const struct receiver_state *st, int index, uint32_t sender_pid,
                           const struct hw_evlog *log, int64_t lf_count, int64_t bytes_total, int fd)
 {
-    char name[64], local[64] = "?", peer[64] = "?";
-    struct sockaddr_in a;
-    socklen_t len = sizeof(a);
-    if (getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        snprintf(local, sizeof(local), "%s:%u", inet_ntoa(a.sin_addr), ntohs(a.sin_port));
-    len = sizeof(a);
-    if (getpeername(fd, (struct sockaddr *)&a, &len) == 0)
-        snprintf(peer, sizeof(peer), "%s:%u", inet_ntoa(a.sin_addr), ntohs(a.sin_port));
+    char name[64], local[64], peer[64];
+    hw_socket_name(fd, 0, local, sizeof(local));
+    hw_socket_name(fd, 1, peer, sizeof(peer));
     snprintf(name, sizeof(name), "recv-%d.tsv", index);
     FILE *f = hw_evlog_open_tsv(st->cfg->out_dir, name, "bench-receive", log);
     if (!f)
@@ -247,12 +244,7 @@ int hw_run_receiver(const struct hw_receiver_config *cfg)
     struct receiver_state st = {.cfg = cfg, .control_fd = -1};
     int listen_fd = -1, udp_fd = -1, status = 1;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_stop;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    hw_catch_stop_signals(on_stop);
     /* Until main sends the window, log nothing. */
     st.window.window_start_ns = INT64_MAX;
     st.window.window_end_ns = INT64_MAX;

@@ -15,42 +15,11 @@
 #include "child_common.h"
 #include "evlog.h"
 #include "hwclock.h"
+#include "net.h"
 #include "wire.h"
 
 enum { EV_READ_START = 1, EV_READ_END, EV_WRITE_START, EV_WRITE_END };
 static const char *const event_names[] = {"", "read_start", "read_end", "write_start", "write_end"};
-
-static int connect_receiver(const char *addr, uint16_t port, int index, uint16_t *local_port, char *local_text,
-                            size_t local_len)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
-    if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1)
-        return -EINVAL;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-        int err = -errno;
-        close(fd);
-        return err;
-    }
-    struct sockaddr_in local;
-    socklen_t len = sizeof(local);
-    getsockname(fd, (struct sockaddr *)&local, &len);
-    *local_port = ntohs(local.sin_port);
-    char ip[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &local.sin_addr, ip, sizeof(ip));
-    snprintf(local_text, local_len, "%s:%u", ip, *local_port);
-    uint8_t hello[HW_HELLO_LEN];
-    struct hw_hello_msg msg = {HW_MAGIC_HELLO, HW_CONN_DATA, (uint16_t)index, (uint32_t)getpid()};
-    hw_pack_hello(hello, &msg);
-    int err = hw_write_all(fd, hello, sizeof(hello));
-    if (err) {
-        close(fd);
-        return err;
-    }
-    return fd;
-}
 
 static void lf_to_cr(uint8_t *p, size_t n)
 {
@@ -110,7 +79,14 @@ int hw_run_sender(const struct hw_bench_config *cfg, int index, uint16_t tcp_por
     off_t start = (off_t)((__int128)index * st.st_size / cfg->senders);
     lseek(data_fd, start, SEEK_SET);
 
-    sock = connect_receiver(cfg->connect_addr, tcp_port, index, &report.local_port, local, sizeof(local));
+    sock = hw_connect_hello(cfg->connect_addr, tcp_port, HW_CONN_DATA, (uint16_t)index);
+    if (sock >= 0) {
+        struct sockaddr_in me;
+        socklen_t me_len = sizeof(me);
+        getsockname(sock, (struct sockaddr *)&me, &me_len);
+        report.local_port = ntohs(me.sin_port);
+        hw_socket_name(sock, 0, local, sizeof(local));
+    }
     if (sock < 0) {
         fprintf(stderr, "hw-bench: send-%d: failed to connect to %s:%u: %s\n", index, cfg->connect_addr,
                 tcp_port, strerror(-sock));

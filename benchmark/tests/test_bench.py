@@ -288,7 +288,9 @@ def test_unequal_read_and_write_sizes_log_every_call(tmp_path: Path, build_dir: 
     reads = events[events["event"] == "read_end"]
     writes = events[events["event"] == "write_start"]
     assert (writes["bytes"] == 1000).all() and (reads["bytes"] <= 3000).all()
-    assert abs(len(writes) - 3 * len(reads)) <= 3
+    # What was read is what was written, give or take the data of one read in the buffer.
+    written = events.loc[events["event"] == "write_end", "bytes"].sum()
+    assert abs(written - reads["bytes"].sum()) <= 3000 + 1000
     summary = result.summary
     assert summary["receivers"][0]["bytes_total"] == summary["processes"][1]["bytes_total"]
     copies = [int(result.log(f"bg-{i}").meta["code_copy"]) for i in range(3)]
