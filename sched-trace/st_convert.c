@@ -156,7 +156,9 @@ static void field_text(struct tep_handle *tep, struct tep_format_field *f, struc
             o += (size_t)snprintf(out + o, len - o, "%02x", data[offset + i]);
     } else {
         unsigned long long v = tep_read_number(tep, data + offset, size);
-        if ((f->flags & TEP_FIELD_IS_SIGNED) && size < 8) {
+        if (f->flags & TEP_FIELD_IS_POINTER) {
+            snprintf(out, len, "0x%llx", v);
+        } else if ((f->flags & TEP_FIELD_IS_SIGNED) && size < 8) {
             int shift = 64 - 8 * size;
             snprintf(out, len, "%lld", (long long)(v << shift) >> shift);
         } else if (f->flags & TEP_FIELD_IS_SIGNED) {
@@ -187,6 +189,7 @@ static void check_marker(struct st_convert_stats *st, const char *text, unsigned
 /* ------------------------------------------------------------------ sched.tsv */
 
 #define BASE_COLS 5
+enum { COL_UNSET, COL_INT, COL_UINT, COL_STR };
 static const char *const base_cols[BASE_COLS] = { "t_ns", "cpu", "event", "pid", "comm" };
 
 struct comm_pair {
@@ -195,6 +198,7 @@ struct comm_pair {
 
 struct sched_ctx {
     FILE *out;
+    char *is_text;              /* by column: COL_INT, COL_UINT (unsigned 64-bit) or COL_STR */
     struct comm_pair **pairs;   /* by event id: (X_comm, X_pid) fields, NULL-terminated */
     struct tep_handle *tep;
     struct st_convert_stats *st;
@@ -221,6 +225,11 @@ static int column_index(struct sched_ctx *sc, const char *name)
     if (!grown)
         return -1;
     sc->cols = grown;
+    char *text = realloc(sc->is_text, (size_t)sc->ncols + 1);
+    if (!text)
+        return -1;
+    sc->is_text = text;
+    sc->is_text[sc->ncols] = 0;
     sc->cols[sc->ncols] = strdup(want);
     return sc->cols[sc->ncols] ? sc->ncols++ : -1;
 }
@@ -307,8 +316,17 @@ static int build_columns(struct sched_ctx *sc, struct st_err *err)
         n = 0;
         for (struct tep_format_field *f = ev->format.fields; f; f = f->next) {
             map[n] = column_index(sc, f->name);
-            if (map[n++] < 0)
+            if (map[n] < 0)
                 goto oom;
+            char kind = COL_INT;
+            if (f->flags & (TEP_FIELD_IS_ARRAY | TEP_FIELD_IS_DYNAMIC | TEP_FIELD_IS_POINTER | TEP_FIELD_IS_STRING) ||
+                f->size > 8)
+                kind = COL_STR;
+            else if (f->size == 8 && !(f->flags & TEP_FIELD_IS_SIGNED))
+                kind = COL_UINT;
+            char *t = &sc->is_text[map[n]];
+            *t = *t == COL_UNSET || *t == kind ? kind : COL_STR;   /* mixed kinds: text */
+            n++;
         }
     }
     sc->cells = calloc((size_t)sc->ncols, sizeof(char *));
@@ -384,6 +402,13 @@ int st_convert_sched(const char *dat_path, const char *tsv_path, struct st_conve
     }
     setvbuf(sc.out, NULL, _IOFBF, 1 << 20);
     fprintf(sc.out, TSV_HEADER "# trace_clock: %s\n", dat.clock ? dat.clock : "unknown");
+    static const char *const kinds[] = { "int", "int", "uint", "str" };
+    sc.is_text[0] = sc.is_text[1] = sc.is_text[3] = COL_INT;
+    sc.is_text[2] = sc.is_text[4] = COL_STR;
+    fprintf(sc.out, "# column_types:");
+    for (int i = 0; i < sc.ncols; i++)
+        fprintf(sc.out, " %s", kinds[(int)sc.is_text[i]]);
+    fputc('\n', sc.out);
     for (int i = 0; i < sc.ncols; i++)
         fprintf(sc.out, "%s%s", i ? "\t" : "", sc.cols[i]);
     fputc('\n', sc.out);
@@ -407,6 +432,7 @@ out:
     free(sc.pairs);
     free(sc.colmap);
     free(sc.cols);
+    free(sc.is_text);
     free(sc.cells);
     free(sc.scratch);
     st_dat_close(&dat);

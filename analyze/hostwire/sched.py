@@ -18,54 +18,48 @@ SCHED_JSON_VERSION = 1
 BASE_COLUMNS = ("t_ns", "cpu", "event", "pid", "comm")
 SYSCALL_COLUMNS = ("t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "req_bytes", "result",
                    "fd_kind", "fd_desc", "unfinished")
-_TEXT_COLUMNS = {"event", "comm", "call", "fd_kind", "fd_desc"}
 
 
-def _read_text_table(path: Path, required: tuple[str, ...]) -> tuple[dict[str, str], pd.DataFrame]:
-    meta, columns, header_lines = read_header(path)
-    missing = [c for c in required if c not in columns]
+_DTYPES = {"int": "Int64", "uint": "UInt64", "str": str}
+
+
+def _read_table(path: Path, required: tuple[str, ...], types: dict[str, str],
+                columns: list[str] | None = None) -> tuple[dict[str, str], pd.DataFrame]:
+    """Reads a TSV whose column kinds are known: empty integer cells become <NA>, empty text ""."""
+    meta, names, header_lines = read_header(path)
+    missing = [c for c in required if c not in names]
     if missing:
         raise InputError(f"{path}:{header_lines}: column header lacks {', '.join(missing)}")
+    if columns is not None:
+        unknown = [c for c in columns if c not in names]
+        if unknown:
+            raise InputError(f"{path}: no column {', '.join(unknown)}; it has {', '.join(names)}")
+    usecols = columns if columns is not None else names
+    dtype = {name: _DTYPES[types.get(name, "str")] for name in usecols}
     try:
-        df = pd.read_csv(path, sep="\t", skiprows=header_lines, names=columns, header=None,
-                         dtype=str, keep_default_na=False, na_filter=False, engine="c",
-                         quoting=3)
-    except (ValueError, pd.errors.ParserError) as err:
+        df = pd.read_csv(path, sep="\t", skiprows=header_lines, names=names, header=None,
+                         usecols=usecols, dtype=dtype, keep_default_na=False, na_values={
+                             n: [""] for n in usecols if dtype[n] is not str},
+                         engine="c", quoting=3, encoding="ascii")
+    except (ValueError, TypeError, OverflowError, UnicodeDecodeError, pd.errors.ParserError) as err:
         raise InputError(f"{path}: malformed record: {err}") from None
-    return meta, df
+    return meta, df[usecols]
 
 
-def _numeric(df: pd.DataFrame, path: Path, strict: tuple[str, ...]) -> pd.DataFrame:
-    """Columns whose non-empty cells are all integers become nullable Int64 (empty = <NA>);
-    the columns named in `strict` must convert, and a bad cell is reported with its line."""
-    out = {}
-    for name in df.columns:
-        col = df[name]
-        if name in _TEXT_COLUMNS:
-            out[name] = col
-            continue
-        filled = col != ""
-        values = pd.to_numeric(col.where(filled), errors="coerce")
-        bad = filled & values.isna()
-        too_big = bool(filled.any()) and values[filled].abs().max() >= 2**63
-        if bad.any() or too_big:
-            if name in strict:
-                row = int(bad.to_numpy().nonzero()[0][0]) if bad.any() else 0
-                raise InputError(f"{path}: record {row + 1}: column {name} expected an integer, "
-                                 f"got {col.iloc[row]!r}")
-            out[name] = col
-            continue
-        out[name] = values.astype("Int64")
-    return pd.DataFrame(out)
-
-
-def read_sched_tsv(path: str | Path) -> tuple[dict[str, str], pd.DataFrame]:
+def read_sched_tsv(path: str | Path, columns: list[str] | None = None
+                   ) -> tuple[dict[str, str], pd.DataFrame]:
     """sched.tsv as (metadata, DataFrame): t_ns, cpu, pid as int64, event and comm as text, then
-    one column per event field (Int64 where every filled cell is an integer, else text; empty
-    cells are <NA> or "")."""
+    one column per event field, typed by the `# column_types` header: Int64, UInt64 (unsigned
+    64-bit fields) or text (strings, byte arrays in hex, pointers as 0x...); a cell of an event
+    without that field is <NA> or "". `columns` limits what is read (t_ns etc. are always read)."""
     path = Path(path)
-    meta, df = _read_text_table(path, BASE_COLUMNS)
-    df = _numeric(df, path, strict=("t_ns", "cpu", "pid"))
+    meta, names, _ = read_header(path)
+    kinds = meta.get("column_types", "").split()
+    if len(kinds) != len(names):
+        raise InputError(f"{path}: '# column_types' names {len(kinds)} kinds for {len(names)} columns")
+    types = dict(zip(names, kinds))
+    wanted = None if columns is None else list(dict.fromkeys([*BASE_COLUMNS, *columns]))
+    meta, df = _read_table(path, BASE_COLUMNS, types, wanted)
     for name in ("t_ns", "cpu", "pid"):
         if df[name].isna().any():
             row = int(df[name].isna().to_numpy().nonzero()[0][0])
@@ -77,12 +71,10 @@ def read_sched_tsv(path: str | Path) -> tuple[dict[str, str], pd.DataFrame]:
 def read_syscalls_tsv(path: str | Path) -> tuple[dict[str, str], pd.DataFrame]:
     """syscalls.tsv as (metadata, DataFrame) with the hw-iotrace columns; stamps and numbers are
     nullable Int64 (a call entered before the trace has no t_enter_ns, an unfinished one no
-    t_exit_ns or result)."""
-    path = Path(path)
-    meta, df = _read_text_table(path, SYSCALL_COLUMNS)
-    df = _numeric(df, path, strict=("t_enter_ns", "t_exit_ns", "pid", "tid", "fd", "req_bytes",
-                                    "result", "unfinished"))
-    return meta, df
+    t_exit_ns or result; fd_kind and fd_desc are empty from tracefs)."""
+    types = {name: "int" for name in SYSCALL_COLUMNS}
+    types.update(call="str", fd_kind="str", fd_desc="str")
+    return _read_table(Path(path), SYSCALL_COLUMNS, types)
 
 
 def read_sched_json(path: str | Path) -> dict[str, Any]:

@@ -165,6 +165,8 @@ def event_fields() -> dict[str, list[str]]:
 
 
 def same_value(theirs: str, mine: str) -> bool:
+    if mine.startswith("0x"):  # pointers
+        mine = str(int(mine, 16))
     if theirs.startswith("ARRAY["):
         return theirs[6:-1].replace(", ", "") == mine
     if re.fullmatch(r"(?:[0-9a-f]{2}){4,}", mine) and not theirs.startswith("ARRAY["):
