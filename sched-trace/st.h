@@ -43,6 +43,7 @@ struct st_buffer_spec {
     int npids;
     long buffer_kb;                     /* per CPU; 0 leaves the kernel default */
     bool drain;                         /* false: read the buffer only at the end */
+    bool record_tgid;                   /* keep tid -> tgid (saved_tgids) for syscalls.tsv */
 };
 
 struct st_buffer;                       /* opaque */

@@ -195,8 +195,9 @@ static int configure(struct st_buffer *buf, const struct st_buffer_spec *spec, c
         if (write_file(buf, "set_event_pid", list, err) < 0)
             return -1;
     }
-    /* tid -> tgid map for syscalls.tsv; harmless where the kernel lacks it */
-    tracefs_option_enable(buf->inst, TRACEFS_OPTION_RECORD_TGID);
+    /* tid -> tgid map for syscalls.tsv (costs a little per event); harmless where missing */
+    if (spec->record_tgid)
+        tracefs_option_enable(buf->inst, TRACEFS_OPTION_RECORD_TGID);
     for (int i = 0; i < spec->nevents; i++) {
         const struct st_event_ref *ev = &spec->events[i];
         if (!present[i])

@@ -111,6 +111,7 @@ static int build_specs(struct session *s, struct st_err *err)
         static char suffix[80];
         snprintf(suffix, sizeof(suffix), "%s%ssys", cfg->suffix ? cfg->suffix : "", cfg->suffix ? "-" : "");
         sy->suffix = suffix;
+        sy->record_tgid = true;
         for (size_t i = 0; i < sizeof(io_calls) / sizeof(io_calls[0]); i++) {
             char name[64];
             snprintf(name, sizeof(name), "syscalls:sys_enter_%s", io_calls[i]);
