@@ -13,6 +13,8 @@
 # It is run inside a private mount namespace (unshare -m) where a scratch file is bind-mounted
 # over each refused file; nothing outside that namespace sees the mounts. It records into its own
 # tracefs instance (-B hw-<pid>-tc, created here and removed on exit), never the top buffer.
+# Both recorders run their per-CPU readers at SCHED_FIFO priority 1 (hw-schedtrace's default,
+# trace-cmd's -r 1) and with the trace clock mono.
 #
 # Environment: LOOPS (default 200000), REPS (default 9), CPU (ping-pong CPU, default 0),
 # TRACER_CPU (collectors, default 1), HOSTWIRE_BUILD (default build).
@@ -73,7 +75,7 @@ run_tracecmd() {
         dummy=$1; shift; n=$1; shift
         i=0; while [ $i -lt "$n" ]; do [ -e "$1" ] && mount --bind "$dummy" "$1"; shift; i=$((i+1)); done
         exec "$@"' sh "$dummy" "${#files[@]}" "${files[@]}" \
-        trace-cmd record -q -B "$TC_INSTANCE" -C mono "${ev[@]}" -o "$WORK/tc.dat" -- "${pingpong[@]}" \
+        trace-cmd record -q -B "$TC_INSTANCE" -C mono -r 1 "${ev[@]}" -o "$WORK/tc.dat" -- "${pingpong[@]}" \
         2>"$WORK/tc.err" | round_trip
     rmdir "$T/instances/$TC_INSTANCE" 2>/dev/null || true
 }

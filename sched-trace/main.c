@@ -40,6 +40,8 @@ static void usage(FILE *out)
         "  -e, --event SYS:EVENT    record this event instead of the default set (repeatable)\n"
         "  -f, --filter SYS:EVENT=EXPR  kernel event filter for a recorded event (repeatable)\n"
         "      --no-drain           do not read the buffers while recording (loss tests)\n"
+        "  -r, --rt-prio PRIO       SCHED_FIFO priority of the drain threads (default 1, so that\n"
+        "                           a loaded machine does not starve them; 0: normal scheduling)\n"
         "  -n, --name SUFFIX        instance name hw-<pid>-SUFFIX\n"
         "  -v, --verbose            more messages\n"
         "  -h, --help               this help\n"
@@ -100,14 +102,15 @@ int main(int argc, char **argv)
         { "pid", required_argument, NULL, 'p' }, { "event", required_argument, NULL, 'e' },
         { "filter", required_argument, NULL, 'f' }, { "no-drain", no_argument, NULL, 'N' },
         { "name", required_argument, NULL, 'n' }, { "verbose", no_argument, NULL, 'v' },
+        { "rt-prio", required_argument, NULL, 'r' },
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
     };
-    struct st_config cfg = { .outdir = ".", .drain = true, .stop = &stop_flag };
+    struct st_config cfg = { .outdir = ".", .drain = true, .rt_prio = 1, .stop = &stop_flag };
     double num;
     int c;
     if (argc > 1 && strcmp(argv[1], "convert") == 0)
         return convert_main(argc - 1, argv + 1);
-    while ((c = getopt_long(argc, argv, "+o:d:b:sp:e:f:n:vh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+o:d:b:sp:e:f:n:r:vh", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': cfg.outdir = optarg; break;
         case 'd':
@@ -147,6 +150,13 @@ int main(int argc, char **argv)
             cfg.filters[cfg.nfilters++] = optarg;
             break;
         case 'N': cfg.drain = false; break;
+        case 'r':
+            if (!parse_number(optarg, &num) || num > 99 || num != (int)num) {
+                fprintf(stderr, "hw-schedtrace: failed to parse --rt-prio '%s': expected 0 to 99\n", optarg);
+                return 2;
+            }
+            cfg.rt_prio = (int)num;
+            break;
         case 'n': cfg.suffix = optarg; break;
         case 'v': cfg.verbose++; break;
         case 'h': usage(stdout); return 0;

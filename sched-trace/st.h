@@ -44,6 +44,7 @@ struct st_buffer_spec {
     long buffer_kb;                     /* per CPU; 0 leaves the kernel default */
     bool drain;                         /* false: read the buffer only at the end */
     bool record_tgid;                   /* keep tid -> tgid (saved_tgids) for syscalls.tsv */
+    int rt_prio;                        /* SCHED_FIFO priority of the drain threads, 0: normal */
 };
 
 struct st_buffer;                       /* opaque */
@@ -60,6 +61,7 @@ const char *st_buffer_instance(const struct st_buffer *buf);
 const struct st_cpustat *st_buffer_stats(const struct st_buffer *buf, int when); /* 0 start, 1 end */
 int st_buffer_enabled(const struct st_buffer *buf, const char ***names);  /* "sys:event" list */
 int st_buffer_missing(const struct st_buffer *buf, const char ***names);
+int st_buffer_rt_prio(const struct st_buffer *buf);   /* what the drains got (0: normal) */
 int st_instance_name(char *out, size_t len, int pid, const char *suffix);
 
 /* ---- trace.dat (version 6) ---- */
@@ -85,7 +87,7 @@ struct st_convert_stats {
     int missed_unknown[ST_MAX_CPUS];    /* pages that said events were lost, without a count */
     long long per_cpu[ST_MAX_CPUS];
     long long marker_trace_ns[2], marker_mono_ns[2]; /* clock check: start, stop; -1 unknown */
-    long long syscalls, unfinished;
+    long long syscalls, unfinished, exits_without_enter;
 };
 int st_convert_sched(const char *dat_path, const char *tsv_path, struct st_convert_stats *st,
                      struct st_err *err);
@@ -109,6 +111,7 @@ struct st_config {
     const char *filters[ST_MAX_FILTERS];/* "system:event=EXPR" */
     int nfilters;
     const char *suffix;
+    int rt_prio;                        /* drain threads' SCHED_FIFO priority, 0: normal */
     char **command;                     /* run under tracing, NULL: none */
     int verbose;
     volatile sig_atomic_t *stop;        /* set by the signal handler */

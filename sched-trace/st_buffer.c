@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "st_internal.h"
 
 #define SPLICE_PAGES 16
+#define WAKE_PERCENT "25"   /* buffer_percent: wake a drain when a quarter of its buffer is full */
 
 struct st_cpu {
     struct st_buffer *buf;
@@ -41,6 +43,8 @@ struct st_buffer {
     int ncpus;
     unsigned page_size;
     bool drain;
+    int rt_prio;
+    atomic_int rt_ok;    /* drains that got their real-time priority */
     atomic_int stop;
     int marker_fd;
     struct st_cpu cpus[ST_MAX_CPUS];
@@ -71,6 +75,10 @@ int st_instance_name(char *out, size_t len, int pid, const char *suffix)
 }
 
 int st_buffer_ncpus(const struct st_buffer *buf) { return buf->ncpus; }
+int st_buffer_rt_prio(const struct st_buffer *buf)
+{
+    return buf->rt_prio && atomic_load(&((struct st_buffer *)buf)->rt_ok) == buf->ncpus ? buf->rt_prio : 0;
+}
 const char *st_buffer_instance(const struct st_buffer *buf) { return buf->name; }
 unsigned st_buffer_page_size(const struct st_buffer *buf) { return buf->page_size; }
 const char *st_buffer_cmdlines(const struct st_buffer *buf) { return buf->cmdlines; }
@@ -177,6 +185,8 @@ static int configure(struct st_buffer *buf, const struct st_buffer_spec *spec, c
     }
     if (write_file(buf, "trace_clock", "mono", err) < 0)
         return -1;
+    if (tracefs_file_exists(buf->inst, "buffer_percent"))
+        tracefs_instance_file_write(buf->inst, "buffer_percent", WAKE_PERCENT);
     if (spec->buffer_kb > 0 && tracefs_instance_set_buffer_size(buf->inst, (size_t)spec->buffer_kb, -1) < 0) {
         st_seterr(err, "failed to set buffer size of instance %s to %ld KiB: %s", buf->name,
                   spec->buffer_kb, strerror(errno));
@@ -229,6 +239,7 @@ struct st_buffer *st_buffer_open(const struct st_buffer_spec *spec, const char *
     }
     buf->marker_fd = -1;
     buf->drain = spec->drain;
+    buf->rt_prio = spec->rt_prio;
     for (int i = 0; i < ST_MAX_CPUS; i++)
         buf->cpus[i].fd = buf->cpus[i].out = buf->cpus[i].pipe[0] = buf->cpus[i].pipe[1] = -1;
     snprintf(buf->tmpdir, sizeof(buf->tmpdir), "%s", tmpdir);
@@ -297,6 +308,11 @@ static void *drain_main(void *arg)
 {
     struct st_cpu *c = arg;
     size_t chunk = (size_t)c->buf->page_size * SPLICE_PAGES;
+    if (c->buf->rt_prio > 0) {
+        struct sched_param sp = { .sched_priority = c->buf->rt_prio };
+        if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0)
+            atomic_fetch_add(&c->buf->rt_ok, 1);
+    }
     for (;;) {
         ssize_t n = splice(c->fd, NULL, c->pipe[1], NULL, chunk, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n > 0) {

@@ -458,6 +458,7 @@ struct sys_ctx {
     size_t cap, used;
     struct tgid_pair { int tid, tgid; } *tgid;
     size_t ntgid;
+    long long last_ts;
 };
 
 static struct pending *slot_for(struct sys_ctx *sc, int tid)
@@ -499,27 +500,21 @@ static const char *tgid_of(struct sys_ctx *sc, int tid, char *buf, size_t len)
         else
             hi = mid;
     }
-    if (lo < sc->ntgid && sc->tgid[lo].tid == tid) {
-        snprintf(buf, len, "%d", sc->tgid[lo].tgid);
-        return buf;
-    }
-    return "";
+    /* a thread saved_tgids does not know is taken as its own process (single-threaded) */
+    snprintf(buf, len, "%d", lo < sc->ntgid && sc->tgid[lo].tid == tid ? sc->tgid[lo].tgid : tid);
+    return buf;
 }
 
-static void emit(struct sys_ctx *sc, int tid, const struct pending *p, const char *call,
-                 long long t_exit, const char *result, int unfinished)
+/* One record in hw-iotrace's layout: every integer column filled (req_bytes -1 when the
+ * tracepoint has no byte count), fd_kind "unknown", fd_desc empty; an unfinished call ends at the
+ * last stamp of the trace and has no result. */
+static void emit(struct sys_ctx *sc, int tid, const struct pending *p, long long t_exit,
+                 const char *result, int unfinished)
 {
-    char tgid[16], fd[24] = "", req[24] = "", t_enter[24] = "", t_exit_s[24] = "";
-    if (p && p->has_fd)
-        snprintf(fd, sizeof(fd), "%lld", p->fd);
-    if (p && p->has_req)
-        snprintf(req, sizeof(req), "%lld", p->req);
-    if (p)
-        snprintf(t_enter, sizeof(t_enter), "%lld", p->t_enter);
-    if (t_exit >= 0)
-        snprintf(t_exit_s, sizeof(t_exit_s), "%lld", t_exit);
-    fprintf(sc->out, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\t\t%d\n", t_enter, t_exit_s,
-            tgid_of(sc, tid, tgid, sizeof(tgid)), tid, call, fd, req, result, unfinished);
+    char tgid[16];
+    fprintf(sc->out, "%lld\t%lld\t%s\t%d\t%s\t%lld\t%lld\t%s\tunknown\t\t%d\n", p->t_enter, t_exit,
+            tgid_of(sc, tid, tgid, sizeof(tgid)), tid, p->call, p->has_fd ? p->fd : -1LL,
+            p->has_req ? p->req : -1LL, unfinished ? "" : result, unfinished);
     sc->st->syscalls++;
     sc->st->unfinished += unfinished;
 }
@@ -552,6 +547,7 @@ static int sys_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
 {
     struct sys_ctx *sc = ctx;
     int tid = tep_data_pid(sc->tep, rec);
+    sc->last_ts = (long long)rec->ts;
     if (strcmp(ev->name, "print") == 0) {
         struct tep_format_field *f = tep_find_field(ev, "buf");
         if (f)
@@ -569,7 +565,7 @@ static int sys_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
         return -1;
     if (enter) {
         if (p->active)   /* a thread cannot enter twice: the exit was lost */
-            emit(sc, tid, p, p->call, -1, "", 1);
+            emit(sc, tid, p, (long long)rec->ts, "", 1);
         p->active = 1;
         p->t_enter = (long long)rec->ts;
         snprintf(p->call, sizeof(p->call), "%s", call);
@@ -584,11 +580,11 @@ static int sys_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
     if (get_num(sc->tep, ev, rec, "ret", &ret))
         snprintf(result, sizeof(result), "%lld", ret);
     if (p->active && strcmp(p->call, call) == 0) {
-        emit(sc, tid, p, call, (long long)rec->ts, result, 0);
+        emit(sc, tid, p, (long long)rec->ts, result, 0);
     } else {
         if (p->active)
-            emit(sc, tid, p, p->call, -1, "", 1);
-        emit(sc, tid, NULL, call, (long long)rec->ts, result, 0);  /* entered before the trace */
+            emit(sc, tid, p, (long long)rec->ts, "", 1);
+        sc->st->exits_without_enter++;   /* entered before tracing started: no record */
     }
     p->active = 0;
     return ferror(sc->out) ? -1 : 0;
@@ -642,7 +638,9 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
         goto out;
     }
     setvbuf(sc.out, NULL, _IOFBF, 1 << 20);
-    fprintf(sc.out, TSV_HEADER "# backend: tracefs\n"
+    fprintf(sc.out, "# format: hostwire-tsv 1\n# kind: syscalls\n# backend: tracefs\n"
+            "# clock: CLOCK_MONOTONIC\n# tool: hw-schedtrace\n"
+            "# calls: read,write,readv,writev,sendto,sendmsg,recvfrom,recvmsg,sendfile\n"
             "t_enter_ns\tt_exit_ns\tpid\ttid\tcall\tfd\treq_bytes\tresult\tfd_kind\tfd_desc\tunfinished\n");
     if (iterate(&dat, sys_record, &sc, st, err) < 0) {
         if (!err->msg[0])
@@ -651,7 +649,7 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
     }
     for (size_t i = 0; i < sc.cap; i++)
         if (sc.slots[i].tid && sc.slots[i].active)
-            emit(&sc, sc.slots[i].tid, &sc.slots[i], sc.slots[i].call, -1, "", 1);
+            emit(&sc, sc.slots[i].tid, &sc.slots[i], sc.last_ts, "", 1);
     rc = 0;
 out:
     if (sc.out && fclose(sc.out) != 0 && rc == 0) {

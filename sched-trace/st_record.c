@@ -99,6 +99,7 @@ static int build_specs(struct session *s, struct st_err *err)
     sp->suffix = cfg->suffix;
     sp->buffer_kb = sy->buffer_kb = cfg->buffer_kb;
     sp->drain = sy->drain = cfg->drain;
+    sp->rt_prio = sy->rt_prio = cfg->rt_prio;
     if (cfg->nevents == 0) {
         for (size_t i = 0; i < sizeof(sched_events) / sizeof(sched_events[0]); i++)
             if (add_event(sp, sched_events[i], err) < 0)
@@ -258,9 +259,13 @@ static void json_buffer(FILE *f, struct session *s, int b, const char *dat, cons
     fprintf(f, "],\n     \"pids\": [");
     for (int i = 0; i < s->spec[b].npids; i++)
         fprintf(f, "%d%s", s->spec[b].pids[i], i + 1 < s->spec[b].npids ? ", " : "");
-    fprintf(f, "], \"buffer_kb\": %ld, \"drain\": %s, \"page_size\": %u, \"records\": %lld, "
-            "\"markers_written\": %d, ", s->spec[b].buffer_kb, s->spec[b].drain ? "true" : "false",
-            st_buffer_page_size(buf), cv->records, 2 * ST_MARKERS);
+    fprintf(f, "], \"buffer_kb\": %ld, \"drain\": %s, \"drain_rt_prio\": %d, \"page_size\": %u, "
+            "\"records\": %lld, \"markers_written\": %d, ", s->spec[b].buffer_kb,
+            s->spec[b].drain ? "true" : "false", st_buffer_rt_prio(buf), st_buffer_page_size(buf),
+            cv->records, 2 * ST_MARKERS);
+    if (b == 1)
+        fprintf(f, "\"syscall_records\": %lld, \"unfinished\": %lld, \"exits_without_enter\": %lld, ",
+                cv->syscalls, cv->unfinished, cv->exits_without_enter);
     json_stat(f, "lost_events", buffer_lost(buf, cv), ",\n     \"cpus\": [\n");
     for (int cpu = 0; cpu < st_buffer_ncpus(buf); cpu++) {
         fprintf(f, "       {\"cpu\": %d, \"records\": %lld, \"missed_in_stream\": %lld, "

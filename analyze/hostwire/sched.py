@@ -1,6 +1,6 @@
 """Readers of hw-schedtrace's outputs (docs/formats.md, "hw-schedtrace"): sched.tsv (one kernel
-event per line), syscalls.tsv (one I/O system call per line, the schema hw-iotrace writes) and
-sched.json (per-CPU loss counters, clock check)."""
+event per line) and sched.json (per-CPU loss counters, clock check). Its syscalls.tsv has
+hw-iotrace's schema and is read by hostwire.syscalls."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from hostwire.tsv import read_header
 SCHED_JSON_FORMAT = "hostwire-sched"
 SCHED_JSON_VERSION = 1
 BASE_COLUMNS = ("t_ns", "cpu", "event", "pid", "comm")
-SYSCALL_COLUMNS = ("t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "req_bytes", "result",
-                   "fd_kind", "fd_desc", "unfinished")
 
 
 _DTYPES = {"int": "Int64", "uint": "UInt64", "str": str}
@@ -66,15 +64,6 @@ def read_sched_tsv(path: str | Path, columns: list[str] | None = None
             raise InputError(f"{path}: record {row + 1}: column {name} is empty")
         df[name] = df[name].astype("int64")
     return meta, df
-
-
-def read_syscalls_tsv(path: str | Path) -> tuple[dict[str, str], pd.DataFrame]:
-    """syscalls.tsv as (metadata, DataFrame) with the hw-iotrace columns; stamps and numbers are
-    nullable Int64 (a call entered before the trace has no t_enter_ns, an unfinished one no
-    t_exit_ns or result; fd_kind and fd_desc are empty from tracefs)."""
-    types = {name: "int" for name in SYSCALL_COLUMNS}
-    types.update(call="str", fd_kind="str", fd_desc="str")
-    return _read_table(Path(path), SYSCALL_COLUMNS, types)
 
 
 def read_sched_json(path: str | Path) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hostwire.errors import InputError
-from hostwire.sched import loss_table, read_sched_json, read_sched_tsv, read_syscalls_tsv
+from hostwire.sched import loss_table, read_sched_json, read_sched_tsv
 
 SCHED = (
     "# format: hostwire-tsv 1\n# source: hw-schedtrace\n"
@@ -55,21 +55,6 @@ def test_sched_tsv_rejects(tmp_path: Path, text: str, message: str) -> None:
         return
     with pytest.raises(InputError, match=message):
         read_sched_tsv(path)
-
-
-def test_syscalls_tsv(tmp_path: Path) -> None:
-    text = ("# format: hostwire-tsv 1\n# backend: tracefs\n"
-            "t_enter_ns\tt_exit_ns\tpid\ttid\tcall\tfd\treq_bytes\tresult\tfd_kind\tfd_desc\tunfinished\n"
-            "\t105\t7\t7\tread\t\t\t1\t\t\t0\n"
-            "110\t130\t7\t8\twrite\t1\t1000\t-11\t\t\t0\n"
-            "140\t\t\t8\tsendmsg\t3\t\t\t\t\t1\n")
-    _, df = read_syscalls_tsv(write(tmp_path, "syscalls.tsv", text))
-    assert df["t_enter_ns"].isna().tolist() == [True, False, False]
-    assert df["result"].tolist()[:2] == [1, -11] and pd.isna(df["result"].iloc[2])
-    assert df["call"].tolist() == ["read", "write", "sendmsg"]
-    assert df["unfinished"].sum() == 1
-    with pytest.raises(InputError, match="column header lacks unfinished"):
-        read_syscalls_tsv(write(tmp_path, "bad.tsv", text.replace("\tunfinished\n", "\n", 1)))
 
 
 def test_sched_json_and_losses(tmp_path: Path) -> None:

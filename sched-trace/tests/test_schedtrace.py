@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from hostwire import doctor
-from hostwire.sched import read_sched_json, read_sched_tsv, read_syscalls_tsv
+from hostwire.sched import read_sched_json, read_sched_tsv
 from hostwire.tsv import read_header
 
 TIMEOUT = 60
@@ -133,7 +133,7 @@ def test_records_a_command_and_converts(build_dir: Path, tmp_path: Path, no_left
     assert abs(summary["clock_check"]["start"]["diff_ns"]) <= 10_000
     for cpu in sched["cpus"]:
         assert cpu["end"]["overrun"] == 0 and cpu["missed_in_stream"] == 0
-    _, calls = read_syscalls_tsv(out / "syscalls.tsv")
+    calls = read_calls(out / "syscalls.tsv")
     dd_pid = int(df[(df["event"] == "sched_process_exec") & (df["filename"] == "/usr/bin/dd")]["arg_pid"].iloc[0])
     dd = calls[calls["tid"] == dd_pid]
     reads = dd[(dd["call"] == "read") & (dd["fd"] == 0) & (dd["req_bytes"] == 1000)]
@@ -141,9 +141,33 @@ def test_records_a_command_and_converts(build_dir: Path, tmp_path: Path, no_left
     assert len(reads) == 50 and (reads["result"] == 1000).all()
     assert len(writes) == 50 and (writes["result"] == 1000).all()
     assert (dd["t_exit_ns"] >= dd["t_enter_ns"]).all() and (dd["unfinished"] == 0).all()
-    assert (dd["pid"] == dd_pid).all()
+    assert (dd["pid"] == dd_pid).all() and (dd["fd_kind"] == "unknown").all()
     shell = int(summary["command"]["pid"])
     assert shell in set(calls["tid"])  # the command itself, besides its descendant
+    # the command's first read (of the start signal) was entered before tracing: no record
+    assert summary["buffers"][1]["exits_without_enter"] >= 1
+    assert summary["buffers"][1]["syscall_records"] == len(calls)
+    try:  # hw-iotrace's reader of the same schema, where it is installed
+        from hostwire.syscalls import read_syscalls
+    except ImportError:
+        return
+    assert len(read_syscalls(out / "syscalls.tsv")) == len(calls)
+
+
+def read_calls(path: Path) -> pd.DataFrame:
+    """syscalls.tsv as written by the tracefs backend: every integer column filled, result
+    empty only for unfinished calls."""
+    meta, columns, skip = read_header(path)
+    assert (meta["kind"], meta["backend"]) == ("syscalls", "tracefs")
+    assert columns == ["t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "req_bytes", "result",
+                       "fd_kind", "fd_desc", "unfinished"]
+    df = pd.read_csv(path, sep="\t", skiprows=skip, names=columns, header=None, keep_default_na=False,
+                     na_values={"result": [""]}, dtype={"call": str, "fd_kind": str, "fd_desc": str,
+                                                        "result": "Int64"}, quoting=3)
+    for col in ("t_enter_ns", "t_exit_ns", "pid", "tid", "fd", "req_bytes", "unfinished"):
+        assert df[col].dtype == "int64", col
+    assert (df["result"].isna() == (df["unfinished"] == 1)).all()
+    return df
 
 
 # -- agreement with trace-cmd report
