@@ -170,6 +170,35 @@ def read_calls(path: Path) -> pd.DataFrame:
     return df
 
 
+@pytest.mark.privileged("tracefs")
+def test_pid_filter_follows_descendants_and_duration_stops(build_dir: Path, tmp_path: Path,
+                                                           no_leftover: None) -> None:
+    """-p PID: the system calls of PID and of a child it forks after tracing began, nobody
+    else's; --duration ends the recording by itself."""
+    parent = subprocess.Popen(["sh", "-c", "read x; dd if=/dev/zero of=/dev/null bs=777 count=20 2>/dev/null; true"],
+                              stdin=subprocess.PIPE, text=True)
+    try:
+        collector = start_collector([tool(build_dir), "-o", str(tmp_path), "-s", "-p", str(parent.pid),
+                                     "--duration", "2"])
+        parent.stdin.write("go\n")
+        parent.stdin.close()
+        parent.wait(timeout=TIMEOUT)
+        _, err = collector.communicate(timeout=TIMEOUT)
+        assert collector.returncode == 0, err
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+    calls = read_calls(tmp_path / "syscalls.tsv")
+    summary = read_sched_json(tmp_path / "sched.json")
+    assert summary["buffers"][1]["pids"] == [parent.pid]
+    assert 1.9e9 <= summary["stop_mono_ns"] - summary["start_mono_ns"] < 10e9
+    dd = calls[(calls["req_bytes"] == 777)]
+    assert len(dd) == 40 and dd["tid"].nunique() == 1 and int(dd["tid"].iloc[0]) != parent.pid
+    assert set(calls["tid"]) <= {parent.pid, int(dd["tid"].iloc[0])}
+    assert (calls["tid"] == parent.pid).any()  # the shell's own read of "go"
+
+
 # -- agreement with trace-cmd report
 
 LINE = re.compile(r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?P<s>\d+)\.(?P<ns>\d{9}):\s+"
