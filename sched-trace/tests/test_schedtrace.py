@@ -113,6 +113,20 @@ def test_no_permission_is_one_clear_line(build_dir: Path, tmp_path: Path, no_lef
 
 
 @pytest.mark.privileged("tracefs")
+def test_no_tracefs_is_one_clear_line(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
+    """In a private mount namespace without tracefs (and without the right to mount it)."""
+    script = ("umount -l /sys/kernel/tracing; umount -l /sys/kernel/debug 2>/dev/null; "
+              "grep -q tracefs /proc/mounts && exit 99; "
+              f"exec setpriv --inh-caps=-sys_admin --bounding-set=-sys_admin {tool(build_dir)} "
+              f"-o {tmp_path} -- true")
+    res = run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script])
+    assert res.returncode == 1, res.stderr
+    assert res.stderr == ("hw-schedtrace: failed to find tracefs: it is not mounted "
+                          "(mount -t tracefs nodev /sys/kernel/tracing)\n")
+    assert (TRACEFS / "instances").is_dir()  # the host's mount is untouched
+
+
+@pytest.mark.privileged("tracefs")
 @pytest.mark.sanitized
 def test_records_a_command_and_converts(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
     """Every line has t_ns, cpu, event, pid, comm; the clock check and counters are in sched.json;
