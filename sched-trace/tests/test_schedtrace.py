@@ -31,11 +31,19 @@ def instances() -> set[str]:
     return {p.name for p in (TRACEFS / "instances").glob("hw-*")} if TRACEFS.is_dir() else set()
 
 
+# Other programs on this machine may have hw-* instances of their own: this file only ever looks
+# at (and removes) instances carrying its tag, which every collector started here gets via -n.
+TAG = f"pt{os.getpid()}"
+
+
+def tagged() -> set[str]:
+    return {n for n in instances() if re.fullmatch(rf"hw-\d+-{TAG}(-sys)?", n)}
+
+
 @pytest.fixture
 def no_leftover() -> Iterator[None]:
-    before = instances()
     yield
-    left = instances() - before
+    left = tagged()
     for name in left:  # clean up, then fail: a test must not leave instances behind
         try:
             (TRACEFS / "instances" / name).rmdir()
@@ -93,10 +101,10 @@ def test_convert_rejects_bad_files(build_dir: Path, tmp_path: Path) -> None:
 
 @pytest.mark.privileged("tracefs")
 def test_unknown_event_is_a_usage_error(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
-    res = run([tool(build_dir), "-o", str(tmp_path), "-e", "sched:no_such_event", "--", "true"])
+    res = run([tool(build_dir), "-n", TAG, "-o", str(tmp_path), "-e", "sched:no_such_event", "--", "true"])
     assert res.returncode == 2
     assert "failed to find event sched:no_such_event" in res.stderr
-    res = run([tool(build_dir), "-o", str(tmp_path), "-e", "sched:sched_switch",
+    res = run([tool(build_dir), "-n", TAG, "-o", str(tmp_path), "-e", "sched:sched_switch",
                "-f", "sched:sched_switch=no_such_field == 1", "--", "true"])
     assert res.returncode == 2 and "failed to set filter" in res.stderr
 
@@ -105,7 +113,7 @@ def test_unknown_event_is_a_usage_error(build_dir: Path, tmp_path: Path, no_left
 def test_no_permission_is_one_clear_line(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
     os.chmod(tmp_path, 0o777)
     res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", tool(build_dir),
-               "-o", str(tmp_path / "out"), "--", "true"])
+               "-n", TAG, "-o", str(tmp_path / "out"), "--", "true"])
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hw-schedtrace: failed to "), res.stderr
@@ -118,7 +126,7 @@ def test_no_tracefs_is_one_clear_line(build_dir: Path, tmp_path: Path, no_leftov
     script = ("umount -l /sys/kernel/tracing; umount -l /sys/kernel/debug 2>/dev/null; "
               "grep -q tracefs /proc/mounts && exit 99; "
               f"exec setpriv --inh-caps=-sys_admin --bounding-set=-sys_admin {tool(build_dir)} "
-              f"-o {tmp_path} -- true")
+              f"-n {TAG} -o {tmp_path} -- true")
     res = run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script])
     assert res.returncode == 1, res.stderr
     assert res.stderr == ("hw-schedtrace: failed to find tracefs: it is not mounted "
@@ -132,7 +140,7 @@ def test_records_a_command_and_converts(build_dir: Path, tmp_path: Path, no_left
     """Every line has t_ns, cpu, event, pid, comm; the clock check and counters are in sched.json;
     syscalls.tsv pairs enter and exit of a command's descendants exactly."""
     out = tmp_path / "raw"
-    res = run([tool(build_dir), "-o", str(out), "-s", "--", "sh", "-c",
+    res = run([tool(build_dir), "-n", TAG, "-o", str(out), "-s", "--", "sh", "-c",
                "dd if=/dev/zero of=/dev/null bs=1000 count=50 2>/dev/null; true"])
     assert res.returncode == 0, res.stderr
     meta, df = read_sched_tsv(out / "sched.tsv")
@@ -148,7 +156,10 @@ def test_records_a_command_and_converts(build_dir: Path, tmp_path: Path, no_left
     for cpu in sched["cpus"]:
         assert cpu["end"]["overrun"] == 0 and cpu["missed_in_stream"] == 0
     calls = read_calls(out / "syscalls.tsv")
-    dd_pid = int(df[(df["event"] == "sched_process_exec") & (df["filename"] == "/usr/bin/dd")]["arg_pid"].iloc[0])
+    execs = df[(df["event"] == "sched_process_exec") & (df["filename"] == "/usr/bin/dd")]["arg_pid"]
+    mine = set(execs) & set(calls["tid"])  # other programs may run dd meanwhile
+    assert len(mine) == 1, mine
+    dd_pid = int(mine.pop())
     dd = calls[calls["tid"] == dd_pid]
     reads = dd[(dd["call"] == "read") & (dd["fd"] == 0) & (dd["req_bytes"] == 1000)]
     writes = dd[(dd["call"] == "write") & (dd["fd"] == 1) & (dd["req_bytes"] == 1000)]
@@ -192,7 +203,7 @@ def test_pid_filter_follows_descendants_and_duration_stops(build_dir: Path, tmp_
     parent = subprocess.Popen(["sh", "-c", "read x; dd if=/dev/zero of=/dev/null bs=777 count=20 2>/dev/null; true"],
                               stdin=subprocess.PIPE, text=True)
     try:
-        collector = start_collector([tool(build_dir), "-o", str(tmp_path), "-s", "-p", str(parent.pid),
+        collector = start_collector([tool(build_dir), "-n", TAG, "-o", str(tmp_path), "-s", "-p", str(parent.pid),
                                      "--duration", "2"])
         parent.stdin.write("go\n")
         parent.stdin.close()
@@ -273,7 +284,7 @@ def test_tsv_agrees_with_trace_cmd_report(build_dir: Path, tmp_path: Path, no_le
             "c=socket.create_connection(s.getsockname()); a,_=s.accept()\n"
             "for i in range(50): c.sendall(b'x'*3000); a.recv(65536)\n"
             "c.close(); a.close(); s.close()\n")
-    res = run([tool(build_dir), "-o", str(out), "--", sys.executable, "-c", talk])
+    res = run([tool(build_dir), "-n", TAG, "-o", str(out), "--", sys.executable, "-c", talk])
     assert res.returncode == 0, res.stderr
     report = subprocess.run(["trace-cmd", "report", "-R", "-t", "-i", str(out / "trace.dat")],
                             capture_output=True, encoding="latin-1", timeout=TIMEOUT)
@@ -338,7 +349,7 @@ def test_conservation_under_overrun(build_dir: Path, tmp_path: Path, no_leftover
         wait_in_pipe_read(pids)
         before = sum(switches(p) for p in pids)
         flt = " || ".join(f"prev_pid == {p}" for p in pids)
-        collector = start_collector([tool(build_dir), "-o", str(tmp_path / "raw"), "-b", "4", "--no-drain",
+        collector = start_collector([tool(build_dir), "-n", TAG, "-o", str(tmp_path / "raw"), "-b", "4", "--no-drain",
                                      "-e", "sched:sched_switch", "-f", f"sched:sched_switch={flt}"])
         pp.stdin.write("go\n")
         pp.stdin.flush()
@@ -376,15 +387,17 @@ def test_pingpong_switch_count(build_dir: Path, tmp_path: Path, no_leftover: Non
     bench = build_dir / "bin" / "hw-bench"
     cmd = [str(bench), "pingpong", "--loops", str(loops), "--cpu", "0"] if bench.exists() else \
         ["sh", "-c", f"echo go | {build_dir / 'test' / 'st-pingpong'} {loops} 0 >/dev/null"]
-    res = run([tool(build_dir), "-o", str(tmp_path), "--", *cmd])
+    res = run([tool(build_dir), "-n", TAG, "-o", str(tmp_path), "--", *cmd])
     assert res.returncode == 0, res.stderr
     summary = read_sched_json(tmp_path / "sched.json")
     assert summary["command"]["exit_status"] == 0 or not bench.exists()
     assert summary["buffers"][0]["lost_events"] == 0
     _, df = read_sched_tsv(tmp_path / "sched.tsv")
     forks = df[df["event"] == "sched_process_fork"]
-    name = "hw-bench" if bench.exists() else "st-pingpong"
-    pids = set(df[(df["event"] == "sched_process_exec") & df["filename"].str.endswith(name)]["arg_pid"])
+    if bench.exists():  # the command is the ping-pong parent (other hw-bench runs may be traced too)
+        pids = {int(summary["command"]["pid"])}
+    else:
+        pids = set(df[(df["event"] == "sched_process_exec") & df["filename"].str.endswith("st-pingpong")]["arg_pid"])
     assert len(pids) == 1, pids
     # the first fork is the ping-pong partner (a sanitizer's leak checker may fork at exit)
     pids.add(forks[forks["parent_pid"].isin(pids)]["child_pid"].iloc[0])
@@ -399,9 +412,9 @@ def test_pingpong_switch_count(build_dir: Path, tmp_path: Path, no_leftover: Non
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_stops_and_removes_instance(build_dir: Path, tmp_path: Path, no_leftover: None,
                                            sig: signal.Signals) -> None:
-    proc = start_collector([tool(build_dir), "-o", str(tmp_path), "-s", "-n", "sig"])
+    proc = start_collector([tool(build_dir), "-n", TAG, "-o", str(tmp_path), "-s"])
     mine = {n for n in instances() if n.startswith(f"hw-{proc.pid}-")}
-    assert mine == {f"hw-{proc.pid}-sig", f"hw-{proc.pid}-sig-sys"}
+    assert mine == {f"hw-{proc.pid}-{TAG}", f"hw-{proc.pid}-{TAG}-sys"}
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 0, err
@@ -412,8 +425,8 @@ def test_signal_stops_and_removes_instance(build_dir: Path, tmp_path: Path, no_l
 
 @pytest.mark.privileged("tracefs")
 def test_kill9_leftover_removed_by_doctor(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
-    proc = start_collector([tool(build_dir), "-o", str(tmp_path)])
-    name = f"hw-{proc.pid}"
+    proc = start_collector([tool(build_dir), "-n", TAG, "-o", str(tmp_path)])
+    name = f"hw-{proc.pid}-{TAG}"
     proc.kill()
     proc.communicate(timeout=TIMEOUT)
     assert name in instances()
@@ -427,14 +440,14 @@ def test_kill9_leftover_removed_by_doctor(build_dir: Path, tmp_path: Path, no_le
 def test_refuses_a_live_instance(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
     """An instance with our own name exists (its owner, this very process, is alive): refuse it
     and leave it in place."""
-    script = (f'mkdir {TRACEFS}/instances/hw-$$ && exec {tool(build_dir)} -o {tmp_path} -- true; '
-              f'exit 9')
+    script = (f'mkdir {TRACEFS}/instances/hw-$$-{TAG} && exec {tool(build_dir)} -n {TAG} -o {tmp_path} '
+              f'-- true; exit 9')
     proc = subprocess.Popen(["sh", "-c", script], stderr=subprocess.PIPE, text=True)
     _, err = proc.communicate(timeout=TIMEOUT)
-    inst = TRACEFS / "instances" / f"hw-{proc.pid}"
+    inst = TRACEFS / "instances" / f"hw-{proc.pid}-{TAG}"
     try:
         assert proc.returncode == 1, err
-        assert f"failed to create tracefs instance hw-{proc.pid}: it exists already" in err
+        assert f"failed to create tracefs instance hw-{proc.pid}-{TAG}: it exists already" in err
         assert inst.is_dir()
     finally:
         if inst.is_dir():
@@ -446,11 +459,11 @@ def test_python_wrapper(build_dir: Path, tmp_path: Path, no_leftover: None) -> N
     from hostwire.errors import HostwireError
     from hostwire.sched import SchedTrace, losses
 
-    with SchedTrace(tmp_path / "a", name="py") as trace:
-        assert f"hw-{trace.proc.pid}-py" in instances()
+    with SchedTrace(tmp_path / "a", name=TAG) as trace:
+        assert f"hw-{trace.proc.pid}-{TAG}" in instances()
         subprocess.run(["sleep", "0.05"], check=True)
     assert trace.summary["buffers"][0]["records"] > 0
     assert losses(trace.summary) == {"sched_lost_events": 0, "sched_missed_in_stream": 0}
     with pytest.raises(HostwireError, match="failed to find event"):
-        with SchedTrace(tmp_path / "b", extra=("-e", "sched:nope")):
+        with SchedTrace(tmp_path / "b", name=TAG, extra=("-e", "sched:nope")):
             pass
