@@ -425,15 +425,20 @@ def test_signal_stops_and_removes_instance(build_dir: Path, tmp_path: Path, no_l
 
 @pytest.mark.privileged("tracefs")
 def test_kill9_leftover_removed_by_doctor(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
-    proc = start_collector([tool(build_dir), "-n", TAG, "-o", str(tmp_path)])
-    name = f"hw-{proc.pid}-{TAG}"
-    proc.kill()
-    proc.communicate(timeout=TIMEOUT)
-    assert name in instances()
-    assert name in {p.name for p in doctor.stale_instances()}
-    res = run([sys.executable, "-m", "hostwire", "doctor", "--cleanup"])
-    assert res.returncode == 0 and f"removed tracefs instance {name}" in res.stdout
-    assert name not in instances()
+    # Another program's `doctor --cleanup` may sweep the leftover first; then try again.
+    for attempt in range(3):
+        proc = start_collector([tool(build_dir), "-n", TAG, "-o", str(tmp_path / str(attempt))])
+        name = f"hw-{proc.pid}-{TAG}"
+        proc.kill()
+        proc.communicate(timeout=TIMEOUT)
+        assert name in instances()
+        assert name in {p.name for p in doctor.stale_instances()}
+        res = run([sys.executable, "-m", "hostwire", "doctor", "--cleanup"])
+        assert res.returncode == 0
+        assert name not in instances()
+        if f"removed tracefs instance {name}" in res.stdout:
+            return
+    pytest.fail(f"doctor --cleanup never reported removing the leftover: {res.stdout}")
 
 
 @pytest.mark.privileged("tracefs")
