@@ -76,6 +76,7 @@ struct st_dat {
     struct st_dat_cpu cpus[ST_MAX_CPUS];
     struct tep_handle *tep;
     char *clock;
+    uint64_t buffer_offset;             /* first BUFFER option's flyrecord section, 0: none */
 };
 int st_dat_open(struct st_dat *dat, const char *path, struct st_err *err);
 void st_dat_close(struct st_dat *dat);

@@ -108,7 +108,9 @@ static int get_options(struct in *in, struct st_dat *dat)
             return -1;
         }
         data[size] = '\0';
-        if (id == 4) {
+        if (id == 3 && size >= 9 && !dat->buffer_offset) {   /* BUFFER: offset, name */
+            memcpy(&dat->buffer_offset, data, 8);
+        } else if (id == 4) {
             char *open = strchr(data, '['), *close = open ? strchr(open, ']') : NULL;
             free(dat->clock);
             dat->clock = open && close ? strndup(open + 1, (size_t)(close - open - 1)) : strdup(data);
@@ -221,10 +223,27 @@ int st_dat_open(struct st_dat *dat, const char *path, struct st_err *err)
                   path, ftell(in.f) - 10);
         goto fail;
     }
-    for (int cpu = 0; cpu < dat->ncpus; cpu++)
+    uint64_t total = 0;
+    for (int cpu = 0; cpu < dat->ncpus; cpu++) {
         if (get(&in, &dat->cpus[cpu].offset, 8, "a CPU data offset") ||
             get(&in, &dat->cpus[cpu].size, 8, "a CPU data size"))
             goto fail;
+        total += dat->cpus[cpu].size;
+    }
+    /* trace-cmd record -B NAME leaves the top buffer empty and puts the instance's data in a
+     * second flyrecord section named by a BUFFER option: read the first such buffer */
+    if (total == 0 && dat->buffer_offset) {
+        if (fseek(in.f, (long)dat->buffer_offset, SEEK_SET) < 0 ||
+            get(&in, label, 10, "the buffer's 'flyrecord'") || memcmp(label, "flyrecord", 10) != 0) {
+            st_seterr(err, "failed to read %s: byte %llu: expected the buffer's 'flyrecord'", path,
+                      (unsigned long long)dat->buffer_offset);
+            goto fail;
+        }
+        for (int cpu = 0; cpu < dat->ncpus; cpu++)
+            if (get(&in, &dat->cpus[cpu].offset, 8, "a CPU data offset") ||
+                get(&in, &dat->cpus[cpu].size, 8, "a CPU data size"))
+                goto fail;
+    }
     dat->fd = dup(fileno(in.f));
     fclose(in.f);
     return dat->fd < 0 ? -1 : 0;
