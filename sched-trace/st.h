@@ -61,7 +61,8 @@ const char *st_buffer_instance(const struct st_buffer *buf);
 const struct st_cpustat *st_buffer_stats(const struct st_buffer *buf, int when); /* 0 start, 1 end */
 int st_buffer_enabled(const struct st_buffer *buf, const char ***names);  /* "sys:event" list */
 int st_buffer_missing(const struct st_buffer *buf, const char ***names);
-int st_buffer_rt_prio(const struct st_buffer *buf);   /* what the drains got (0: normal) */
+int st_buffer_rt_prio(const struct st_buffer *buf);
+long st_buffer_size_kb(const struct st_buffer *buf);  /* per CPU as the kernel has it, -1 unknown */   /* what the drains got (0: normal) */
 int st_instance_name(char *out, size_t len, int pid, const char *suffix);
 
 /* ---- trace.dat (version 6) ---- */

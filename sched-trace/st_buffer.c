@@ -75,6 +75,11 @@ int st_instance_name(char *out, size_t len, int pid, const char *suffix)
 }
 
 int st_buffer_ncpus(const struct st_buffer *buf) { return buf->ncpus; }
+long st_buffer_size_kb(const struct st_buffer *buf)
+{
+    ssize_t kb = tracefs_instance_get_buffer_size(buf->inst, 0);
+    return kb > 0 ? (long)kb : -1;
+}
 int st_buffer_rt_prio(const struct st_buffer *buf)
 {
     return buf->rt_prio && atomic_load(&((struct st_buffer *)buf)->rt_ok) == buf->ncpus ? buf->rt_prio : 0;

@@ -2,6 +2,8 @@
  * from tracefs, saved cmdlines, options (per-CPU stats, trace clock), then the raw per-CPU pages
  * the drains wrote, each CPU's data starting on a page boundary. */
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,21 +149,51 @@ static void put_options(struct out *o, struct st_buffer *buf)
     put16(o, OPT_DONE);
 }
 
+/* Appends a CPU's raw pages: copy_file_range (in the kernel, no user copy), read/write where
+ * the filesystems do not allow it. */
 static int copy_cpu(struct out *o, const char *raw, uint64_t *size)
 {
-    FILE *in = fopen(raw, "r");
-    char chunk[1 << 16];
-    size_t n;
+    int in = open(raw, O_RDONLY | O_CLOEXEC);
     *size = 0;
-    if (!in)
+    if (in < 0)
         return errno == ENOENT ? 0 : -1;
-    while ((n = fread(chunk, 1, sizeof(chunk), in)) > 0) {
-        put(o, chunk, n);
-        *size += n;
+    if (fflush(o->f) != 0) {
+        close(in);
+        return -1;
     }
-    int bad = ferror(in);
-    fclose(in);
-    return bad ? -1 : 0;
+    int outfd = fileno(o->f);
+    off_t pos = lseek(outfd, 0, SEEK_END);
+    int rc = 0;
+    for (;;) {
+        ssize_t n = copy_file_range(in, NULL, outfd, NULL, 1 << 30, 0);
+        if (n > 0) {
+            *size += (uint64_t)n;
+            continue;
+        }
+        if (n == 0)
+            break;
+        if (*size == 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+            char chunk[1 << 16];
+            ssize_t r;
+            while ((r = read(in, chunk, sizeof(chunk))) > 0) {
+                if (write(outfd, chunk, (size_t)r) != r) {
+                    rc = -1;
+                    break;
+                }
+                *size += (uint64_t)r;
+            }
+            if (r < 0)
+                rc = -1;
+            break;
+        }
+        rc = -1;
+        break;
+    }
+    close(in);
+    /* keep the stdio position in step with the descriptor */
+    if (fseek(o->f, pos + (off_t)*size, SEEK_SET) < 0)
+        rc = -1;
+    return rc;
 }
 
 int st_buffer_write_dat(struct st_buffer *buf, const char *path, struct st_err *err)

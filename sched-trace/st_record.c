@@ -259,8 +259,8 @@ static void json_buffer(FILE *f, struct session *s, int b, const char *dat, cons
     fprintf(f, "],\n     \"pids\": [");
     for (int i = 0; i < s->spec[b].npids; i++)
         fprintf(f, "%d%s", s->spec[b].pids[i], i + 1 < s->spec[b].npids ? ", " : "");
-    fprintf(f, "], \"buffer_kb\": %ld, \"drain\": %s, \"drain_rt_prio\": %d, \"page_size\": %u, "
-            "\"records\": %lld, \"markers_written\": %d, ", s->spec[b].buffer_kb,
+    fprintf(f, "], \"buffer_kb\": %ld, \"buffer_kb_actual\": %ld, \"drain\": %s, \"drain_rt_prio\": %d, \"page_size\": %u, "
+            "\"records\": %lld, \"markers_written\": %d, ", s->spec[b].buffer_kb, st_buffer_size_kb(buf),
             s->spec[b].drain ? "true" : "false", st_buffer_rt_prio(buf), st_buffer_page_size(buf),
             cv->records, 2 * ST_MARKERS);
     if (b == 1)
@@ -365,6 +365,28 @@ static void report(struct session *s)
         fprintf(stderr, "hw-schedtrace: clock check: a marker was lost from the buffer (unknown)\n");
 }
 
+static void describe(struct st_buffer *buf, const struct st_buffer_spec *spec)
+{
+    const char **names;
+    int n = st_buffer_enabled(buf, &names);
+    fprintf(stderr, "hw-schedtrace: %s: %d events:", st_buffer_instance(buf), n);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, " %s", names[i]);
+    n = st_buffer_missing(buf, &names);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "%s%s", i ? " " : "; not in this kernel: ", names[i]);
+    fprintf(stderr, "\nhw-schedtrace: %s: buffer %ld KiB per CPU%s, %u-byte pages, %s", st_buffer_instance(buf),
+            st_buffer_size_kb(buf), spec->buffer_kb ? "" : " (kernel default)", st_buffer_page_size(buf),
+            spec->drain ? "drained while recording" : "read only at the end");
+    if (spec->npids) {
+        fprintf(stderr, ", pids");
+        for (int i = 0; i < spec->npids; i++)
+            fprintf(stderr, " %d", spec->pids[i]);
+        fprintf(stderr, " and descendants");
+    }
+    fputc('\n', stderr);
+}
+
 static void path_in(char *out, size_t len, const char *dir, const char *name)
 {
     snprintf(out, len, "%s/%s", dir, name);
@@ -397,6 +419,9 @@ int st_record(const struct st_config *cfg, struct st_err *err)
     fprintf(stderr, "hw-schedtrace: recording in tracefs instance %s%s%s (%d CPUs)\n",
             st_buffer_instance(s.buf[0]), nb > 1 ? " and " : "", nb > 1 ? st_buffer_instance(s.buf[1]) : "",
             st_buffer_ncpus(s.buf[0]));
+    if (cfg->verbose)
+        for (int b = 0; b < nb; b++)
+            describe(s.buf[b], &s.spec[b]);
     fflush(stderr);
     if (s.go_fd >= 0) {
         if (write(s.go_fd, "g", 1) != 1) {
