@@ -40,9 +40,21 @@ def tagged() -> set[str]:
     return {n for n in instances() if re.fullmatch(rf"hw-\d+-{TAG}(-sys)?", n)}
 
 
+_started: list[subprocess.Popen] = []
+
+
 @pytest.fixture
 def no_leftover() -> Iterator[None]:
     yield
+    while _started:  # a failed test may leave its collector running: stop it (ours only, by pid)
+        proc = _started.pop()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
     left = tagged()
     for name in left:  # clean up, then fail: a test must not leave instances behind
         try:
@@ -59,6 +71,7 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 def start_collector(cmd: list[str]) -> subprocess.Popen:
     """Starts hw-schedtrace and returns once it reports that it records."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _started.append(proc)
     line = proc.stderr.readline()
     if "recording" not in line:
         proc.kill()
