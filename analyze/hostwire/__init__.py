@@ -5,4 +5,13 @@ __version__ = "0.1.0"
 
 from hostwire.errors import HostwireError, InputError, UsageError  # noqa: E402
 
-__all__ = ["__version__", "HostwireError", "InputError", "UsageError"]
+__all__ = ["__version__", "HostwireError", "InputError", "UsageError", "read_pcap"]
+
+
+def __getattr__(name: str) -> object:
+    # Heavy modules (numpy, pandas) load on first use, not on `import hostwire`.
+    if name == "read_pcap":
+        from hostwire.pcap import read_pcap
+
+        return read_pcap
+    raise AttributeError(f"module 'hostwire' has no attribute {name!r}")
