@@ -17,7 +17,7 @@ struct addrdict {
     uint32_t n, cap;
     int32_t *slots;              /* hash slot -> code, -1 empty */
     uint32_t nslots;
-    int32_t last_code;
+    int32_t last_code, prev_code;  /* a two-entry cache: a flow's source and destination */
 };
 
 struct addrdict *addrdict_new(void)
@@ -32,7 +32,7 @@ struct addrdict *addrdict_new(void)
         return NULL;
     }
     memset(d->slots, 0xff, d->nslots * sizeof(*d->slots));
-    d->last_code = -1;
+    d->last_code = d->prev_code = -1;
     return d;
 }
 
@@ -54,9 +54,11 @@ static uint32_t addr_hash(uint8_t family, const uint8_t *a)
     return h;
 }
 
-static int same(const struct addr_entry *e, uint8_t family, const uint8_t *a)
+static inline int same(const struct addr_entry *e, uint8_t family, const uint8_t *a)
 {
-    return e->family == family && memcmp(e->addr, a, family == 4 ? 4 : 16) == 0;
+    if (e->family != family)
+        return 0;
+    return family == 4 ? memcmp(e->addr, a, 4) == 0 : memcmp(e->addr, a, 16) == 0;
 }
 
 static int grow_slots(struct addrdict *d)
@@ -85,6 +87,12 @@ int32_t addrdict_code(struct addrdict *d, uint8_t family, const uint8_t *addr)
 
     if (d->last_code >= 0 && same(&d->entries[d->last_code], family, addr))
         return d->last_code;
+    if (d->prev_code >= 0 && same(&d->entries[d->prev_code], family, addr)) {
+        int32_t c = d->prev_code;
+        d->prev_code = d->last_code;
+        return d->last_code = c;
+    }
+    d->prev_code = d->last_code;
     s = addr_hash(family, addr) & (d->nslots - 1);
     while (d->slots[s] >= 0) {
         if (same(&d->entries[d->slots[s]], family, addr))

@@ -208,7 +208,7 @@ static int open_columns(const struct pcapcols_opts *opts, struct state *s, char 
     return 0;
 }
 
-int pcapcols_convert(const struct pcapcols_opts *opts, struct pcapcols_result *res)
+static int convert(const struct pcapcols_opts *opts, struct pcapcols_result *res, int exact)
 {
     char errbuf[PCAP_ERRBUF_SIZE];
     struct state s;
@@ -253,6 +253,14 @@ int pcapcols_convert(const struct pcapcols_opts *opts, struct pcapcols_result *r
         goto cleanup;
     }
     snaplen = (uint32_t)pcap_snapshot(p);
+    /* libpcap cuts a record longer than the snap length down to it without a word. The fast
+     * pass adds up the record sizes and compares the sum with the file's size at the end; on a
+     * mismatch the conversion runs again with the file position checked after every record
+     * (ftello() costs a system call, hence not by default). */
+    int is_ng;
+    format_name(p, &is_ng);
+    FILE *pf = (is_ng || !exact) ? NULL : pcap_file(p);
+    int64_t pos = pf ? ftello(pf) : 0, expected_size = 24;
 
     s.chunk = malloc(sizeof(*s.chunk));
     s.dict = addrdict_new();
@@ -269,7 +277,11 @@ int pcapcols_convert(const struct pcapcols_opts *opts, struct pcapcols_result *r
         enum fp_status st;
         int64_t frame = ++res->frames;
 
-        if (hdr->caplen > snaplen) {
+        int64_t next = pf ? ftello(pf) : 0;
+        expected_size += 16 + (int64_t)hdr->caplen;
+        int64_t record_caplen = pf ? next - pos - 16 : hdr->caplen;
+        pos = next;
+        if (hdr->caplen > snaplen || record_caplen != hdr->caplen) {
             res->malformed_records++;
             st = FP_MALFORMED;
         } else {
@@ -341,6 +353,11 @@ int pcapcols_convert(const struct pcapcols_opts *opts, struct pcapcols_result *r
         goto cleanup;
     }
     ret = res->damaged ? 1 : 0;
+    if (!is_ng && !exact && !res->damaged) {
+        struct stat st;
+        if (fstat(fileno(pcap_file(p)), &st) == 0 && st.st_size != expected_size)
+            ret = 3;  /* some record was longer than libpcap let us see */
+    }
 cleanup:
     for (int i = 0; i < C_NCOLS; i++)
         if (s.fds[i] >= 0)
@@ -353,5 +370,13 @@ cleanup:
     free(s.chunk);
     free(s.malformed);
     addrdict_free(s.dict);
+    return ret;
+}
+
+int pcapcols_convert(const struct pcapcols_opts *opts, struct pcapcols_result *res)
+{
+    int ret = convert(opts, res, 0);
+    if (ret == 3)
+        ret = convert(opts, res, 1);
     return ret;
 }
