@@ -114,6 +114,7 @@ def gap_summary(gaps: pd.DataFrame) -> dict:
         "frames": len(gaps) + 1,
         "impossible_share": float((gaps["gap_ns"] < gaps["ser_ns"]).mean()) if len(gaps) else 0.0,
         "below_99pct_share": float((gaps["gap_ns"] < 0.99 * gaps["ser_ns"]).mean()) if len(gaps) else 0.0,
+        "below_half_share": float((gaps["gap_ns"] < 0.5 * gaps["ser_ns"]).mean()) if len(gaps) else 0.0,
         "full_median_us": float(full.median()),
         "full_p1_us": float(full.quantile(0.01)),
         "full_min_us": float(full.min()),
