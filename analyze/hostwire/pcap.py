@@ -119,7 +119,9 @@ def _map_array(path: Path, dtype: np.dtype, rows: int) -> np.ndarray:
         actual = os.fstat(fh.fileno()).st_size
         if actual < size:
             raise InputError(f"{path}: {actual} bytes, expected {size} for {rows} rows")
-        buf = mmap.mmap(fh.fileno(), size, prot=mmap.PROT_READ)
+        # MAP_POPULATE: the pages are mapped in one go rather than one fault at a time
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        buf = mmap.mmap(fh.fileno(), size, flags=flags, prot=mmap.PROT_READ)
     return np.frombuffer(buf, dtype=dtype, count=rows)
 
 
