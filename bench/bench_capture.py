@@ -175,7 +175,24 @@ def bench_capture_rate(workdir: Path, seconds: float = 3.0) -> None:
                 best = max(best, fps)
             else:
                 break
-    print(f"   highest rate without a capture drop: {best / 1e3:.1f} kframes/s")
+        # bulk TCP with full-sized frames: the fastest load these two CPUs make on a veth
+        pcap = workdir / "rate.pcap"
+        cap = wireload.start_wirecap(topo, pcap)
+        t0 = time.monotonic()
+        try:
+            wireload.bulk_transfer(topo, seconds)
+        finally:
+            wireload.stop_wirecap(cap)
+        elapsed = time.monotonic() - t0
+        meta = json.loads((workdir / "wirecap.json").read_text())
+        fps = meta["packets_written"] / elapsed
+        print(f"   bulk TCP (1514-byte frames and ACKs): captured {fps / 1e3:7.1f} k/s, "
+              f"ps_drop {meta['ps_drop']}, ps_ifdrop {meta['ps_ifdrop']}")
+        pcap.unlink()
+        if meta["ps_drop"] == 0:
+            best = max(best, fps)
+    print(f"   highest rate without a capture drop: {best / 1e3:.1f} kframes/s (the senders, not the "
+          "capture, set the limit when no step dropped)")
 
 
 def main() -> int:
