@@ -22,7 +22,8 @@ struct pcapcols_result {
 
 /* Returns 0 when the whole file was read, 1 when it is damaged (the table holds every frame
  * before the damage; columns.json says where it is), 2 when the file cannot be read at all
- * (format or link type unsupported, no such file), -1 on a local failure (output, memory).
+ * (format or link type unsupported, no such file; nothing is written), -1 on a local failure
+ * (output, memory).
  * res->error holds one line for any non-zero return. */
 int pcapcols_convert(const struct pcapcols_opts *opts, struct pcapcols_result *res);
 #endif

@@ -18,9 +18,10 @@ static void usage(FILE *out)
             "  -v, --verbose      print the counts of frames per kind\n"
             "  -h, --help         this help\n"
             "\n"
-            "Link types: Ethernet (VLAN tags), raw IP, Linux cooked v1/v2. Exit status: 0 ok,\n"
-            "1 damaged file (the frames before the damage are written) or runtime failure,\n"
-            "2 usage error or unsupported format or link type.\n"
+            "Link types: Ethernet (VLAN tags), raw IP, Linux cooked v1/v2. Exit status: 0 ok;\n"
+            "1 damaged file (the frames before the damage are written, columns.json names the\n"
+            "byte offset and frame), unsupported format or link type (nothing written), or\n"
+            "another runtime failure; 2 usage error.\n"
             "\n"
             "EXAMPLES\n"
             "  hw-pcapcols raw/wire.pcap -o /tmp/wire.cols\n"
@@ -70,7 +71,5 @@ int main(int argc, char **argv)
                 fprintf(stderr, ", %lld %s", (long long)res.kinds[k], fp_kind_names[k]);
         fputc('\n', stderr);
     }
-    if (ret < 0)
-        return 1;
-    return ret;
+    return ret == 0 ? 0 : 1;
 }

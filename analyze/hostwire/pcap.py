@@ -53,7 +53,7 @@ def read_pcap(path: str | os.PathLike[str], clock_pairs: Sequence[Mapping[str, i
         message = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
         message = message.removeprefix("hw-pcapcols: ")
         meta_path = Path(outdir, "columns.json")
-        if proc.returncode == 2 or (proc.returncode != 0 and not meta_path.exists()):
+        if proc.returncode != 0 and not meta_path.exists():
             raise InputError(message or f"{path}: hw-pcapcols exited with status {proc.returncode}")
         if proc.returncode == 1 and not keep_damaged:
             raise InputError(message)
