@@ -47,7 +47,7 @@ class LinkSpec:
     rate: str = "10mbit"
     qdisc: str = "tbf-peak"
     burst: int | None = None
-    peak_ppm: int = 1000
+    peak_ppm: int = 1
     frame_bytes: int = 1514
     htb_quantum: int | None = None
 
@@ -64,7 +64,7 @@ class LinkSpec:
         if self.qdisc == "tbf-peak":
             # The peak bucket holds one frame and refills just above the rate: two frames can
             # never leave closer than about one frame time, however late the watchdog fires.
-            peak = rate_bit + max(1, rate_bit * self.peak_ppm // 1_000_000)
+            peak = rate_bit + max(8, rate_bit * self.peak_ppm // 1_000_000)  # > rate in bytes/s
             return [["qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate",
                      str(rate_bit) + "bit", "burst", str(burst), "latency", "50ms",
                      "peakrate", str(peak) + "bit", "mtu", str(self.frame_bytes)]]
