@@ -130,7 +130,7 @@ def bench_shapers(seconds: float, workdir: Path) -> None:
         d = workdir / f"shaper-{qdisc}"
         (d / "tx").mkdir(parents=True)
         (d / "rx").mkdir()
-        with Topology(run_id=f"b.{os.getpid() % 10000}{i}", link=LinkSpec(qdisc=qdisc)) as topo:
+        with Topology(run_id=f"capb{i}", link=LinkSpec(qdisc=qdisc)) as topo:
             txp = subprocess.Popen([str(tool("hw-wirecap")), "-n", topo.tx_ns, "-i", topo.tx_dev, "-o",
                                     str(d / "tx" / "wire.pcap")], stderr=subprocess.PIPE, text=True)
             txp.stderr.readline()
@@ -156,7 +156,7 @@ def bench_capture_rate(workdir: Path, seconds: float = 3.0) -> None:
     blast = workdir / "udpblast"
     subprocess.run(["cc", "-O2", "-o", str(blast), str(REPO / "bench" / "udpblast.c")], check=True)
     best = 0.0
-    with Topology(run_id=f"b.r{os.getpid() % 10000}", link=LinkSpec(qdisc="none")) as topo:
+    with Topology(run_id="capr", link=LinkSpec(qdisc="none")) as topo:
         for rate in (50_000, 100_000, 200_000, 400_000, 800_000, 0):
             pcap = workdir / "rate.pcap"
             cap = wireload.start_wirecap(topo, pcap, "-f", "udp")

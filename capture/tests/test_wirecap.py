@@ -30,19 +30,6 @@ for i in range(int(sys.argv[1])):
 """
 
 
-_ids = iter(range(1, 10**6))
-
-
-@pytest.fixture
-def topo():
-    """A namespace pair with the default link. The run id carries a '.', which the stale-namespace
-    pattern of `hostwire doctor --cleanup` (hw<word>-tx|rx) does not match: a cleanup running
-    concurrently on the same machine leaves the live pair of this test alone."""
-    with Topology(run_id=f"c.{os.getpid() % 10000}{next(_ids)}") as t:
-        yield t
-    assert not Path("/run/netns", t.tx_ns).exists() and not Path("/run/netns", t.rx_ns).exists()
-
-
 def send_udp(topo, count: int) -> None:
     subprocess.run(["ip", "netns", "exec", topo.tx_ns, sys.executable, "-c", UDP_SENDER, str(count)],
                    check=True, timeout=30)
@@ -51,7 +38,8 @@ def send_udp(topo, count: int) -> None:
 @pytest.mark.privileged("netns")
 @pytest.mark.sanitized
 @pytest.mark.timeout(120)
-def test_capture_counts_and_duration(topo, tmp_path: Path) -> None:
+def test_capture_counts_and_duration(topology_pair, tmp_path: Path) -> None:
+    topo = topology_pair
     pcap = tmp_path / "udp.pcap"
     proc = subprocess.Popen([str(tool("hw-wirecap")), "-n", topo.rx_ns, "-i", topo.rx_dev, "-o", str(pcap),
                              "-f", "udp port 9", "--duration", "3"], stderr=subprocess.PIPE, text=True)
@@ -90,8 +78,9 @@ def test_capture_counts_and_duration(topo, tmp_path: Path) -> None:
 @pytest.mark.privileged("netns")
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_stop_by_signal_inside_netns(topo, tmp_path: Path, sig: int) -> None:
+def test_stop_by_signal_inside_netns(topology_pair, tmp_path: Path, sig: int) -> None:
     # started by `ip netns exec` (the runner's other way), JSON at a path of its own
+    topo = topology_pair
     proc = subprocess.Popen(["ip", "netns", "exec", topo.rx_ns, str(tool("hw-wirecap")), "-i", topo.rx_dev,
                              "-o", str(tmp_path / "w.pcap"), "-j", str(tmp_path / "meta.json"), "-f", "udp"],
                             stderr=subprocess.PIPE, text=True)
@@ -150,7 +139,7 @@ def test_shaped_link_wire_timeline(tmp_path: Path) -> None:
     rate = parse_rate(link.rate)
     (tmp_path / "rx").mkdir()
     (tmp_path / "tx").mkdir()
-    with Topology(run_id=f"c.w{os.getpid() % 10000}", link=link) as topo:
+    with Topology(run_id="capw", link=link) as topo:
         tx_cap = subprocess.Popen([str(tool("hw-wirecap")), "-n", topo.tx_ns, "-i", topo.tx_dev, "-o",
                                    str(tmp_path / "tx" / "wire.pcap")], stderr=subprocess.PIPE, text=True)
         try:
@@ -170,18 +159,20 @@ def test_shaped_link_wire_timeline(tmp_path: Path) -> None:
     assert (np.diff(df["t_pcap_ns"].to_numpy()) >= 0).all(), "stamps went backwards"
     # ground truth: every byte the receiver read crossed the wire in a data frame, once
     data = df[(df["src"] == SENDER_ADDR) & (df["payload_len"] > 0)]
-    assert data["seq"].nunique() == len(data), "retransmissions on a lossless link"
-    assert int(data["payload_len"].sum()) == received
+    assert data["seq"].nunique() == len(data), "a segment crossed the wire twice"
+    assert int(data["payload_len"].sum()) == received, (int(data["payload_len"].sum()), received)
     assert (data["wire_len"] <= 1514).all()  # one Ethernet frame per packet: offloads are off
     rx = wireload.gap_summary(wireload.wire_gaps(df, rate))
     tx = wireload.gap_summary(wireload.wire_gaps(read_pcap(tmp_path / "tx" / "wire.pcap"), rate))
     print("rx", json.dumps(rx))
     print("tx", json.dumps(tx))
-    assert tx["frames"] == rx["frames"]
-    # the shaper: full frames one serialization time apart (1211.2 us), no catch-up bursts
+    both = f"tx {tx}, rx {rx}"
+    assert tx["frames"] == rx["frames"], both
+    # the shaper: full frames one serialization time apart (1211.2 us; a busy machine's late
+    # timers stretch that a little, never shrink it), no catch-up bursts
     ser_full = 1514 * 8e6 / rate
-    assert tx["impossible_share"] < 0.01
-    assert ser_full <= tx["full_median_us"] <= ser_full * 1.02
+    assert tx["impossible_share"] < 0.01, both
+    assert ser_full <= tx["full_median_us"] <= ser_full * 1.05, both
     # the receiver's stamps: same spacing; frames squeezed together by receive delays stay rare
-    assert ser_full * 0.99 <= rx["full_median_us"] <= ser_full * 1.02
-    assert rx["below_half_share"] < 0.01
+    assert ser_full * 0.99 <= rx["full_median_us"] <= ser_full * 1.05, both
+    assert rx["below_half_share"] < 0.01, both
