@@ -50,6 +50,23 @@ struct chunk {
     int n;
 };
 
+/* The last address seen in one column and its code: most frames repeat their predecessor's. */
+struct addr_cache {
+    uint8_t family;
+    uint8_t addr[16];
+    int32_t code;
+};
+
+static inline int32_t cached_code(struct addrdict *d, struct addr_cache *c, uint8_t family, const uint8_t *addr)
+{
+    if (c->family == family && memcmp(c->addr, addr, family == 4 ? 4 : 16) == 0)
+        return c->code;
+    c->code = addrdict_code(d, family, addr);
+    c->family = family;
+    memcpy(c->addr, addr, 16);
+    return c->code;
+}
+
 struct state {
     int fds[C_NCOLS];
     struct chunk *chunk;
@@ -215,6 +232,7 @@ static int convert(const struct pcapcols_opts *opts, struct pcapcols_result *res
     struct state s;
     struct damage dmg;
     struct pcap_pkthdr *hdr;
+    struct addr_cache src_cache = {0}, dst_cache = {0};
     const u_char *data;
     pcap_t *p = NULL;
     FILE *fp = NULL;
@@ -303,8 +321,8 @@ static int convert(const struct pcapcols_opts *opts, struct pcapcols_result *res
             continue;
         struct chunk *c = s.chunk;
         int n = c->n;
-        int32_t src = addrdict_code(s.dict, ff.family, ff.src);
-        int32_t dst = addrdict_code(s.dict, ff.family, ff.dst);
+        int32_t src = cached_code(s.dict, &src_cache, ff.family, ff.src);
+        int32_t dst = cached_code(s.dict, &dst_cache, ff.family, ff.dst);
         if (src < 0 || dst < 0) {
             snprintf(res->error, sizeof(res->error), "failed to allocate buffers: %s", strerror(ENOMEM));
             goto cleanup;

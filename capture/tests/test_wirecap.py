@@ -157,6 +157,9 @@ def test_shaped_link_wire_timeline(tmp_path: Path) -> None:
     df = read_pcap(tmp_path / "rx" / "wire.pcap", clock_pairs=meta["clock_pairs"])
     assert df.attrs["frames"] == meta["packets_written"]
     assert (np.diff(df["t_pcap_ns"].to_numpy()) >= 0).all(), "stamps went backwards"
+    dump = subprocess.run(["tcpdump", "-nn", "-r", str(tmp_path / "rx" / "wire.pcap")], capture_output=True,
+                          text=True, timeout=60)
+    assert dump.returncode == 0 and len(dump.stdout.splitlines()) == df.attrs["frames"]
     # ground truth: every byte the receiver read crossed the wire in a data frame, once
     data = df[(df["src"] == SENDER_ADDR) & (df["payload_len"] > 0)]
     assert data["seq"].nunique() == len(data), "a segment crossed the wire twice"
