@@ -154,7 +154,8 @@ fail:
     return NULL;
 }
 
-static int write_json(const struct wirecap_opts *opts, const char *json_path, const struct wirecap_result *res)
+static int write_json(const struct wirecap_opts *opts, const char *json_path, const struct wirecap_result *res,
+                      const char *error)
 {
     char tmp[4200];
     FILE *f;
@@ -182,7 +183,9 @@ static int write_json(const struct wirecap_opts *opts, const char *json_path, co
                "    {\"realtime_ns\": %lld, \"monotonic_ns\": %lld}\n  ],\n",
             (long long)res->start.realtime_ns, (long long)res->start.monotonic_ns,
             (long long)res->end.realtime_ns, (long long)res->end.monotonic_ns);
-    fprintf(f, "  \"stop_reason\": \"%s\"\n}\n", res->stop_reason);
+    fprintf(f, "  \"stop_reason\": \"%s\",\n  \"error\": ", res->stop_reason);
+    json_str(f, error);
+    fputs("\n}\n", f);
     if (fflush(f) != 0 || ferror(f)) {
         fclose(f);
         return -1;
@@ -202,7 +205,7 @@ int wirecap_run(const struct wirecap_opts *opts, volatile sig_atomic_t *stop, st
     FILE *out = NULL;
     char *iobuf = NULL;
     int64_t deadline = 0;
-    int ret = -1, fd;
+    int ret = -1, fd, failed = 0;
 
     memset(res, 0, sizeof(*res));
     res->stop_reason = "signal";
@@ -263,12 +266,15 @@ int wirecap_run(const struct wirecap_opts *opts, volatile sig_atomic_t *stop, st
         if (rc == 0)
             continue;
         if (pcap_dispatch(p, -1, on_packet, (u_char *)&sink) < 0) {
+            /* the interface went away (its namespace deleted?): keep what was captured */
             snprintf(err, errlen, "failed to read packets from %s: %s", opts->iface, pcap_geterr(p));
-            goto cleanup;
+            res->stop_reason = "error";
+            failed = 1;
+            break;
         }
     }
     /* what the kernel holds already belongs to the capture */
-    while (pcap_dispatch(p, -1, on_packet, (u_char *)&sink) > 0)
+    while (!failed && pcap_dispatch(p, -1, on_packet, (u_char *)&sink) > 0)
         ;
     if (pcap_stats(p, &st) == 0) {
         res->ps_recv = st.ps_recv;
@@ -283,11 +289,11 @@ int wirecap_run(const struct wirecap_opts *opts, volatile sig_atomic_t *stop, st
     }
     pcap_dump_close(sink.dumper);
     sink.dumper = NULL;
-    if (write_json(opts, json_path, res) < 0) {
+    if (write_json(opts, json_path, res, failed ? err : NULL) < 0) {
         snprintf(err, errlen, "failed to write %s: %s", json_path, strerror(errno));
         goto cleanup;
     }
-    ret = 0;
+    ret = failed ? -1 : 0;
 cleanup:
     if (sink.dumper)
         pcap_dump_close(sink.dumper);

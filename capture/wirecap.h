@@ -29,7 +29,7 @@ struct wirecap_result {
     uint64_t ps_recv, ps_drop, ps_ifdrop;
     uint64_t packets_written;
     struct wirecap_clock_pair start, end;
-    const char *stop_reason;  /* "signal" or "duration" */
+    const char *stop_reason;  /* "signal", "duration" or "error" (the interface went away) */
 };
 
 /* Enter the network namespace (name or path). Returns 0 or -1 with err set. */
@@ -39,7 +39,9 @@ int wirecap_enter_netns(const char *netns, char *err, size_t errlen);
 int wirecap_list_tstamp_types(const struct wirecap_opts *opts, FILE *out, char *err, size_t errlen);
 
 /* Capture until *stop becomes non-zero or the duration has passed, then write the pcap's last
- * packets and the JSON file. Returns 0, or -1 with err set (err may also hold a warning when 0). */
+ * packets and the JSON file. Returns 0, or -1 with err set. When reading fails mid-capture (the
+ * interface disappeared), the pcap and the JSON (stop_reason "error", "error": the message) are
+ * still written, and the return is -1. */
 int wirecap_run(const struct wirecap_opts *opts, volatile sig_atomic_t *stop, struct wirecap_result *res,
                 char *err, size_t errlen);
 

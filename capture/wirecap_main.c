@@ -142,13 +142,14 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     opts.log = stderr;
     (void)verbose;
-    if (wirecap_run(&opts, &stop_flag, &res, err, sizeof(err)) < 0) {
+    int rc = wirecap_run(&opts, &stop_flag, &res, err, sizeof(err));
+    if (rc < 0)
         fprintf(stderr, "hw-wirecap: %s\n", err);
-        return 1;
-    }
+    if (rc < 0 && strcmp(res.stop_reason, "error") != 0)
+        return 1;  /* nothing captured: the failure came before or after the capture */
     fprintf(stderr, "hw-wirecap: %llu packets written, %llu received by filter, %llu dropped by kernel, "
                     "%llu dropped by interface\n",
             (unsigned long long)res.packets_written, (unsigned long long)res.ps_recv,
             (unsigned long long)res.ps_drop, (unsigned long long)res.ps_ifdrop);
-    return 0;
+    return rc < 0 ? 1 : 0;
 }

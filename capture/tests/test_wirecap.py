@@ -54,7 +54,7 @@ def test_capture_counts_and_duration(topology_pair, tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert "200 packets written" in err and "0 dropped by kernel" in err
     meta = read_wirecap_json(tmp_path / "wirecap.json")
-    assert meta["stop_reason"] == "duration"
+    assert meta["stop_reason"] == "duration" and meta["error"] is None
     assert (meta["packets_written"], meta["ps_drop"], meta["ps_ifdrop"]) == (200, 0, 0)
     assert meta["ps_recv"] >= 200
     assert (meta["interface"], meta["netns"], meta["snaplen"], meta["filter"]) == (topo.rx_dev, topo.rx_ns, 128,
@@ -97,6 +97,32 @@ def test_stop_by_signal_inside_netns(topology_pair, tmp_path: Path, sig: int) ->
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["stop_reason"] == "signal" and meta["packets_written"] == 50
     assert len(read_pcap(tmp_path / "w.pcap")) == 50
+
+
+@pytest.mark.privileged("netns")
+@pytest.mark.timeout(120)
+def test_interface_gone_keeps_the_capture(tmp_path: Path) -> None:
+    """The veth deleted under a running capture (with the sender's namespace, which takes the pair
+    with it; the receiver's lives on while hw-wirecap is inside it): hw-wirecap notices, still
+    closes the pcap and writes wirecap.json (stop_reason "error"), exits 1."""
+    with Topology(run_id="capgone") as topo:
+        proc = subprocess.Popen([str(tool("hw-wirecap")), "-n", topo.rx_ns, "-i", topo.rx_dev, "-o",
+                                 str(tmp_path / "w.pcap"), "-f", "udp"], stderr=subprocess.PIPE, text=True)
+        try:
+            assert "capturing on" in proc.stderr.readline()
+            send_udp(topo, 30)
+            subprocess.run(["ip", "netns", "del", topo.tx_ns], check=True)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 1
+    assert f"failed to read packets from {topo.rx_dev}" in err and "30 packets written" in err
+    meta = read_wirecap_json(tmp_path / "wirecap.json")
+    assert meta["stop_reason"] == "error" and "failed to read packets" in meta["error"]
+    assert meta["packets_written"] == 30
+    assert len(read_pcap(tmp_path / "w.pcap")) == 30
 
 
 @pytest.mark.privileged("netns")
