@@ -1,4 +1,4 @@
-/* Tiny JSON output helpers for the metadata files (columns.json, wirecap.json). */
+/* Tiny JSON output functions for the metadata files (columns.json, wirecap.json). */
 #ifndef HW_JSONW_H
 #define HW_JSONW_H
 #include <stdio.h>
