@@ -1,19 +1,17 @@
 """Readers of hw-schedtrace's outputs (docs/formats.md, "hw-schedtrace"): sched.tsv (one kernel
 event per line) and sched.json (per-CPU loss counters, clock check). Its syscalls.tsv has
-hw-iotrace's schema and is read by hostwire.syscalls."""
+hw-iotrace's schema and is read by hostwire.syscalls; hostwire.collectors runs the collector
+beside a benchmark."""
 
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from hostwire.errors import HostwireError, InputError
-from hostwire.paths import tool
+from hostwire.errors import InputError
 from hostwire.tsv import read_header
 
 SCHED_JSON_FORMAT = "hostwire-sched"
@@ -106,79 +104,3 @@ def loss_table(summary: dict[str, Any]) -> pd.DataFrame:
             df[key] = df[key].astype("Int64")
     return df
 
-
-def losses(summary: dict[str, Any]) -> dict[str, int | None]:
-    """Per buffer: events lost (overrun + dropped + commit overrun, None when a counter was
-    unreadable) and events seen missing inside the stream, for a run's manifest."""
-    out: dict[str, int | None] = {}
-    for buf in summary.get("buffers", []):
-        out[f"{buf['name']}_lost_events"] = buf.get("lost_events")
-        out[f"{buf['name']}_missed_in_stream"] = sum(c["missed_in_stream"] for c in buf.get("cpus", []))
-    return out
-
-
-def command(outdir: str | Path, *, syscalls: bool = False, pids: tuple[int, ...] = (),
-            buffer_kb: int = 0, name: str | None = None, extra: tuple[str, ...] = ()) -> list[str]:
-    """argv of hw-schedtrace recording into outdir; append ["--", *cmd] to trace a command (its
-    system calls too with syscalls=True), e.g. as run_benchmark's wrapper."""
-    argv = [str(tool("hw-schedtrace")), "-o", str(outdir)]
-    if syscalls:
-        argv.append("--syscalls")
-    for pid in pids:
-        argv += ["--pid", str(pid)]
-    if buffer_kb:
-        argv += ["--buffer-kb", str(buffer_kb)]
-    if name:
-        argv += ["--name", name]
-    return [*argv, *extra]
-
-
-class SchedTrace:
-    """hw-schedtrace running in the background while a block runs:
-
-        with SchedTrace(raw_dir) as trace:
-            ...
-        trace.summary  # sched.json
-
-    Leaving the block sends SIGINT and waits for the files; a collector that fails to start or
-    stop raises HostwireError with its message."""
-
-    def __init__(self, outdir: str | Path, *, timeout_s: float = 120.0, **options: Any) -> None:
-        self.outdir = Path(outdir)
-        self.argv = command(outdir, **options)
-        self.timeout_s = timeout_s
-        self.proc: subprocess.Popen[str] | None = None
-        self.summary: dict[str, Any] = {}
-        self.stderr = ""
-
-    def __enter__(self) -> "SchedTrace":
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        assert self.proc.stderr is not None
-        line = self.proc.stderr.readline()
-        if "recording" not in line:
-            rest = self._finish(kill=True)
-            raise HostwireError((line + rest).strip().splitlines()[0] if (line + rest).strip()
-                                else "hw-schedtrace: exited before recording")
-        self.stderr = line
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stderr += self._finish(kill=False)
-        assert self.proc is not None
-        if self.proc.returncode != 0:
-            raise HostwireError(self.stderr.strip().splitlines()[-1] if self.stderr.strip()
-                                else f"hw-schedtrace: exit status {self.proc.returncode}")
-        self.summary = read_sched_json(self.outdir / "sched.json")
-
-    def _finish(self, kill: bool) -> str:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL if kill else signal.SIGINT)
-        try:
-            _, err = self.proc.communicate(timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-            raise HostwireError(f"hw-schedtrace: did not stop within {self.timeout_s:g} s") from None
-        return err or ""

@@ -474,21 +474,6 @@ def test_refuses_a_live_instance(build_dir: Path, tmp_path: Path, no_leftover: N
             inst.rmdir()
 
 
-@pytest.mark.privileged("tracefs")
-def test_python_wrapper(build_dir: Path, tmp_path: Path, no_leftover: None) -> None:
-    from hostwire.errors import HostwireError
-    from hostwire.sched import SchedTrace, losses
-
-    with SchedTrace(tmp_path / "a", name=TAG) as trace:
-        assert f"hw-{trace.proc.pid}-{TAG}" in instances()
-        subprocess.run(["sleep", "0.05"], check=True)
-    assert trace.summary["buffers"][0]["records"] > 0
-    assert losses(trace.summary) == {"sched_lost_events": 0, "sched_missed_in_stream": 0}
-    with pytest.raises(HostwireError, match="failed to find event"):
-        with SchedTrace(tmp_path / "b", name=TAG, extra=("-e", "sched:nope")):
-            pass
-
-
 def trace_cmd_record(instance: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     """trace-cmd record into its own instance (-B), in a private mount namespace where a scratch
     file covers the function-tracer files this kernel refuses to let trace-cmd write (see
