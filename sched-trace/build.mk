@@ -5,7 +5,7 @@ ST_LIB := sched-trace/st_buffer.c sched-trace/st_stats.c sched-trace/st_datwrite
 $(eval $(call hw_program,hw-schedtrace,sched-trace/main.c $(ST_LIB),libtracefs libtraceevent,-lpthread))
 $(eval $(call hw_ctest,test-schedtrace,sched-trace/tests/st_test.c $(ST_LIB),libtracefs libtraceevent,-lpthread))
 
-# Test helper (not installed): two processes ping-pong one byte over two pipes and block at a
+# Test program (not installed): two processes ping-pong one byte over two pipes and block at a
 # start and an end barrier, so a test can count their context switches exactly.
 $(BUILD)/test/st-pingpong: $(BUILD)/obj/sched-trace/tests/st_pingpong.o
 	$(call msg,LINK,$@)

@@ -99,7 +99,7 @@ int st_convert_syscalls(const char *dat_path, const char *tsv_path, struct st_co
 int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const char *tgids,
                               struct st_convert_stats *st, struct st_err *err);
 
-/* ---- one recording session ---- */
+/* ---- one recording ---- */
 struct st_config {
     const char *outdir;
     double duration_s;                  /* 0: until a signal or the command's end */

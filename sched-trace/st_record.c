@@ -1,4 +1,4 @@
-/* One recording session: the scheduler buffer (system-wide) and, on request, the system-call
+/* One recording: the scheduler buffer (system-wide) and, on request, the system-call
  * buffer (filtered to the given pids and their descendants), run until a signal, --duration or
  * the command's end; then trace.dat files, TSV logs and sched.json. */
 #include <errno.h>
@@ -28,7 +28,7 @@ static const char *const io_calls[] = {
     "read", "write", "readv", "writev", "sendto", "sendmsg", "recvfrom", "recvmsg", "sendfile64",
 };
 
-struct session {
+struct recording {
     const struct st_config *cfg;
     struct st_buffer *buf[2];           /* 0: scheduler, 1: system calls */
     struct st_buffer_spec spec[2];
@@ -61,7 +61,7 @@ static int add_event(struct st_buffer_spec *spec, const char *name, struct st_er
 }
 
 /* --filter SYSTEM:EVENT=EXPR applies to that event of whichever buffer records it. */
-static int apply_filters(struct session *s, struct st_err *err)
+static int apply_filters(struct recording *s, struct st_err *err)
 {
     const struct st_config *cfg = s->cfg;
     for (int i = 0; i < cfg->nfilters; i++) {
@@ -92,7 +92,7 @@ static int apply_filters(struct session *s, struct st_err *err)
     return 0;
 }
 
-static int build_specs(struct session *s, struct st_err *err)
+static int build_specs(struct recording *s, struct st_err *err)
 {
     const struct st_config *cfg = s->cfg;
     struct st_buffer_spec *sp = &s->spec[0], *sy = &s->spec[1];
@@ -131,7 +131,7 @@ static int build_specs(struct session *s, struct st_err *err)
 }
 
 /* The command waits on a pipe until tracing runs, so its first system calls are recorded. */
-static int spawn(struct session *s, struct st_err *err)
+static int spawn(struct recording *s, struct st_err *err)
 {
     int go[2];
     if (pipe2(go, O_CLOEXEC) < 0) {
@@ -161,7 +161,7 @@ static int spawn(struct session *s, struct st_err *err)
     return 0;
 }
 
-static void wait_loop(struct session *s)
+static void wait_loop(struct recording *s)
 {
     const struct st_config *cfg = s->cfg;
     long long deadline = cfg->duration_s > 0 ? s->t_start + (long long)(cfg->duration_s * 1e9) : -1;
@@ -237,7 +237,7 @@ static long long buffer_lost(struct st_buffer *buf, const struct st_convert_stat
     return lost;
 }
 
-static void json_buffer(FILE *f, struct session *s, int b, const char *dat, const char *tsv)
+static void json_buffer(FILE *f, struct recording *s, int b, const char *dat, const char *tsv)
 {
     struct st_buffer *buf = s->buf[b];
     const struct st_convert_stats *cv = &s->conv[b];
@@ -301,7 +301,7 @@ static void json_clock(FILE *f, const struct st_convert_stats *cv)
             worst == ST_UNKNOWN ? "null" : worst <= 10000 ? "true" : "false");
 }
 
-static int write_json(struct session *s, const char *path, struct st_err *err)
+static int write_json(struct recording *s, const char *path, struct st_err *err)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -338,7 +338,7 @@ static int write_json(struct session *s, const char *path, struct st_err *err)
     return 0;
 }
 
-static void report(struct session *s)
+static void report(struct recording *s)
 {
     for (int b = 0; b < 2; b++) {
         struct st_buffer *buf = s->buf[b];
@@ -394,7 +394,7 @@ static void path_in(char *out, size_t len, const char *dir, const char *name)
 
 int st_record(const struct st_config *cfg, struct st_err *err)
 {
-    struct session s = { .cfg = cfg, .go_fd = -1 };
+    struct recording s = { .cfg = cfg, .go_fd = -1 };
     char path[4200], tsv[4200];
     int rc = -1, nb = cfg->syscalls ? 2 : 1;
     if (mkdir(cfg->outdir, 0755) < 0 && errno != EEXIST) {

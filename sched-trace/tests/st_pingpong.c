@@ -1,4 +1,4 @@
-/* Test helper: st-pingpong LOOPS [CPU]. Two processes bounce one byte over two pipes LOOPS times.
+/* Test program: st-pingpong LOOPS [CPU]. Two processes bounce one byte over two pipes LOOPS times.
  * It prints "pids PARENT CHILD", waits for a line on stdin (start barrier: the child waits in its
  * first pipe read), runs the loops, prints "done" and waits for a second line on stdin (end
  * barrier: the child waits in a pipe read for end of file). While both wait at a barrier they sit
