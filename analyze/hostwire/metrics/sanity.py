@@ -1,0 +1,130 @@
+"""Sanity counters of a run (DESIGN.md section 8): frame gaps shorter than the serialization time at
+the link rate ("impossible intervals"), TCP retransmissions, minimum advertised window against bytes
+in flight from the capture; capture drops, trace overruns, tracer misses, log-buffer overflows,
+sieve check failures and unclean child exits from the run's manifest. A non-zero loss marks the run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hostwire.metrics.streams import delivered_bytes
+from hostwire.metrics.window import Window, clip
+
+COLUMNS = ["counter", "value"]
+# Manifest loss counters, by the DESIGN.md category their key names; any other counter is kept too.
+LOSS_CATEGORIES = (
+    ("capture_drops", ("drop",)),
+    ("trace_overruns", ("overrun", "lost")),
+    ("tracer_misses", ("miss",)),
+    ("log_overflows", ("overflow",)),
+    ("sieve_failures", ("sieve", "check_fail")),
+)
+
+
+def impossible_intervals(frames: pd.DataFrame, window: Window, link_rate_bps: float) -> tuple[int, int]:
+    """(impossible, gaps): per direction (source and destination address), consecutive frames whose
+    gap is shorter than the serialization time of the smaller of the two frames at the link rate
+    (wire length, or IP length + 14 without it)."""
+    f = clip(frames, window)
+    if len(f) < 2:
+        return 0, 0
+    length = (f["wire_len"] if "wire_len" in f.columns else f["ip_len"] + 14).to_numpy().astype(np.int64)
+    direction, _ = pd.factorize(pd.MultiIndex.from_arrays([f["src"].astype(str), f["dst"].astype(str)]))
+    t = f["t_ns"].to_numpy().astype(np.int64)
+    order = np.lexsort((t, direction))
+    d, t, length = direction[order], t[order], length[order]
+    same = d[1:] == d[:-1]
+    gap = (t[1:] - t[:-1])[same]
+    smaller = np.minimum(length[1:], length[:-1])[same]
+    serialization_ns = smaller * 8 * 1e9 / link_rate_bps
+    return int((gap < serialization_ns).sum()), int(len(gap))
+
+
+def flight_counters(labelled: pd.DataFrame, window: Window) -> dict[str, int]:
+    """Retransmitted data frames; the smallest window the receivers advertised (the raw 16-bit field,
+    unscaled) and the most bytes in flight (highest byte sent minus highest byte acknowledged, for
+    streams under 2 GiB)."""
+    lab = clip(labelled, window)
+    data = delivered_bytes(lab)
+    out = {"tcp_retransmissions": int(data["retransmit"].sum()) if len(data) else 0}
+    rev = lab[~lab["data_dir"].to_numpy()]
+    out["min_advertised_window"] = int(rev["window"].min()) if len(rev) else -1
+    if len(data) == 0 or len(rev) == 0:
+        out["max_bytes_in_flight"] = 0
+        return out
+    codes = lab["stream"].cat.codes.to_numpy()
+    first_seq = pd.Series(data["seq"].to_numpy().astype(np.int64),
+                          index=data["stream"].cat.codes.to_numpy()).groupby(level=0).first()
+    base = first_seq.reindex(np.arange(len(lab["stream"].cat.categories))).to_numpy()
+    ok = ~np.isnan(base)
+    keep = ok[codes]
+    lab = lab[keep]
+    codes = codes[keep]
+    b = base[codes].astype(np.int64)
+    is_data = lab["is_data"].to_numpy()
+    sent = np.where(is_data, (lab["seq"].to_numpy().astype(np.int64) - b) % 2**32
+                    + lab["payload_len"].to_numpy().astype(np.int64), -1)
+    acked = np.where(~lab["data_dir"].to_numpy(), (lab["ack"].to_numpy().astype(np.int64) - b) % 2**32, -1)
+    df = pd.DataFrame({"code": codes, "sent": sent, "acked": acked})
+    g = df.groupby("code", sort=False)
+    high_sent = g["sent"].cummax().to_numpy()
+    high_ack = g["acked"].cummax().to_numpy()
+    flight = np.where(is_data & (high_ack >= 0), high_sent - high_ack, 0)
+    out["max_bytes_in_flight"] = int(max(0, flight.max())) if len(flight) else 0
+    return out
+
+
+def manifest_counters(manifest: Mapping[str, Any] | None) -> dict[str, int]:
+    """The loss counters of a run's manifest: each numeric leaf of `losses` as `loss.<path>`, their
+    sums per DESIGN.md category, and `unclean_exits`, the non-zero values of `exit_statuses`."""
+    out = {name: 0 for name, _ in LOSS_CATEGORIES}
+    out["unclean_exits"] = 0
+    if not manifest:
+        return out
+    leaves: dict[str, int] = {}
+    _flatten(manifest.get("losses", {}), "loss", leaves)
+    for key, value in leaves.items():
+        leaf = key.lower()
+        for name, words in LOSS_CATEGORIES:
+            if any(w in leaf for w in words):
+                out[name] += value
+                break
+    statuses = manifest.get("exit_statuses", {})
+    if isinstance(statuses, Mapping):
+        out["unclean_exits"] = sum(1 for v in statuses.values() if isinstance(v, (int, float)) and v != 0)
+    out.update(leaves)
+    return out
+
+
+def _flatten(node: Any, prefix: str, into: dict[str, int]) -> None:
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            _flatten(value, f"{prefix}.{key}", into)
+    elif isinstance(node, bool):
+        into[prefix] = int(node)
+    elif isinstance(node, (int, float)):
+        into[prefix] = int(node)
+
+
+def df_sanity(frames: pd.DataFrame, labelled: pd.DataFrame | None, window: Window, link_rate_bps: float,
+              manifest: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Rows counter, value; the last row `marked` is 1 when a loss counter is non-zero."""
+    impossible, gaps = impossible_intervals(frames, window, link_rate_bps)
+    counters: dict[str, float] = {
+        "frames": int(len(clip(frames, window))),
+        "frame_gaps": gaps,
+        "impossible_intervals": impossible,
+        "impossible_share": impossible / gaps if gaps else 0.0,
+    }
+    if labelled is not None:
+        counters.update(flight_counters(labelled, window))
+    losses = manifest_counters(manifest)
+    counters.update(losses)
+    loss_keys = [name for name, _ in LOSS_CATEGORIES] + ["unclean_exits"]
+    marked = any(losses[k] for k in loss_keys) or any(v for k, v in losses.items() if k.startswith("loss."))
+    counters["marked"] = int(bool(marked))
+    return pd.DataFrame(list(counters.items()), columns=COLUMNS)
