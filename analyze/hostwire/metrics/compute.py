@@ -106,7 +106,7 @@ def _contract(source: Source, labelled: pd.DataFrame, writes: pd.DataFrame | Non
         streams = cells.stream_cells_from_writes(by, rate, args.mss, args.headers, args.encap)
     else:
         data = clip(data_frames(labelled), window)
-        require_rows(data, "data frames", window)
+        require_rows(data, "data frames", window, at_least=2)
         codes = data["stream"].cat.codes.to_numpy()
         t = data["t_ns"].to_numpy().astype(np.int64)
         ip_len = data["ip_len"].to_numpy().astype(np.int64)

@@ -74,7 +74,8 @@ def label_streams(frames: pd.DataFrame) -> pd.DataFrame:
     labels = [f"{_host(names[a])}:{ap}>{_host(names[b])}:{bp}"
               for a, ap, b, bp in zip(a_code, a_port, b_code, b_port)]  # one per connection
     out = tcp.assign(
-        stream=pd.Categorical.from_codes(conn, categories=pd.Index(labels).astype(str)),
+        stream=pd.Categorical.from_codes(conn, categories=pd.Index(labels).astype(str)).reorder_categories(
+            sorted(labels)),
         data_dir=data_dir,
         is_data=data_dir & (payload > 0),
     )

@@ -43,7 +43,7 @@ def narrow(default: Window, from_s: float | None, to_s: float | None) -> Window:
         if to_s < 0:
             raise UsageError(f"--to {to_s}: expected seconds >= 0 after the window start")
         end = min(end, default.start_ns + int(round(to_s * 1e9)))
-    if end <= start:
+    if (from_s is not None or to_s is not None) and end <= start:
         raise UsageError(f"empty window: --from/--to leave nothing of {default.describe()}")
     return Window(start, end)
 
