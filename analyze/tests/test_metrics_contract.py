@@ -85,6 +85,7 @@ def test_mbs_min_conforms_and_one_less_does_not(seed: int) -> None:
     for t_s in grid:
         t_s = int(t_s)
         tau = contract.tau_min(cs.c, t_s)
+        assert contract.tau_min_cells(cs, t_s) == tau  # the busy-period shortcut agrees
         mbs = contract.mbs_min(tau, t_s, t_p)
         assert mbs is not None
         assert plain_gcra_conforms(c, t_s, (mbs - 1) * (t_s - t_p))
@@ -115,10 +116,19 @@ def test_float_cell_time_contract_conforms() -> None:
     c = list(cs.c)
     for t_s in contract.scr_grid(cs.mean_rate_per_ns(), d, 20):
         tau = contract.tau_min(cs.c, int(t_s))
+        assert contract.tau_min_cells(cs, int(t_s)) == pytest.approx(tau, abs=1e-3)
         mbs = contract.mbs_min(tau, int(t_s), d)
         if mbs is None:
             continue
         assert plain_gcra_conforms(c, int(t_s), (mbs - 1) * (int(t_s) - d) + 1e-6)
+
+
+def test_busy_periods_by_hand() -> None:
+    cs = cells.cell_stamps(np.array([0, 100, 10**6]), np.array([2, 3, 1]), 42400)
+    # cells 0, 42400 | 100 -> 84800, 127200, 169600 continue the run | 1e6 starts a new one
+    assert list(cs.c) == [0, 42400, 84800, 127200, 169600, 10**6]
+    first, last = cs.busy_periods()
+    assert list(first) == [0, 5] and list(last) == [4, 5]
 
 
 def test_min_scr_is_the_edge_of_the_mbs_curve() -> None:

@@ -132,3 +132,23 @@ def test_hurst_of_poisson_is_one_half() -> None:
 def test_hurst_fit_needs_three_points() -> None:
     with pytest.raises(InputError, match="at least 3"):
         variance_time_fit(np.array([1e6, 2e6, 4e6]), np.array([1.0, 2.0, 4.0]), fit_from_ns=2 * 10**6)
+
+
+@pytest.mark.parametrize("edge_cost", [0, 10**9])
+def test_both_counting_methods_agree_with_the_loop(edge_cost: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per t the code counts either at the bin edges or by runs of events; force each in turn."""
+    from hostwire.metrics import idc
+
+    monkeypatch.setattr(idc, "EDGE_COST", edge_cost)
+    rng = np.random.default_rng(5)
+    t = np.sort(np.concatenate([rng.integers(0, S, 2000), np.full(50, 3 * 10**8), [S - 1]]))
+    w = rng.integers(1, 100, len(t))
+    window = Window(0, S)
+    ts = t_grid(S, 8)
+    frames_curve = idc_curve(t, window, ts)
+    bytes_curve = idc_curve(t, window, ts, w)
+    for row, brow in zip(frames_curve.itertuples(), bytes_curve.itertuples()):
+        _, mean, var = idc_by_loop(list(t), 0, S, row.t_ns)
+        assert row.mean == pytest.approx(mean) and row.var == pytest.approx(var, rel=1e-12)
+        _, bmean, bvar = idc_by_loop(list(t), 0, S, brow.t_ns, list(w))
+        assert brow.var == pytest.approx(bvar, rel=1e-9) and brow.mean == pytest.approx(bmean)

@@ -6,7 +6,7 @@ float64 otherwise."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,10 +57,22 @@ class CellStream:
 
     c: np.ndarray
     cell_time: int | float
+    _periods: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def count(self) -> int:
         return len(self.c)
+
+    def busy_periods(self) -> tuple[np.ndarray, np.ndarray]:
+        """Index of the first and of the last cell of each run of back-to-back cells (cells 1/R
+        apart). Cached; a float stream splits a run wherever the gap exceeds 1/R by 1e-6 ns, which
+        only adds boundaries (harmless for the contract)."""
+        if self._periods is None:
+            gap = np.diff(self.c)
+            brk = gap > self.cell_time if self.c.dtype.kind in "iu" else gap > float(self.cell_time) + 1e-6
+            cut = np.flatnonzero(brk)
+            self._periods = (np.concatenate([[0], cut + 1]), np.concatenate([cut, [len(self.c) - 1]]))
+        return self._periods
 
     def mean_rate_per_ns(self) -> float:
         """Cells over (c_last - c_first + 1/R)."""

@@ -49,7 +49,11 @@ def bin_counts(t_sorted: np.ndarray, start_ns: int, t_ns: int, bins: int,
 
 def idc_curve(t_ns: np.ndarray, window: Window, ts: np.ndarray, weights: np.ndarray | None = None) -> pd.DataFrame:
     """Columns t_ns, bins, mean, var, idc for each bin length in ts with at least 10 bins.
-    Rows whose mean is 0 (no event in any whole bin) are left out."""
+    Rows whose mean is 0 (no event in any whole bin) are left out.
+
+    Per t, the cheaper of two exact ways gives the sums of N_k and N_k^2: with few bins, the
+    event count at each bin edge (a binary search per edge, cost ~ K); with many bins, the runs
+    of events sharing a bin (one pass over the events, cost ~ n; empty bins cost nothing)."""
     t_ns = np.asarray(t_ns, dtype=np.int64)
     order = None if np.all(t_ns[1:] >= t_ns[:-1]) else np.argsort(t_ns, kind="stable")
     t_sorted = t_ns if order is None else t_ns[order]
@@ -58,18 +62,60 @@ def idc_curve(t_ns: np.ndarray, window: Window, ts: np.ndarray, weights: np.ndar
         w = np.asarray(weights, dtype=np.float64)
         cum = np.concatenate([[0.0], np.cumsum(w if order is None else w[order])])
     width = window.length_ns
+    first = int(np.searchsorted(t_sorted, window.start_ns, side="left"))
+    rel: np.ndarray | None = None  # stamps from the window start, made when the run method needs them
     rows = []
     for t in ts:  # one vectorized pass per bin length (30 of them), never per frame
-        k = int(width // int(t))
+        t = int(t)
+        k = int(width // t)
         if k < MIN_BINS:
             continue
-        n = bin_counts(t_sorted, window.start_ns, int(t), k, cum).astype(np.float64)
-        mean = float(n.mean())
+        s1: int | float
+        s2: int | float
+        if k * EDGE_COST > (len(t_sorted) - first) * RUN_COST:
+            if rel is None:
+                rel = t_sorted[first:] - window.start_ns
+            s1, s2 = _run_sums(rel, t, k, None if cum is None else cum[first:] - cum[first])
+        else:
+            n = bin_counts(t_sorted, window.start_ns, t, k, cum)
+            s1, s2 = (int(n.sum()), int((n * n).sum())) if cum is None else (float(n.sum()), float(np.dot(n, n)))
+        mean = s1 / k
         if mean <= 0:
             continue
-        var = float(n.var(ddof=1))
-        rows.append((int(t), k, mean, var, var / mean))
+        if isinstance(s1, int):  # exact integer sums: no cancellation
+            var = (k * int(s2) - s1 * s1) / (k * (k - 1))
+        else:
+            var = max(0.0, (s2 - s1 * mean) / (k - 1))
+        rows.append((t, k, mean, float(var), float(var) / mean))
     return pd.DataFrame(rows, columns=["t_ns", "bins", "mean", "var", "idc"])
+
+
+# Relative cost per bin edge (binary search with cache misses) and per event (a few array passes).
+EDGE_COST = 40
+RUN_COST = 4
+
+
+def _run_sums(rel: np.ndarray, t: int, k: int, cum: np.ndarray | None) -> tuple[int | float, int | float]:
+    """Sums of N_k and of N_k^2 over the K whole bins from the events' bin numbers: rel holds the
+    sorted stamps minus the window start (all >= 0); runs of equal bin numbers are the non-empty
+    bins. cum, if given, is [0, cumsum(weights)] aligned with rel."""
+    inside = int(np.searchsorted(rel, k * t, side="left"))
+    if inside == 0:
+        return 0, 0
+    b = rel[:inside] // t
+    same = b[1:] == b[:-1]
+    if cum is None:
+        # Sum of N_k^2 = n + 2 * (pairs of events sharing a bin); with many bins, events that share
+        # one are rare, so only those (runs of `same`) are looked at.
+        idx = np.flatnonzero(same)
+        if len(idx) == 0:
+            return inside, inside
+        brk = np.flatnonzero(np.diff(idx) != 1)
+        length = np.diff(np.concatenate([[-1], brk, [len(idx) - 1]]))  # run of L `same` = bin of L + 1
+        return inside, inside + int((length * (length + 1)).sum())
+    starts = np.flatnonzero(np.concatenate([[True], ~same]))
+    sums = np.diff(cum[np.concatenate([starts, [inside]])])
+    return float(sums.sum()), float(np.dot(sums, sums))
 
 
 def df_idc(labelled: pd.DataFrame, window: Window, by_bytes: bool = False, points: int = DEFAULT_POINTS,
