@@ -115,12 +115,12 @@ def test_sanity_counters_and_marking() -> None:
     lab = label_streams(f)
     clean = {"losses": {"wirecap": {"dropped": 0, "if_dropped": 0}, "schedtrace": {"overruns": 0},
                         "bench": {"overflow": 0, "sieve_failures": 0}},
-             "exit_statuses": {"send-0": 0, "bg-0": 0}}
+             "exit": {"hw-bench": 0, "processes": {"send-0": "ok", "bg-0": "ok"}}}
     table = df_sanity(f, lab, frame_window(f), 10**7, clean).set_index("counter")["value"]
     assert table["impossible_intervals"] == 0 and table["frame_gaps"] == 99 and table["marked"] == 0
     assert table["tcp_retransmissions"] == 0 and table["loss.wirecap.dropped"] == 0
     lossy = {"losses": {"wirecap": {"dropped": 3}, "iotrace": {"missed": 2}, "bench": {"sieve_check_failures": 1}},
-             "exit_statuses": {"send-0": 0, "bg-1": 1}}
+             "exit": {"hw-bench": 0, "processes": {"send-0": "ok", "bg-1": "exit 1"}}}
     counters = manifest_counters(lossy)
     assert counters["capture_drops"] == 3 and counters["tracer_misses"] == 2
     assert counters["sieve_failures"] == 1 and counters["unclean_exits"] == 1

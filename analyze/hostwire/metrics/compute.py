@@ -22,8 +22,8 @@ def link_rate_bps(text: str | None, source: Source) -> int:
     from hostwire.topology import parse_rate
 
     if text is None:
-        link = source.manifest.get("config", {}).get("link", {}) if source.manifest else {}
-        text = link.get("rate", DEFAULT_LINK_RATE) if isinstance(link, dict) else DEFAULT_LINK_RATE
+        point = source.manifest.get("point", {}) if source.manifest else {}
+        text = point.get("link_rate", DEFAULT_LINK_RATE) if isinstance(point, dict) else DEFAULT_LINK_RATE
     return parse_rate(str(text))
 
 
@@ -33,7 +33,9 @@ def compute(kind: str, args: Any) -> tuple[pd.DataFrame, bool]:
     window = narrow(source.window, args.from_s, args.to_s)
     if kind == "sanity":
         return _sanity(source, window, args)
-    labelled = select_streams(label_streams(source.frames), args.stream)
+    if source.frames is None and source.is_run:
+        return _run_without_frames(kind, source, window, args), False
+    labelled = select_streams(label_streams(source.need_frames()), args.stream)
     names = stream_names(labelled)
     writes = _writes(source, names if args.stream else None)
     if kind == "intervals":
@@ -61,6 +63,44 @@ def compute(kind: str, args: Any) -> tuple[pd.DataFrame, bool]:
     raise UsageError(f"unknown metric kind {kind!r}")
 
 
+def _run_without_frames(kind: str, source: Source, window: Window, args: Any) -> pd.DataFrame:
+    """The kinds that a run without a capture still supports: write intervals, the contract of
+    the writes, fairness and goodput from the receivers' logs."""
+    names = _run_streams(source, args.stream)
+    writes = _writes(source, names)
+    if kind == "intervals" and writes is not None:
+        wn, wg = intervals.write_gaps(writes, window)
+        if len(wg):
+            if args.hist:
+                return intervals.log_histogram(wn, wg, "write", args.per_decade)
+            return intervals.summarize(wn, wg, "write")
+    if kind == "contract" and args.cells_from == "write":
+        return _contract(source, None, writes, window, args)
+    if kind in ("fairness", "goodput") and source.received is not None:
+        per = _delivered(source, None, window, names, bool(args.stream))
+        return fairness.df_fairness(per) if kind == "fairness" else goodput.df_goodput(per, window)
+    source.need_frames()
+    raise AssertionError("unreachable")
+
+
+def _run_streams(source: Source, wanted: Sequence[str] | None) -> list[str]:
+    known: set[str] = set()
+    for df in (source.writes, source.received):
+        if df is not None and "stream" in df.columns:
+            known |= set(df["stream"].astype(str))
+    if not wanted:
+        return sorted(known)
+    keep = set()
+    for item in wanted:
+        matched = [n for n in known if n == item or (item.isdigit() and item in
+                                                       {n.split(">")[0].rsplit(":", 1)[-1],
+                                                        n.split(">")[-1].rsplit(":", 1)[-1]})]
+        if not matched:
+            raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(sorted(known)) or 'none'}")
+        keep.update(matched)
+    return sorted(keep)
+
+
 def _writes(source: Source, names: Sequence[str] | None) -> pd.DataFrame | None:
     w = source.writes
     if w is None or len(w) == 0:
@@ -70,7 +110,7 @@ def _writes(source: Source, names: Sequence[str] | None) -> pd.DataFrame | None:
     return w
 
 
-def _delivered(source: Source, labelled: pd.DataFrame, window: Window, names: list[str],
+def _delivered(source: Source, labelled: pd.DataFrame | None, window: Window, names: list[str],
                filtered: bool) -> pd.Series:
     """Bytes delivered per stream within the window: from the receivers' logs on a run, else the new
     payload bytes on the wire; every stream of the capture is listed, a starved one with 0."""
@@ -82,6 +122,9 @@ def _delivered(source: Source, labelled: pd.DataFrame, window: Window, names: li
         elif source.writes is not None and "stream" in source.writes.columns:
             expected |= set(source.writes["stream"].astype(str))  # a sender that got nothing through
         return fairness.bytes_per_stream(rec, window, sorted(expected))
+    if labelled is None:
+        source.need_frames()
+    assert labelled is not None
     lab = clip(labelled, window)
     if len(lab) == 0:
         raise InputError(f"no TCP frames in the window {window.describe()}")
@@ -90,7 +133,7 @@ def _delivered(source: Source, labelled: pd.DataFrame, window: Window, names: li
     return per.reindex(sorted(set(names) | set(per.index)), fill_value=0).astype(np.int64)
 
 
-def _contract(source: Source, labelled: pd.DataFrame, writes: pd.DataFrame | None, window: Window,
+def _contract(source: Source, labelled: pd.DataFrame | None, writes: pd.DataFrame | None, window: Window,
               args: Any) -> pd.DataFrame:
     rate = link_rate_bps(args.link_rate, source)
     pcr = args.pcr if args.pcr is not None else rate / cells.CELL_BITS
@@ -102,9 +145,12 @@ def _contract(source: Source, labelled: pd.DataFrame, writes: pd.DataFrame | Non
         label = intervals._process_label(w)
         t = w["t_ns"].to_numpy().astype(np.int64)
         nbytes = w["bytes"].to_numpy().astype(np.int64)
-        by = {str(n): (t[label == n], nbytes[label == n]) for n in pd.unique(label)}
+        by = {str(n): (t[label == n], nbytes[label == n]) for n in sorted(pd.unique(label))}
         streams = cells.stream_cells_from_writes(by, rate, args.mss, args.headers, args.encap)
     else:
+        if labelled is None:
+            source.need_frames()
+        assert labelled is not None
         data = clip(data_frames(labelled), window)
         require_rows(data, "data frames", window, at_least=2)
         codes = data["stream"].cat.codes.to_numpy()
@@ -126,12 +172,15 @@ def _contract(source: Source, labelled: pd.DataFrame, writes: pd.DataFrame | Non
 
 def _sanity(source: Source, window: Window, args: Any) -> tuple[pd.DataFrame, bool]:
     rate = link_rate_bps(args.link_rate, source)
-    frames = clip(source.frames, window)
-    require_rows(frames, "frames", window)
-    try:
-        labelled = label_streams(frames)
-    except InputError:
-        labelled = None
+    frames: pd.DataFrame | None = None
+    labelled = None
+    if source.frames is not None or not source.is_run:
+        frames = clip(source.need_frames(), window)
+        require_rows(frames, "frames", window)
+        try:
+            labelled = label_streams(frames)
+        except InputError:
+            labelled = None
     table = sanity.df_sanity(frames, labelled, window, rate, source.manifest)
     marked = bool(table.loc[table["counter"] == "marked", "value"].iloc[0])
     return table, marked

@@ -19,15 +19,22 @@ class Source:
     the input is a run."""
 
     path: Path
-    frames: pd.DataFrame
+    frames: pd.DataFrame | None
     window: Window
     writes: pd.DataFrame | None = None
     received: pd.DataFrame | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
+    no_frames_reason: str = ""
 
     @property
     def is_run(self) -> bool:
         return self.writes is not None or self.received is not None
+
+    def need_frames(self) -> pd.DataFrame:
+        """The frames, or an error saying why this input has none."""
+        if self.frames is None:
+            raise InputError(f"{self.path}: no wire frames ({self.no_frames_reason})")
+        return self.frames
 
 
 def read_frames(path: Path) -> pd.DataFrame:
@@ -63,13 +70,23 @@ def _open_run(path: Path) -> Source:
             raise HostwireError(f"{path}: reading a run directory needs hostwire.load_run, "
                                 "which this installation lacks") from None
     run = load_run(path)
-    start, end = run.window_ns()
-    frames = run.df_frames()
+    try:
+        start, end = run.window_ns()
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"{path}: the run has no logging window (manifest window_ns)") from None
+    frames: pd.DataFrame | None = None
+    reason = ""
+    try:
+        frames = run.df_frames()
+    except InputError as err:
+        reason = str(err)
+    except ImportError:
+        reason = "reading its capture needs hostwire.pcap, which this installation lacks"
     writes = _optional(run, "df_writes")
     received = _optional(run, "df_received")
     manifest = dict(getattr(run, "manifest", {}) or {})
     return Source(path=path, frames=frames, window=Window(int(start), int(end)), writes=writes,
-                  received=received, manifest=manifest)
+                  received=received, manifest=manifest, no_frames_reason=reason)
 
 
 def _optional(run: Any, method: str) -> pd.DataFrame | None:

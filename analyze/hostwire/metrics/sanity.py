@@ -79,8 +79,10 @@ def flight_counters(labelled: pd.DataFrame, window: Window) -> dict[str, int]:
 
 
 def manifest_counters(manifest: Mapping[str, Any] | None) -> dict[str, int]:
-    """The loss counters of a run's manifest: each numeric leaf of `losses` as `loss.<path>`, their
-    sums per DESIGN.md category, and `unclean_exits`, the non-zero values of `exit_statuses`."""
+    """The loss counters of a run's manifest: each numeric leaf of `losses` as `loss.<path>` (a
+    counter the run could not read, null, is left out), their sums per DESIGN.md category, and
+    `unclean_exits`, the exit statuses under `exit` (hw-bench and each process by role) that are
+    neither 0 nor "ok"."""
     out = {name: 0 for name, _ in LOSS_CATEGORIES}
     out["unclean_exits"] = 0
     if not manifest:
@@ -93,11 +95,20 @@ def manifest_counters(manifest: Mapping[str, Any] | None) -> dict[str, int]:
             if any(w in leaf for w in words):
                 out[name] += value
                 break
-    statuses = manifest.get("exit_statuses", {})
-    if isinstance(statuses, Mapping):
-        out["unclean_exits"] = sum(1 for v in statuses.values() if isinstance(v, (int, float)) and v != 0)
+    out["unclean_exits"] = _unclean(manifest.get("exit", {}))
     out.update(leaves)
     return out
+
+
+def _unclean(node: Any) -> int:
+    """Exit statuses that are neither 0 nor "ok" (a signal, a code, "killed", ...)."""
+    if isinstance(node, Mapping):
+        return sum(_unclean(v) for v in node.values())
+    if node is None:
+        return 0
+    if isinstance(node, (int, float)) and not isinstance(node, bool):
+        return int(node != 0)
+    return int(str(node).strip().lower() not in ("ok", "0"))
 
 
 def _flatten(node: Any, prefix: str, into: dict[str, int]) -> None:
@@ -110,16 +121,19 @@ def _flatten(node: Any, prefix: str, into: dict[str, int]) -> None:
         into[prefix] = int(node)
 
 
-def df_sanity(frames: pd.DataFrame, labelled: pd.DataFrame | None, window: Window, link_rate_bps: float,
+def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window: Window, link_rate_bps: float,
               manifest: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """Rows counter, value; the last row `marked` is 1 when a loss counter is non-zero."""
-    impossible, gaps = impossible_intervals(frames, window, link_rate_bps)
-    counters: dict[str, float] = {
-        "frames": int(len(clip(frames, window))),
-        "frame_gaps": gaps,
-        "impossible_intervals": impossible,
-        "impossible_share": impossible / gaps if gaps else 0.0,
-    }
+    """Rows counter, value; the last row `marked` is 1 when a loss counter is non-zero. Without
+    frames (a run without a capture) the frame counters are left out."""
+    counters: dict[str, float] = {}
+    if frames is not None:
+        impossible, gaps = impossible_intervals(frames, window, link_rate_bps)
+        counters.update({
+            "frames": int(len(clip(frames, window))),
+            "frame_gaps": gaps,
+            "impossible_intervals": impossible,
+            "impossible_share": impossible / gaps if gaps else 0.0,
+        })
     if labelled is not None:
         counters.update(flight_counters(labelled, window))
     losses = manifest_counters(manifest)
