@@ -25,12 +25,10 @@ def split_bursts(t_ns: np.ndarray, nbytes: np.ndarray, theta_ns: float) -> pd.Da
         return pd.DataFrame(columns=["start_ns", "end_ns", "frames", "bytes", "off_before_ns"])
     gap = np.diff(t_ns)
     brk = np.concatenate([[True], gap >= theta_ns])
-    burst = np.cumsum(brk) - 1
     starts = np.flatnonzero(brk)
     ends = np.concatenate([starts[1:], [len(t_ns)]]) - 1
     frames = np.diff(np.concatenate([starts, [len(t_ns)]]))
     csum = np.concatenate([[0], np.cumsum(nbytes)])
-    del burst
     off = np.concatenate([[0], t_ns[starts[1:]] - t_ns[ends[:-1]]])
     return pd.DataFrame({
         "start_ns": t_ns[starts], "end_ns": t_ns[ends], "frames": frames,

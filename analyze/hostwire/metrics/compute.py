@@ -69,11 +69,11 @@ def _run_without_frames(kind: str, source: Source, window: Window, args: Any) ->
     names = _run_streams(source, args.stream)
     writes = _writes(source, names)
     if kind == "intervals" and writes is not None:
-        wn, wg = intervals.write_gaps(writes, window)
+        wg = intervals.write_gaps(writes, window)
         if len(wg):
             if args.hist:
-                return intervals.log_histogram(wn, wg, "write", args.per_decade)
-            return intervals.summarize(wn, wg, "write")
+                return intervals.log_histogram(wg, "write", args.per_decade)
+            return intervals.summarize(wg, "write")
     if kind == "contract" and args.cells_from == "write":
         return _contract(source, None, writes, window, args)
     if kind in ("fairness", "goodput") and source.received is not None:
@@ -142,7 +142,7 @@ def _contract(source: Source, labelled: pd.DataFrame | None, writes: pd.DataFram
             raise InputError(f"{source.path}: --cells-from write needs the senders' writes (a run directory)")
         w = clip(writes, window)
         require_rows(w, "writes", window)
-        label = intervals._process_label(w)
+        label = intervals.process_label(w)
         t = w["t_ns"].to_numpy().astype(np.int64)
         nbytes = w["bytes"].to_numpy().astype(np.int64)
         by = {str(n): (t[label == n], nbytes[label == n]) for n in sorted(pd.unique(label))}

@@ -25,9 +25,12 @@ def _address_codes(frames: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.nda
     """Integer codes of src and dst over one shared list of address strings."""
     src = frames["src"].astype("category")
     dst = frames["dst"].astype("category")
-    names = pd.Index(src.cat.categories.astype(str)).union(pd.Index(dst.cat.categories.astype(str)))
-    src_codes = pd.Categorical(src.astype(str), categories=names).codes.astype(np.int64)
-    dst_codes = pd.Categorical(dst.astype(str), categories=names).codes.astype(np.int64)
+    src_names = pd.Index(src.cat.categories.astype(str))
+    dst_names = pd.Index(dst.cat.categories.astype(str))
+    names = src_names.union(dst_names)
+    # Recode through the (few) categories, not the (many) rows.
+    src_codes = names.get_indexer(src_names)[src.cat.codes.to_numpy()].astype(np.int64)
+    dst_codes = names.get_indexer(dst_names)[dst.cat.codes.to_numpy()].astype(np.int64)
     return src_codes, dst_codes, names.to_numpy()
 
 
@@ -47,7 +50,12 @@ def label_streams(frames: pd.DataFrame) -> pd.DataFrame:
     dst_ep = dst_codes * 65536 + dport
     lo = np.minimum(src_ep, dst_ep)
     hi = np.maximum(src_ep, dst_ep)
-    conn, _ = pd.factorize(pd.MultiIndex.from_arrays([lo, hi]), sort=False)
+    span = int(hi.max()) + 1
+    if span < 2**31:
+        conn, _ = pd.factorize(lo * span + hi, sort=False)
+    else:  # very many addresses: factorize the pairs
+        conn, _ = pd.factorize(pd.MultiIndex.from_arrays([lo, hi]), sort=False)
+    conn = conn.astype(np.int64)
     forward = src_ep == lo
     payload = tcp["payload_len"].to_numpy().astype(np.int64)
     nconn = int(conn.max()) + 1
