@@ -131,3 +131,14 @@ def test_as_a_process(capture: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty.parquet"
     synth.frames(np.zeros(0, np.int64)).to_parquet(empty)
     one_line_error(hostwire_process("idc", str(empty)), 1, "no frames")
+
+
+def test_library_callers_get_the_same_table(capture: Path) -> None:
+    from hostwire.errors import UsageError
+    from hostwire.metrics.compute import table
+
+    cli = pd.read_csv(io.StringIO(hostwire("bursts", str(capture), "--theta", "5ms").stdout))
+    lib = table("bursts", capture, theta=5_000_000)
+    pd.testing.assert_frame_equal(cli, pd.read_csv(io.StringIO(lib.to_csv(index=False, float_format="%.10g"))))
+    with pytest.raises(UsageError, match="no option"):
+        table("idc", capture, nonsense=1)

@@ -4,6 +4,7 @@ streams, apply the window and the stream filter, compute one table."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -184,3 +185,18 @@ def _sanity(source: Source, window: Window, args: Any) -> tuple[pd.DataFrame, bo
     table = sanity.df_sanity(frames, labelled, window, rate, source.manifest)
     marked = bool(table.loc[table["counter"] == "marked", "value"].iloc[0])
     return table, marked
+
+
+def table(kind: str, input_path: str | Path, **options: Any) -> pd.DataFrame:
+    """The table `hostwire metrics KIND INPUT` prints, for library callers (the analysis step):
+    options are the command's long options with underscores (from_s, to_s, stream, bytes, mbs,
+    cells_from, link_rate, ...); unnamed ones take the command's defaults."""
+    from hostwire.cli import build_parser
+
+    args = build_parser().parse_args(["metrics", kind, str(input_path)])
+    for key, value in options.items():
+        if not hasattr(args, key):
+            raise UsageError(f"metrics {kind}: no option {key!r}")
+        setattr(args, key, value)
+    result, _ = compute(kind, args)
+    return result
