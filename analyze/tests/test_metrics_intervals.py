@@ -91,7 +91,7 @@ def test_errors_name_the_problem() -> None:
     with pytest.raises(InputError, match="data frames in the window"):
         df_intervals(lab, Window(10**9, 2 * 10**9))
     one = label_streams(synth.frames(np.array([5])))
-    with pytest.raises(InputError, match="only 1 data frames"):
+    with pytest.raises(InputError, match="only 1 data frame"):
         df_bursts(one, frame_window(one))
     udp = two_streams().assign(proto=np.uint8(17))
     with pytest.raises(InputError, match="no TCP frames"):

@@ -58,6 +58,7 @@ def clip(df: pd.DataFrame, window: Window, column: str = "t_ns") -> pd.DataFrame
 def require_rows(df: pd.DataFrame, what: str, window: Window, at_least: int = 1) -> None:
     if len(df) < at_least:
         have = "no" if len(df) == 0 else f"only {len(df)}"
+        what = what if len(df) == 0 else what.replace("frames", "frame(s)").replace("writes", "write(s)")
         raise InputError(f"{have} {what} in the window {window.describe()}; need at least {at_least}")
 
 
