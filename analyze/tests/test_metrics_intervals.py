@@ -99,15 +99,22 @@ def test_errors_name_the_problem() -> None:
 
 
 def test_impossible_intervals_at_the_link_rate() -> None:
-    # 1000-byte IP packets, 1014 on the wire: 811.2 us at 10 Mbit/s.
-    t = np.array([0, 811_200, 1_500_000, 2_400_000, 2_400_000 + 811_199], dtype=np.int64)
+    # 1000-byte IP packets, 1014 on the wire: 811.2 us at 10 Mbit/s; 5 % tolerance: 770.64 us.
+    t = np.array([0, 811_200, 1_500_000, 2_400_000, 2_400_000 + 770_639, 4 * 10**6, 4 * 10**6 + 770_640],
+                 dtype=np.int64)
     f = synth.frames(t, payload=948)
-    assert impossible_intervals(f, frame_window(f), 10**7) == (2, 4)
-    # The reverse direction is a different wire direction: its frames do not count against these.
-    back = synth.frame_table(np.array([100]), np.array([0]), np.array([0]), np.array([1]), synth.RECEIVER,
-                             synth.SENDER, 5001, 40000)
+    # gaps 811200, 688800, 900000, 770639, 829361, 770640: below 770640 are 688800 and 770639
+    assert impossible_intervals(f, frame_window(f), 10**7) == (2, 6)
+    assert impossible_intervals(f, frame_window(f), 10**7, tolerance=0) == (3, 6)
+    # A direction without payload (the ACKs coming back over the unshaped reverse path) does not
+    # count; nor do its frames interleave with the data direction's.
+    back = synth.frame_table(np.array([100, 200]), np.array([0, 0]), np.array([0, 0]), np.array([1, 2]),
+                             synth.RECEIVER, synth.SENDER, 5001, 40000)
     both = synth.concat([f, back])
-    assert impossible_intervals(both, frame_window(both), 10**7) == (2, 4)
+    assert impossible_intervals(both, frame_window(both), 10**7) == (2, 6)
+    assert impossible_intervals(label_streams(both), frame_window(both), 10**7) == (2, 6)
+    with pytest.raises(Exception, match="tolerance"):
+        impossible_intervals(f, frame_window(f), 10**7, tolerance=1.5)
 
 
 def test_sanity_counters_and_marking() -> None:
@@ -118,6 +125,7 @@ def test_sanity_counters_and_marking() -> None:
              "exit": {"hw-bench": 0, "processes": {"send-0": "ok", "bg-0": "ok"}}}
     table = df_sanity(f, lab, frame_window(f), 10**7, clean).set_index("counter")["value"]
     assert table["impossible_intervals"] == 0 and table["frame_gaps"] == 99 and table["marked"] == 0
+    assert table["frames"] == 100
     assert table["tcp_retransmissions"] == 0 and table["loss.wirecap.dropped"] == 0
     lossy = {"losses": {"wirecap": {"dropped": 3}, "iotrace": {"missed": 2}, "bench": {"sieve_check_failures": 1}},
              "exit": {"hw-bench": 0, "processes": {"send-0": "ok", "bg-1": "exit 1"}}}

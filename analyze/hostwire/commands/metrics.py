@@ -46,7 +46,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "sanity": (
         "impossible intervals, retransmissions, window vs flight, and the run's loss counters",
         "columns: counter, value. Counters: frames, frame_gaps, impossible_intervals (gap shorter than\n"
-        "the serialization time at --link-rate), impossible_share, tcp_retransmissions,\n"
+        "(1 - --tolerance) x the serialization time at --link-rate, in directions carrying payload),\n"
+        "impossible_share, tcp_retransmissions,\n"
         "min_advertised_window (raw field), max_bytes_in_flight, capture_drops, trace_overruns,\n"
         "tracer_misses, log_overflows, sieve_failures, unclean_exits, loss.* (each manifest counter),\n"
         "marked (1 when a loss is non-zero)."),
@@ -152,6 +153,8 @@ def _options_goodput(p: argparse.ArgumentParser) -> None:
 
 def _options_sanity(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link-rate", help="line rate for impossible intervals (default: the run's, else 10mbit)")
+    p.add_argument("--tolerance", type=float, default=0.05,
+                   help="a gap counts as impossible below (1 - tolerance) x the serialization time (default 0.05)")
     p.add_argument("--check", action="store_true", help="exit 1 when the run is marked (a loss is non-zero)")
 
 

@@ -182,7 +182,7 @@ def _sanity(source: Source, window: Window, args: Any) -> tuple[pd.DataFrame, bo
             labelled = label_streams(frames)
         except InputError:
             labelled = None
-    table = sanity.df_sanity(frames, labelled, window, rate, source.manifest)
+    table = sanity.df_sanity(frames, labelled, window, rate, source.manifest, args.tolerance)
     marked = bool(table.loc[table["counter"] == "marked", "value"].iloc[0])
     return table, marked
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hostwire.errors import UsageError
 from hostwire.metrics.streams import delivered_bytes
 from hostwire.metrics.window import Window, clip
 
@@ -25,23 +26,40 @@ LOSS_CATEGORIES = (
 )
 
 
-def impossible_intervals(frames: pd.DataFrame, window: Window, link_rate_bps: float) -> tuple[int, int]:
-    """(impossible, gaps): per direction (source and destination address), consecutive frames whose
-    gap is shorter than the serialization time of the smaller of the two frames at the link rate
-    (wire length, or IP length + 14 without it)."""
+DEFAULT_TOLERANCE = 0.05
+
+
+def impossible_intervals(frames: pd.DataFrame, window: Window, link_rate_bps: float,
+                         tolerance: float = DEFAULT_TOLERANCE) -> tuple[int, int]:
+    """(impossible, gaps): consecutive frames of the same direction (source and destination
+    address) whose gap is shorter than (1 - tolerance) x the serialization time of the smaller of
+    the two frames at the link rate (wire length, or IP length + 14 without it). Only the data
+    direction counts (of each stream when the frames are labelled, else the directions carrying
+    payload): the emulated link shapes it, not the ACKs coming back. The tolerance absorbs stamp jitter of a few microseconds and the shaper's bucket slack
+    (a tbf bucket of 1600 bytes lets a 1514-byte frame leave 6 % early); a catch-up burst of a
+    late timer is far below it."""
+    if not 0 <= tolerance < 1:
+        raise UsageError(f"--tolerance {tolerance}: expected a fraction in [0, 1)")
     f = clip(frames, window)
     if len(f) < 2:
         return 0, 0
     length = (f["wire_len"] if "wire_len" in f.columns else f["ip_len"] + 14).to_numpy().astype(np.int64)
     direction, _ = pd.factorize(pd.MultiIndex.from_arrays([f["src"].astype(str), f["dst"].astype(str)]))
-    t = f["t_ns"].to_numpy().astype(np.int64)
+    direction = direction.astype(np.int64)
+    if "data_dir" in f.columns:  # labelled TCP frames: each stream's data direction
+        keep = f["data_dir"].to_numpy()
+    else:
+        payload = f["payload_len"].to_numpy().astype(np.int64) if "payload_len" in f.columns else length
+        keep = (np.bincount(direction, weights=payload) > 0)[direction]
+    t = f["t_ns"].to_numpy().astype(np.int64)[keep]
+    direction, length = direction[keep], length[keep]
     order = np.lexsort((t, direction))
     d, t, length = direction[order], t[order], length[order]
     same = d[1:] == d[:-1]
     gap = (t[1:] - t[:-1])[same]
     smaller = np.minimum(length[1:], length[:-1])[same]
     serialization_ns = smaller * 8 * 1e9 / link_rate_bps
-    return int((gap < serialization_ns).sum()), int(len(gap))
+    return int((gap < (1.0 - tolerance) * serialization_ns).sum()), int(len(gap))
 
 
 def flight_counters(labelled: pd.DataFrame, window: Window) -> dict[str, int]:
@@ -122,12 +140,13 @@ def _flatten(node: Any, prefix: str, into: dict[str, int]) -> None:
 
 
 def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window: Window, link_rate_bps: float,
-              manifest: Mapping[str, Any] | None = None) -> pd.DataFrame:
+              manifest: Mapping[str, Any] | None = None, tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
     """Rows counter, value; the last row `marked` is 1 when a loss counter is non-zero. Without
     frames (a run without a capture) the frame counters are left out."""
     counters: dict[str, float] = {}
     if frames is not None:
-        impossible, gaps = impossible_intervals(frames, window, link_rate_bps)
+        impossible, gaps = impossible_intervals(labelled if labelled is not None else frames, window,
+                                                link_rate_bps, tolerance)
         counters.update({
             "frames": int(len(clip(frames, window))),
             "frame_gaps": gaps,
