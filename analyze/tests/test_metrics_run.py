@@ -70,3 +70,33 @@ def test_write_intervals_and_sanity_of_a_run_without_capture(loopback_run: Path)
     # Kinds that need the wire say so in one line.
     code, out, err = metrics("idc", str(loopback_run))
     assert code == 1 and out == "" and "no wire frames" in err and len(err.strip().splitlines()) == 1
+
+
+def test_on_a_run_the_logs_name_the_streams_not_the_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's capture also holds the control connection; fairness counts the senders' streams
+    only, a starved one with 0."""
+    import numpy as np
+
+    from hostwire.metrics import compute, synth
+    from hostwire.metrics.inputs import Source
+    from hostwire.metrics.window import Window
+
+    a = "198.18.0.1:40000>198.18.0.2:5001"
+    b = "198.18.0.1:40001>198.18.0.2:5001"
+    frames = synth.concat([
+        synth.frames(np.arange(1, 4) * 10**6, payload=1000, sport=40000),
+        synth.frames(np.array([5 * 10**6]), payload=100, sport=5001, dport=40002, src=synth.RECEIVER,
+                     dst=synth.SENDER),  # control connection
+    ])
+    writes = pd.DataFrame({"t_ns": [10**6, 2 * 10**6, 3 * 10**6, 4 * 10**6], "pid": [1, 1, 1, 2],
+                           "role": ["send-0", "send-0", "send-0", "send-1"], "stream": [a, a, a, b],
+                           "bytes": [1000, 1000, 1000, 0]})
+    received = pd.DataFrame({"t_ns": [2 * 10**6, 4 * 10**6], "bytes": [1000, 2000], "stream": [a, a]})
+    source = Source(path=Path("run"), frames=frames, window=Window(0, 10 * 10**6), writes=writes,
+                    received=received, manifest={})
+    monkeypatch.setattr(compute, "open_input", lambda path: source)
+    table = compute.table("fairness", "run").set_index("stream")
+    assert table["bytes"].to_dict() == {a: 3000, b: 0, "all": 3000}
+    assert (table["n"] == 2).all() and table.loc["all", "jain"] == pytest.approx(0.5)
+    only_b = compute.table("goodput", "run", stream=["40001"]).set_index("stream")
+    assert only_b["bytes"].to_dict() == {b: 0, "all": 0}

@@ -3,6 +3,7 @@ streams, apply the window and the stream filter, compute one table."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from hostwire.metrics.streams import data_frames, delivered_bytes, label_streams
 from hostwire.metrics.window import Window, clip, narrow, require_rows
 
 DEFAULT_LINK_RATE = "10mbit"
+log = logging.getLogger(__name__)
 
 
 def link_rate_bps(text: str | None, source: Source) -> int:
@@ -34,11 +36,14 @@ def compute(kind: str, args: Any) -> tuple[pd.DataFrame, bool]:
     window = narrow(source.window, args.from_s, args.to_s)
     if kind == "sanity":
         return _sanity(source, window, args)
-    if source.frames is None and source.is_run:
-        return _run_without_frames(kind, source, window, args), False
+    if source.is_run and (source.frames is None or (kind in ("fairness", "goodput") and source.received is not None)):
+        return _from_run_logs(kind, source, window, args), False
     labelled = select_streams(label_streams(source.need_frames()), args.stream)
     names = stream_names(labelled)
-    writes = _writes(source, names if args.stream else None)
+    # On a run the senders' and receivers' logs name the data streams; a capture also holds the
+    # control connection.
+    run_names = _run_streams(source, args.stream) if source.is_run else names
+    writes = _writes(source, run_names if args.stream else None)
     if kind == "intervals":
         if args.hist:
             return intervals.df_interval_histogram(labelled, window, writes, args.per_decade), False
@@ -57,16 +62,17 @@ def compute(kind: str, args: Any) -> tuple[pd.DataFrame, bool]:
     if kind == "contract":
         return _contract(source, labelled, writes, window, args), False
     if kind in ("fairness", "goodput"):
-        per = _delivered(source, labelled, window, names, bool(args.stream))
+        per = _delivered(source, labelled, window, run_names)
         if kind == "fairness":
             return fairness.df_fairness(per), False
         return goodput.df_goodput(per, window), False
     raise UsageError(f"unknown metric kind {kind!r}")
 
 
-def _run_without_frames(kind: str, source: Source, window: Window, args: Any) -> pd.DataFrame:
-    """The kinds that a run without a capture still supports: write intervals, the contract of
-    the writes, fairness and goodput from the receivers' logs."""
+def _from_run_logs(kind: str, source: Source, window: Window, args: Any) -> pd.DataFrame:
+    """What the benchmark's logs give without the capture: fairness and goodput (always from the
+    receivers' logs on a run) and, for a run without a capture, write intervals and the contract
+    of the writes."""
     names = _run_streams(source, args.stream)
     writes = _writes(source, names)
     if kind == "intervals" and writes is not None:
@@ -78,7 +84,7 @@ def _run_without_frames(kind: str, source: Source, window: Window, args: Any) ->
     if kind == "contract" and args.cells_from == "write":
         return _contract(source, None, writes, window, args)
     if kind in ("fairness", "goodput") and source.received is not None:
-        per = _delivered(source, None, window, names, bool(args.stream))
+        per = _delivered(source, None, window, names)
         return fairness.df_fairness(per) if kind == "fairness" else goodput.df_goodput(per, window)
     source.need_frames()
     raise AssertionError("unreachable")
@@ -111,18 +117,15 @@ def _writes(source: Source, names: Sequence[str] | None) -> pd.DataFrame | None:
     return w
 
 
-def _delivered(source: Source, labelled: pd.DataFrame | None, window: Window, names: list[str],
-               filtered: bool) -> pd.Series:
-    """Bytes delivered per stream within the window: from the receivers' logs on a run, else the new
-    payload bytes on the wire; every stream of the capture is listed, a starved one with 0."""
+def _delivered(source: Source, labelled: pd.DataFrame | None, window: Window, names: list[str]) -> pd.Series:
+    """Bytes delivered per stream within the window: on a run, from the receivers' logs, for every
+    stream of `names` (the senders' and receivers' streams, after --stream), a starved one with 0;
+    on a pcap, the new payload bytes on the wire of every stream of the capture."""
     if source.received is not None and len(source.received):
         rec = source.received
-        expected = set(names)
-        if filtered and "stream" in rec.columns:
-            rec = rec[rec["stream"].astype(str).isin(expected).to_numpy()]
-        elif source.writes is not None and "stream" in source.writes.columns:
-            expected |= set(source.writes["stream"].astype(str))  # a sender that got nothing through
-        return fairness.bytes_per_stream(rec, window, sorted(expected))
+        if "stream" in rec.columns:
+            rec = rec[rec["stream"].astype(str).isin(set(names)).to_numpy()]
+        return fairness.bytes_per_stream(rec, window, names)
     if labelled is None:
         source.need_frames()
     assert labelled is not None
@@ -162,9 +165,7 @@ def _contract(source: Source, labelled: pd.DataFrame | None, writes: pd.DataFram
     for name, cs in streams.items():
         need = contract.pcr_tau(cs, pcr)
         if need > args.cdvt:
-            import logging
-
-            logging.getLogger(__name__).warning(
+            log.warning(
                 "%s: the peak-rate bucket needs CDVT %.0f ns, more than --cdvt %d ns", name, need, args.cdvt)
     if args.mbs is not None:
         return contract.df_min_scr(streams, pcr, args.mbs)
