@@ -39,18 +39,19 @@ KINDS: dict[str, tuple[str, str]] = {
         "tau_min_ns, bt_ns, bounded_by_trace (the smallest SCR whose MBS_min <= M)."),
     "fairness": (
         "Jain's fairness index over the streams and bytes delivered per stream",
-        "columns: stream, n, jain, bytes (delivered in the window; retransmitted bytes count once)."),
+        "columns: stream, n, jain, bytes (delivered in the window: on a run from the receivers' logs, every\n"
+        "sender's stream listed, a starved one with 0; on a pcap the new payload bytes of each TCP\n"
+        "connection, retransmitted bytes counted once)."),
     "goodput": (
         "bytes delivered within the window per second",
-        "columns: stream, bytes, seconds (window length), bit_s."),
+        "columns: stream, bytes (delivered, as for fairness), seconds (window length), bit_s."),
     "sanity": (
         "impossible intervals, retransmissions, window vs flight, and the run's loss counters",
         "columns: counter, value. Counters: frames, frame_gaps, impossible_intervals (gap shorter than\n"
-        "(1 - --tolerance) x the serialization time at --link-rate, in directions carrying payload),\n"
-        "impossible_share, tcp_retransmissions,\n"
-        "min_advertised_window (raw field), max_bytes_in_flight, capture_drops, trace_overruns,\n"
-        "tracer_misses, log_overflows, sieve_failures, unclean_exits, loss.* (each manifest counter),\n"
-        "marked (1 when a loss is non-zero)."),
+        "(1 - --tolerance) x the serialization time at --link-rate, in each stream's data direction),\n"
+        "impossible_share, tcp_retransmissions, min_advertised_window (raw field), max_bytes_in_flight,\n"
+        "capture_drops, trace_overruns, tracer_misses, log_overflows, sieve_failures, unclean_exits,\n"
+        "loss.* (each manifest counter), marked (1 when a loss is non-zero)."),
 }
 
 EXAMPLES = """examples:
