@@ -121,7 +121,7 @@ def _delivered(source: Source, labelled: pd.DataFrame | None, window: Window, na
     """Bytes delivered per stream within the window: on a run, from the receivers' logs, for every
     stream of `names` (the senders' and receivers' streams, after --stream), a starved one with 0;
     on a pcap, the new payload bytes on the wire of every stream of the capture."""
-    if source.received is not None and len(source.received):
+    if source.received is not None:
         rec = source.received
         if "stream" in rec.columns:
             rec = rec[rec["stream"].astype(str).isin(set(names)).to_numpy()]

@@ -90,10 +90,6 @@ def _open_run(path: Path) -> Source:
 
 
 def _optional(run: Any, method: str) -> pd.DataFrame | None:
+    """run.<method>() when the Run has it; a log it cannot read is an error, not an absence."""
     fn = getattr(run, method, None)
-    if fn is None:
-        return None
-    try:
-        return fn()
-    except InputError:
-        return None
+    return None if fn is None else fn()
