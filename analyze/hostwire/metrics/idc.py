@@ -27,6 +27,8 @@ def t_grid(window_ns: int, points: int = DEFAULT_POINTS, t_min_ns: int = DEFAULT
         raise UsageError(f"--t-min {t_min_ns} ns: expected at least 1 ns")
     top = window_ns // MIN_BINS
     if t_max_ns is not None:
+        if t_max_ns < t_min_ns:
+            raise UsageError(f"--t-max {t_max_ns} ns is below --t-min {t_min_ns} ns")
         top = min(top, t_max_ns)
     if top < t_min_ns:
         raise InputError(
