@@ -120,20 +120,27 @@ def test_impossible_intervals_at_the_link_rate() -> None:
 def test_sanity_counters_and_marking() -> None:
     f = synth.frames(np.arange(0, 100) * 2_000_000, payload=1000)
     lab = label_streams(f)
-    clean = {"losses": {"wirecap": {"dropped": 0, "if_dropped": 0}, "schedtrace": {"overruns": 0},
-                        "bench": {"overflow": 0, "sieve_failures": 0}},
+    # The counters as the runner names them.
+    clean = {"losses": {"bench_log_overflow": 0, "sieve_check_failures": 0, "wire_ps_drop": 0, "wire_ps_ifdrop": 0,
+                        "sched_lost_events": 0, "sched_missed_in_stream": 0, "sched_clock_check_ok": True,
+                        "syscalls_lost": 0, "syscalls_unfinished": None},
              "exit": {"hw-bench": 0, "processes": {"send-0": "ok", "bg-0": "ok"}}}
     table = df_sanity(f, lab, frame_window(f), 10**7, clean).set_index("counter")["value"]
     assert table["impossible_intervals"] == 0 and table["frame_gaps"] == 99 and table["marked"] == 0
-    assert table["frames"] == 100
-    assert table["tcp_retransmissions"] == 0 and table["loss.wirecap.dropped"] == 0
-    lossy = {"losses": {"wirecap": {"dropped": 3}, "iotrace": {"missed": 2}, "bench": {"sieve_check_failures": 1}},
+    assert table["frames"] == 100 and table["unknown_losses"] == 1 and table["check.sched_clock_check_ok"] == 1
+    assert table["tcp_retransmissions"] == 0 and table["loss.wire_ps_drop"] == 0
+    lossy = {"losses": {"wire_ps_drop": 3, "wire_ps_ifdrop": 1, "sched_lost_events": 5, "sched_missed_in_stream": 2,
+                        "syscalls_lost": 7, "syscalls_unfinished": 1, "bench_log_overflow": 4,
+                        "sieve_check_failures": 1, "sched_clock_check_ok": False},
              "exit": {"hw-bench": 0, "processes": {"send-0": "ok", "bg-1": "exit 1"}}}
     counters = manifest_counters(lossy)
-    assert counters["capture_drops"] == 3 and counters["tracer_misses"] == 2
-    assert counters["sieve_failures"] == 1 and counters["unclean_exits"] == 1
+    assert counters["capture_drops"] == 4 and counters["trace_overruns"] == 7 and counters["tracer_misses"] == 8
+    assert counters["log_overflows"] == 4 and counters["sieve_failures"] == 1
+    assert counters["unclean_exits"] == 1 and counters["failed_checks"] == 1
     table = df_sanity(f, lab, frame_window(f), 10**7, lossy).set_index("counter")["value"]
     assert table["marked"] == 1
+    only_check = {"losses": {"sched_clock_check_ok": False}, "exit": {}}
+    assert df_sanity(f, lab, frame_window(f), 10**7, only_check).set_index("counter")["value"]["marked"] == 1
 
 
 def test_bytes_in_flight_and_advertised_window() -> None:

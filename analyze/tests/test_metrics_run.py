@@ -25,7 +25,8 @@ def loopback_run(tmp_path_factory: pytest.TempPathFactory, build_dir: Path) -> P
     from hostwire.runner import RunPoint, record_run
 
     root = tmp_path_factory.mktemp("runs")
-    point = RunPoint(senders=2, background=1, warmup_s=0.3, duration_s=1.0, quiet_s=0.2, topology="loopback")
+    point = RunPoint(senders=2, background=1, warmup_s=0.3, duration_s=1.0, quiet_s=0.2, topology="loopback",
+                     capture=False, kernel_trace=False)
     record = record_run(root, "r1", point)
     assert record.status == "complete", record.reason
     return record.directory

@@ -5,7 +5,7 @@ sieve check failures and unclean child exits from the run's manifest. A non-zero
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -16,13 +16,16 @@ from hostwire.metrics.streams import delivered_bytes
 from hostwire.metrics.window import Window, clip
 
 COLUMNS = ["counter", "value"]
-# Manifest loss counters, by the DESIGN.md category their key names; any other counter is kept too.
-LOSS_CATEGORIES = (
-    ("capture_drops", ("drop",)),
-    ("trace_overruns", ("overrun", "lost")),
-    ("tracer_misses", ("miss",)),
-    ("log_overflows", ("overflow",)),
-    ("sieve_failures", ("sieve", "check_fail")),
+# The DESIGN.md category of a manifest loss counter, from its name as the runner writes it
+# (wire_ps_drop, <buffer>_lost_events, <buffer>_missed_in_stream, syscalls_lost,
+# syscalls_unfinished, bench_log_overflow, sieve_check_failures); first match wins, and a counter
+# of another name is kept under loss.<name> and still marks the run when non-zero.
+LOSS_CATEGORIES: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("capture_drops", lambda k: k.startswith("wire_") or "drop" in k),
+    ("trace_overruns", lambda k: k.endswith(("_lost_events", "_missed_in_stream")) or "overrun" in k),
+    ("tracer_misses", lambda k: k.startswith("syscalls_") or "miss" in k),
+    ("log_overflows", lambda k: "overflow" in k),
+    ("sieve_failures", lambda k: "sieve" in k),
 )
 
 
@@ -97,24 +100,29 @@ def flight_counters(labelled: pd.DataFrame, window: Window) -> dict[str, int]:
 
 
 def manifest_counters(manifest: Mapping[str, Any] | None) -> dict[str, int]:
-    """The loss counters of a run's manifest: each numeric leaf of `losses` as `loss.<path>` (a
-    counter the run could not read, null, is left out), their sums per DESIGN.md category, and
-    `unclean_exits`, the exit statuses under `exit` (hw-bench and each process by role) that are
-    neither 0 nor "ok"."""
+    """The loss counters of a run's manifest: each numeric counter of `losses` as `loss.<name>`,
+    their sums per DESIGN.md category, `unknown_losses` (counters the run could not read: null),
+    `failed_checks` (boolean checks such as sched_clock_check_ok that are false; each also as
+    `check.<name>`, 1 ok, 0 failed) and `unclean_exits`, the exit statuses under `exit` (hw-bench
+    and each process by role) that are neither 0 nor "ok"."""
     out = {name: 0 for name, _ in LOSS_CATEGORIES}
-    out["unclean_exits"] = 0
+    out.update(unclean_exits=0, failed_checks=0, unknown_losses=0)
     if not manifest:
         return out
     leaves: dict[str, int] = {}
-    _flatten(manifest.get("losses", {}), "loss", leaves)
+    checks: dict[str, int] = {}
+    unknown: list[str] = []
+    _flatten(manifest.get("losses", {}), "", leaves, checks, unknown)
     for key, value in leaves.items():
-        leaf = key.lower()
-        for name, words in LOSS_CATEGORIES:
-            if any(w in leaf for w in words):
+        for name, matches in LOSS_CATEGORIES:
+            if matches(key.lower()):
                 out[name] += value
                 break
     out["unclean_exits"] = _unclean(manifest.get("exit", {}))
-    out.update(leaves)
+    out["failed_checks"] = sum(1 for ok in checks.values() if not ok)
+    out["unknown_losses"] = len(unknown)
+    out.update({f"loss.{k}": v for k, v in leaves.items()})
+    out.update({f"check.{k}": v for k, v in checks.items()})
     return out
 
 
@@ -129,14 +137,16 @@ def _unclean(node: Any) -> int:
     return int(str(node).strip().lower() not in ("ok", "0"))
 
 
-def _flatten(node: Any, prefix: str, into: dict[str, int]) -> None:
+def _flatten(node: Any, prefix: str, counters: dict[str, int], checks: dict[str, int], unknown: list[str]) -> None:
     if isinstance(node, Mapping):
         for key, value in node.items():
-            _flatten(value, f"{prefix}.{key}", into)
+            _flatten(value, f"{prefix}.{key}" if prefix else str(key), counters, checks, unknown)
+    elif node is None:
+        unknown.append(prefix)
     elif isinstance(node, bool):
-        into[prefix] = int(node)
+        checks[prefix] = int(node)
     elif isinstance(node, (int, float)):
-        into[prefix] = int(node)
+        counters[prefix] = int(node)
 
 
 def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window: Window, link_rate_bps: float,
@@ -157,7 +167,7 @@ def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window
         counters.update(flight_counters(labelled, window))
     losses = manifest_counters(manifest)
     counters.update(losses)
-    loss_keys = [name for name, _ in LOSS_CATEGORIES] + ["unclean_exits"]
+    loss_keys = [name for name, _ in LOSS_CATEGORIES] + ["unclean_exits", "failed_checks"]
     marked = any(losses[k] for k in loss_keys) or any(v for k, v in losses.items() if k.startswith("loss."))
     counters["marked"] = int(bool(marked))
     return pd.DataFrame(list(counters.items()), columns=COLUMNS)
