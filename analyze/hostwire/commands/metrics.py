@@ -1,0 +1,214 @@
+"""hostwire metrics KIND INPUT: the traffic metrics of DESIGN.md section 8 on a pcap, a frame table
+(.parquet) or a run directory, as CSV on stdout (or --json)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+KINDS: dict[str, tuple[str, str]] = {
+    "intervals": (
+        "frame gaps per stream (and write gaps per sending process on a run)",
+        "columns: stream, kind (frame|write), count, min_ns, p1_ns, p50_ns, p90_ns, p99_ns, max_ns;\n"
+        "the stream `all` is the gaps of all data frames merged. With --hist: stream, kind, lo_ns,\n"
+        "hi_ns, count (log-spaced bins [lo, hi), --per-decade bins per decade, empty bins left out)."),
+    "bursts": (
+        "off threshold, bursts, frames and bytes per burst, on and off durations, on/off ratio",
+        "columns: stream, theta_ns (off threshold used), frames, bursts, frames_{mean,p50,p99,max},\n"
+        "bytes_{mean,p50,p99,max} (payload bytes per burst), on_{mean,p50,p99,max}_ns (burst duration,\n"
+        "first to last frame), off_{mean,p50,p99,max}_ns (gaps >= theta; empty without one),\n"
+        "on_total_ns, off_total_ns, on_off_ratio (inf without an off period)."),
+    "idc": (
+        "index of dispersion for counts (frames, or --bytes) over log-spaced bin lengths t",
+        "columns: stream, t_ns (bin length), bins (K = floor(W / t) >= 10), mean, var (ddof 1),\n"
+        "idc = var / mean of the frames (or payload bytes with --bytes) per bin."),
+    "hurst": (
+        "Hurst parameter from the variance-time slope, with its fit range",
+        "columns: stream, hurst (= slope / 2 of log Var(N_t) on log t), beta (= 2 - slope), fit_from_ns,\n"
+        "fit_to_ns, points, r2. Default fit range: the upper half (log scale) of the t grid."),
+    "contract": (
+        "zero-loss dual-leaky-bucket contract in ATM cells: MBS_min over an SCR grid, or SCR for --mbs",
+        "columns: stream, scr_cells_s, t_s_ns (1/SCR), tau_min_ns, mbs_min; `all` averages tau_min_ns\n"
+        "and mbs_min over the streams at each SCR. With --mbs M: stream, mbs, scr_cells_s, t_s_ns,\n"
+        "tau_min_ns, bt_ns, bounded_by_trace (the smallest SCR whose MBS_min <= M)."),
+    "fairness": (
+        "Jain's fairness index over the streams and bytes delivered per stream",
+        "columns: stream, n, jain, bytes (delivered in the window: on a run from the receivers' logs, every\n"
+        "sender's stream listed, a starved one with 0; on a pcap the new payload bytes of each TCP\n"
+        "connection, retransmitted bytes counted once)."),
+    "goodput": (
+        "bytes delivered within the window per second",
+        "columns: stream, bytes (delivered, as for fairness), seconds (window length), bit_s."),
+    "sanity": (
+        "impossible intervals, retransmissions, window vs flight, and the run's loss counters",
+        "columns: counter, value. Counters: frames, frame_gaps, impossible_intervals (gap shorter than\n"
+        "(1 - --tolerance) x the serialization time at --link-rate, in each stream's data direction),\n"
+        "impossible_share, tcp_retransmissions, min_advertised_window (raw field), max_bytes_in_flight,\n"
+        "capture_drops, trace_overruns, tracer_misses, log_overflows, sieve_failures, unclean_exits,\n"
+        "loss.* (each manifest counter), marked (1 when a loss is non-zero)."),
+}
+
+EXAMPLES = """examples:
+  hostwire metrics intervals raw/wire.pcap --hist
+  hostwire metrics idc runs/quick/r1 --bytes --json
+  hostwire metrics contract wire.pcap --link-rate 10mbit --points 50
+  hostwire metrics contract runs/quick/r1 --mbs 32 --cells-from write
+  hostwire metrics fairness runs/quick/r1 --from 0.5 --to 10
+  hostwire metrics sanity runs/quick/r1 --check"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "metrics", help="traffic metrics of a capture or a run (intervals, bursts, idc, hurst, contract, ...)",
+        description="Compute one traffic metric on INPUT (a pcap file, a .parquet frame table or a run "
+        "directory) and write it as CSV on stdout (--json for JSON). One row per stream (named "
+        "src:port>dst:port in the direction carrying payload) plus `all` where it makes sense.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", parser_class=type(parser))
+    for kind, (summary, columns) in KINDS.items():
+        sub = kinds.add_parser(kind, help=summary, description=f"{summary}.\n\n{columns}",
+                               epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        _common(sub)
+        globals()[f"_options_{kind}"](sub)
+        sub.set_defaults(func=run)
+    parser.set_defaults(func=lambda args: _no_kind(parser))
+
+
+def _no_kind(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", metavar="INPUT", help="pcap file, .parquet frame table or run directory")
+    p.add_argument("--from", dest="from_s", type=float, metavar="SEC",
+                   help="window start, seconds after the default window's start (run: logging window; "
+                   "pcap: first frame)")
+    p.add_argument("--to", dest="to_s", type=float, metavar="SEC", help="window end, seconds after the same origin")
+    p.add_argument("--stream", action="append", metavar="NAME|PORT",
+                   help="only this stream (full name or a port of either end); repeatable")
+    p.add_argument("--json", action="store_true", help="JSON records instead of CSV")
+
+
+def _options_intervals(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hist", action="store_true", help="log-binned histogram instead of the summary")
+    p.add_argument("--per-decade", type=int, default=10, help="histogram bins per decade (default 10)")
+
+
+def _options_bursts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--theta-factor", type=float, default=20.0,
+                   help="off threshold as a multiple of the stream's median frame gap (default 20)")
+    p.add_argument("--theta", type=_duration_ns, metavar="DURATION",
+                   help="fixed off threshold, e.g. 50ms, 2s or nanoseconds (overrides --theta-factor)")
+
+
+def _idc_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--points", type=int, default=30, help="bin lengths t, log-spaced (default 30)")
+    p.add_argument("--t-min", type=_duration_ns, default=1_000_000, metavar="DURATION",
+                   help="smallest t (default 1ms)")
+    p.add_argument("--t-max", type=_duration_ns, metavar="DURATION", help="largest t (default W / 10)")
+    p.add_argument("--bytes", action="store_true", help="count payload bytes instead of frames")
+
+
+def _options_idc(p: argparse.ArgumentParser) -> None:
+    _idc_options(p)
+
+
+def _options_hurst(p: argparse.ArgumentParser) -> None:
+    _idc_options(p)
+    p.add_argument("--fit-from", type=_duration_ns, metavar="DURATION", help="smallest t of the fit")
+    p.add_argument("--fit-to", type=_duration_ns, metavar="DURATION", help="largest t of the fit")
+
+
+def _options_contract(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--link-rate", help="line rate, e.g. 10mbit (default: the run's link rate, else 10mbit)")
+    p.add_argument("--pcr", type=float, metavar="CELLS_S", help="peak cell rate (default the line cell rate)")
+    p.add_argument("--cdvt", type=_duration_ns, default=0, metavar="DURATION",
+                   help="CDVT of the peak-rate bucket; a stream that needs more is named on stderr (default 0)")
+    p.add_argument("--encap", type=int, default=16,
+                   help="bytes added to each IP packet before AAL5 (default 16: LLC/SNAP 8 + trailer 8)")
+    p.add_argument("--points", type=int, default=50, help="SCR grid points (default 50)")
+    p.add_argument("--scr-min", type=float, metavar="CELLS_S",
+                   help="lowest SCR of the grid (default the smallest mean cell rate of the streams)")
+    p.add_argument("--mbs", type=int, help="instead of the curve: the smallest SCR for this MBS")
+    p.add_argument("--cells-from", choices=("wire", "write"), default="wire",
+                   help="cells from the wire frames (default) or from the senders' writes (run only)")
+    p.add_argument("--mss", type=int, default=1448, help="segment payload for --cells-from write (default 1448)")
+    p.add_argument("--headers", type=int, default=52,
+                   help="IP + TCP header bytes per segment for --cells-from write (default 52)")
+
+
+def _options_fairness(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+def _options_goodput(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+def _options_sanity(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--link-rate", help="line rate for impossible intervals (default: the run's, else 10mbit)")
+    p.add_argument("--tolerance", type=float, default=0.05,
+                   help="a gap counts as impossible below (1 - tolerance) x the serialization time (default 0.05)")
+    p.add_argument("--check", action="store_true", help="exit 1 when the run is marked (a loss is non-zero)")
+
+
+_UNITS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9}
+
+
+def _duration_ns(text: str) -> int:
+    """'1ms', '2.5s', '300us' or plain nanoseconds -> int ns."""
+    t = text.strip().lower()
+    for unit in ("ns", "us", "ms", "s"):
+        if t.endswith(unit):
+            number = t[: -len(unit)]
+            break
+    else:
+        unit, number = "ns", t
+    try:
+        value = float(number) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a duration like 1ms, 2.5s or nanoseconds") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a duration >= 0")
+    return int(round(value))
+
+
+def run(args: argparse.Namespace) -> int:
+    from hostwire.metrics import compute
+
+    table, marked = compute.compute(args.kind, args)
+    _write(table, args.json, sys.stdout)
+    if getattr(args, "check", False) and marked:
+        sys.stderr.write("hostwire: the run is marked: a loss counter is non-zero\n")
+        return 1
+    return 0
+
+
+def _write(table: pd.DataFrame, as_json: bool, out: Any) -> None:
+    if as_json:
+        records = [{k: _json_value(v) for k, v in row.items()} for row in table.to_dict(orient="records")]
+        json.dump(records, out, indent=1)
+        out.write("\n")
+    else:
+        table.to_csv(out, index=False, float_format="%.10g")
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v
+

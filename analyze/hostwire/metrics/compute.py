@@ -1,0 +1,203 @@
+"""Glue between `hostwire metrics KIND INPUT` and the metric functions: open the input, label the
+streams, apply the window and the stream filter, compute one table."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hostwire.errors import InputError, UsageError
+from hostwire.metrics import bursts, cells, contract, fairness, goodput, hurst, idc, intervals, sanity
+from hostwire.metrics.inputs import Source, open_input
+from hostwire.metrics.streams import data_frames, delivered_bytes, label_streams, select_streams, stream_names
+from hostwire.metrics.window import Window, clip, narrow, require_rows
+
+DEFAULT_LINK_RATE = "10mbit"
+log = logging.getLogger(__name__)
+
+
+def link_rate_bps(text: str | None, source: Source) -> int:
+    from hostwire.topology import parse_rate
+
+    if text is None:
+        point = source.manifest.get("point", {}) if source.manifest else {}
+        text = point.get("link_rate", DEFAULT_LINK_RATE) if isinstance(point, dict) else DEFAULT_LINK_RATE
+    return parse_rate(str(text))
+
+
+def compute(kind: str, args: Any) -> tuple[pd.DataFrame, bool]:
+    """The table of one metric kind and whether the run is marked (sanity only)."""
+    source = open_input(args.input)
+    window = narrow(source.window, args.from_s, args.to_s)
+    if kind == "sanity":
+        return _sanity(source, window, args)
+    if source.is_run and (source.frames is None or (kind in ("fairness", "goodput") and source.received is not None)):
+        return _from_run_logs(kind, source, window, args), False
+    labelled = select_streams(label_streams(source.need_frames()), args.stream)
+    names = stream_names(labelled)
+    # On a run the senders' and receivers' logs name the data streams; a capture also holds the
+    # control connection.
+    run_names = _run_streams(source, args.stream) if source.is_run else names
+    writes = _writes(source, run_names if args.stream else None)
+    if kind == "intervals":
+        if args.hist:
+            return intervals.df_interval_histogram(labelled, window, writes, args.per_decade), False
+        return intervals.df_intervals(labelled, window, writes), False
+    if kind == "bursts":
+        return bursts.df_bursts(labelled, window, args.theta_factor, args.theta), False
+    if kind in ("idc", "hurst"):
+        table = idc.df_idc(labelled, window, args.bytes, args.points, args.t_min, args.t_max)
+        if kind == "idc":
+            return table, False
+        fit_from = args.fit_from
+        if fit_from is None and args.fit_to is None:
+            ts = table["t_ns"].to_numpy().astype(np.float64)
+            fit_from = int(np.sqrt(ts.min() * ts.max()))
+        return hurst.df_hurst(table, fit_from, args.fit_to), False
+    if kind == "contract":
+        return _contract(source, labelled, writes, window, args), False
+    if kind in ("fairness", "goodput"):
+        per = _delivered(source, labelled, window, run_names)
+        if kind == "fairness":
+            return fairness.df_fairness(per), False
+        return goodput.df_goodput(per, window), False
+    raise UsageError(f"unknown metric kind {kind!r}")
+
+
+def _from_run_logs(kind: str, source: Source, window: Window, args: Any) -> pd.DataFrame:
+    """What the benchmark's logs give without the capture: fairness and goodput (always from the
+    receivers' logs on a run) and, for a run without a capture, write intervals and the contract
+    of the writes."""
+    names = _run_streams(source, args.stream)
+    writes = _writes(source, names)
+    if kind == "intervals" and writes is not None:
+        wg = intervals.write_gaps(writes, window)
+        if len(wg):
+            if args.hist:
+                return intervals.log_histogram(wg, "write", args.per_decade)
+            return intervals.summarize(wg, "write")
+    if kind == "contract" and args.cells_from == "write":
+        return _contract(source, None, writes, window, args)
+    if kind in ("fairness", "goodput") and source.received is not None:
+        per = _delivered(source, None, window, names)
+        return fairness.df_fairness(per) if kind == "fairness" else goodput.df_goodput(per, window)
+    source.need_frames()
+    raise AssertionError("unreachable")
+
+
+def _run_streams(source: Source, wanted: Sequence[str] | None) -> list[str]:
+    known: set[str] = set()
+    for df in (source.writes, source.received):
+        if df is not None and "stream" in df.columns:
+            known |= set(df["stream"].astype(str))
+    if not wanted:
+        return sorted(known)
+    keep = set()
+    for item in wanted:
+        matched = [n for n in known if n == item or (item.isdigit() and item in
+                                                       {n.split(">")[0].rsplit(":", 1)[-1],
+                                                        n.split(">")[-1].rsplit(":", 1)[-1]})]
+        if not matched:
+            raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(sorted(known)) or 'none'}")
+        keep.update(matched)
+    return sorted(keep)
+
+
+def _writes(source: Source, names: Sequence[str] | None) -> pd.DataFrame | None:
+    w = source.writes
+    if w is None or len(w) == 0:
+        return None
+    if names is not None and "stream" in w.columns:
+        w = w[w["stream"].astype(str).isin(set(names)).to_numpy()]
+    return w
+
+
+def _delivered(source: Source, labelled: pd.DataFrame | None, window: Window, names: list[str]) -> pd.Series:
+    """Bytes delivered per stream within the window: on a run, from the receivers' logs, for every
+    stream of `names` (the senders' and receivers' streams, after --stream), a starved one with 0;
+    on a pcap, the new payload bytes on the wire of every stream of the capture."""
+    if source.received is not None:
+        rec = source.received
+        if "stream" in rec.columns:
+            rec = rec[rec["stream"].astype(str).isin(set(names)).to_numpy()]
+        return fairness.bytes_per_stream(rec, window, names)
+    if labelled is None:
+        source.need_frames()
+    assert labelled is not None
+    lab = clip(labelled, window)
+    if len(lab) == 0:
+        raise InputError(f"no TCP frames in the window {window.describe()}")
+    data = delivered_bytes(lab)
+    per = data.groupby(data["stream"].astype(str), sort=True)["new_bytes"].sum()
+    return per.reindex(sorted(set(names) | set(per.index)), fill_value=0).astype(np.int64)
+
+
+def _contract(source: Source, labelled: pd.DataFrame | None, writes: pd.DataFrame | None, window: Window,
+              args: Any) -> pd.DataFrame:
+    rate = link_rate_bps(args.link_rate, source)
+    pcr = args.pcr if args.pcr is not None else rate / cells.CELL_BITS
+    if args.cells_from == "write":
+        if writes is None:
+            raise InputError(f"{source.path}: --cells-from write needs the senders' writes (a run directory)")
+        w = clip(writes, window)
+        require_rows(w, "writes", window)
+        label = intervals.process_label(w)
+        t = w["t_ns"].to_numpy().astype(np.int64)
+        nbytes = w["bytes"].to_numpy().astype(np.int64)
+        by = {str(n): (t[label == n], nbytes[label == n]) for n in sorted(pd.unique(label))}
+        streams = cells.stream_cells_from_writes(by, rate, args.mss, args.headers, args.encap)
+    else:
+        if labelled is None:
+            source.need_frames()
+        assert labelled is not None
+        data = clip(data_frames(labelled), window)
+        require_rows(data, "data frames", window, at_least=2)
+        codes = data["stream"].cat.codes.to_numpy()
+        t = data["t_ns"].to_numpy().astype(np.int64)
+        ip_len = data["ip_len"].to_numpy().astype(np.int64)
+        by = {str(n): (t[codes == i], ip_len[codes == i]) for i, n in enumerate(data["stream"].cat.categories)}
+        streams = cells.stream_cells_from_frames(by, rate, args.encap)
+    for name, cs in streams.items():
+        need = contract.pcr_tau(cs, pcr)
+        if need > args.cdvt:
+            log.warning(
+                "%s: the peak-rate bucket needs CDVT %.0f ns, more than --cdvt %d ns", name, need, args.cdvt)
+    if args.mbs is not None:
+        return contract.df_min_scr(streams, pcr, args.mbs)
+    return contract.df_contract(streams, pcr, args.points, args.scr_min)
+
+
+def _sanity(source: Source, window: Window, args: Any) -> tuple[pd.DataFrame, bool]:
+    rate = link_rate_bps(args.link_rate, source)
+    frames: pd.DataFrame | None = None
+    labelled = None
+    if source.frames is not None or not source.is_run:
+        frames = clip(source.need_frames(), window)
+        require_rows(frames, "frames", window)
+        try:
+            labelled = label_streams(frames)
+        except InputError:
+            labelled = None
+    table = sanity.df_sanity(frames, labelled, window, rate, source.manifest, args.tolerance)
+    marked = bool(table.loc[table["counter"] == "marked", "value"].iloc[0])
+    return table, marked
+
+
+def table(kind: str, input_path: str | Path, **options: Any) -> pd.DataFrame:
+    """The table `hostwire metrics KIND INPUT` prints, for library callers (the analysis step):
+    options are the command's long options with underscores (from_s, to_s, stream, bytes, mbs,
+    cells_from, link_rate, ...); unnamed ones take the command's defaults."""
+    from hostwire.cli import build_parser
+
+    args = build_parser().parse_args(["metrics", kind, str(input_path)])
+    for key, value in options.items():
+        if not hasattr(args, key):
+            raise UsageError(f"metrics {kind}: no option {key!r}")
+        setattr(args, key, value)
+    result, _ = compute(kind, args)
+    return result

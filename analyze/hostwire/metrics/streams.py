@@ -1,0 +1,167 @@
+"""Streams of a capture: one TCP connection named by its 4-tuple in the direction that carries its
+payload (DESIGN.md section 5). Names look like `198.18.0.1:40000>198.18.0.2:5001`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from hostwire.errors import InputError
+
+TCP = 6
+FRAME_COLUMNS = ("t_ns", "ip_len", "proto", "src", "dst", "sport", "dport", "seq", "ack", "window",
+                 "payload_len")
+
+
+def check_columns(frames: pd.DataFrame, needed: Sequence[str] = FRAME_COLUMNS, what: str = "frames") -> None:
+    missing = [c for c in needed if c not in frames.columns]
+    if missing:
+        raise InputError(f"{what}: missing column(s) {', '.join(missing)}")
+
+
+def _address_codes(frames: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Integer codes of src and dst over one shared list of address strings."""
+    src = frames["src"].astype("category")
+    dst = frames["dst"].astype("category")
+    src_names = pd.Index(src.cat.categories.astype(str))
+    dst_names = pd.Index(dst.cat.categories.astype(str))
+    names = src_names.union(dst_names)
+    # Recode through the (few) categories, not the (many) rows.
+    src_codes = names.get_indexer(src_names)[src.cat.codes.to_numpy()].astype(np.int64)
+    dst_codes = names.get_indexer(dst_names)[dst.cat.codes.to_numpy()].astype(np.int64)
+    return src_codes, dst_codes, names.to_numpy()
+
+
+def label_streams(frames: pd.DataFrame) -> pd.DataFrame:
+    """The TCP frames of a capture, time-ordered, with columns added:
+    `stream` (categorical name in the data direction), `data_dir` (the frame travels in the data
+    direction) and `is_data` (data_dir and payload_len > 0). Raises when there is no TCP frame."""
+    check_columns(frames)
+    tcp = frames[frames["proto"].to_numpy() == TCP]
+    if len(tcp) == 0:
+        raise InputError(f"no TCP frames among {len(frames)} frame(s): nothing to measure")
+    tcp = tcp.sort_values("t_ns", kind="stable").reset_index(drop=True)
+    src_codes, dst_codes, names = _address_codes(tcp)
+    sport = tcp["sport"].to_numpy().astype(np.int64)
+    dport = tcp["dport"].to_numpy().astype(np.int64)
+    src_ep = src_codes * 65536 + sport
+    dst_ep = dst_codes * 65536 + dport
+    lo = np.minimum(src_ep, dst_ep)
+    hi = np.maximum(src_ep, dst_ep)
+    span = int(hi.max()) + 1
+    if span < 2**31:
+        conn, _ = pd.factorize(lo * span + hi, sort=False)
+    else:  # very many addresses: factorize the pairs
+        conn, _ = pd.factorize(pd.MultiIndex.from_arrays([lo, hi]), sort=False)
+    conn = conn.astype(np.int64)
+    forward = src_ep == lo
+    payload = tcp["payload_len"].to_numpy().astype(np.int64)
+    nconn = int(conn.max()) + 1
+    fwd_bytes = np.bincount(conn, weights=payload * forward, minlength=nconn)
+    rev_bytes = np.bincount(conn, weights=payload * ~forward, minlength=nconn)
+    # Without payload either way (a starved connection), the direction of its first frame.
+    first_idx = np.full(nconn, len(conn), dtype=np.int64)
+    np.minimum.at(first_idx, conn, np.arange(len(conn)))
+    first_fwd = forward[first_idx]
+    data_fwd = np.where(fwd_bytes > rev_bytes, True, np.where(rev_bytes > fwd_bytes, False, first_fwd))
+    data_dir = forward == data_fwd[conn]
+    # Name each connection once, from one of its data-direction (or any) frames.
+    rep = first_idx.copy()
+    dd_idx = np.flatnonzero(data_dir)
+    rep_dd = np.full(nconn, -1, dtype=np.int64)
+    rep_dd[conn[dd_idx][::-1]] = dd_idx[::-1]
+    has_dd = rep_dd >= 0
+    rep[has_dd] = rep_dd[has_dd]
+    rep_dir = data_dir[rep]
+    a_code = np.where(rep_dir, src_codes[rep], dst_codes[rep])
+    b_code = np.where(rep_dir, dst_codes[rep], src_codes[rep])
+    a_port = np.where(rep_dir, sport[rep], dport[rep])
+    b_port = np.where(rep_dir, dport[rep], sport[rep])
+    labels = [f"{_host(names[a])}:{ap}>{_host(names[b])}:{bp}"
+              for a, ap, b, bp in zip(a_code, a_port, b_code, b_port)]  # one per connection
+    out = tcp.assign(
+        stream=pd.Categorical.from_codes(conn, categories=pd.Index(labels).astype(str)).reorder_categories(
+            sorted(labels)),
+        data_dir=data_dir,
+        is_data=data_dir & (payload > 0),
+    )
+    return out
+
+
+def _host(addr: object) -> str:
+    text = str(addr)
+    return f"[{text}]" if ":" in text else text
+
+
+def select_streams(labelled: pd.DataFrame, wanted: Sequence[str] | None) -> pd.DataFrame:
+    """Keep the streams named in `wanted`: a full stream name or a port number of either end."""
+    if not wanted:
+        return labelled
+    names = labelled["stream"].cat.categories
+    keep: set[str] = set()
+    for item in wanted:
+        matched = [n for n in names if n == item or (item.isdigit() and _has_port(n, int(item)))]
+        if not matched:
+            raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(names) or 'none'}")
+        keep.update(matched)
+    out = labelled[labelled["stream"].isin(keep).to_numpy()]
+    return out.assign(stream=out["stream"].cat.remove_unused_categories())
+
+
+def _has_port(name: str, port: int) -> bool:
+    a, _, b = name.partition(">")
+    return a.rsplit(":", 1)[-1] == str(port) or b.rsplit(":", 1)[-1] == str(port)
+
+
+def stream_names(labelled: pd.DataFrame) -> list[str]:
+    return [str(n) for n in labelled["stream"].cat.categories]
+
+
+def data_frames(labelled: pd.DataFrame) -> pd.DataFrame:
+    """The data frames (payload > 0, data direction) of labelled frames, time-ordered."""
+    return labelled[labelled["is_data"].to_numpy()]
+
+
+def unwrap_seq(seq: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """32-bit sequence numbers made monotone int64 within each group (rows sorted by group, then
+    time): each step is the signed 32-bit difference from the previous row of the same group."""
+    seq = seq.astype(np.int64)
+    step = np.empty_like(seq)
+    step[0] = 0
+    step[1:] = ((seq[1:] - seq[:-1] + 2**31) % 2**32) - 2**31
+    first = np.ones(len(seq), dtype=bool)
+    first[1:] = group[1:] != group[:-1]
+    step[first] = 0
+    csum = np.cumsum(step)
+    base = np.maximum.accumulate(np.where(first, np.arange(len(seq)), 0))
+    return seq[base] + csum - csum[base]
+
+
+def delivered_bytes(labelled: pd.DataFrame) -> pd.DataFrame:
+    """Per data frame of labelled (already windowed) frames: `new_bytes`, the payload bytes beyond the
+    highest byte seen before in its stream (retransmitted bytes count 0), and `retransmit` (the frame
+    starts below that highest byte). Returns the data frames with these two columns."""
+    data = data_frames(labelled)
+    if len(data) == 0:
+        return data.assign(new_bytes=np.zeros(0, np.int64), retransmit=np.zeros(0, bool))
+    data = data.assign(_code=data["stream"].cat.codes.to_numpy()).sort_values(["_code", "t_ns"], kind="stable")
+    code = data["_code"].to_numpy()
+    start = unwrap_seq(data["seq"].to_numpy(), code)
+    end = start + data["payload_len"].to_numpy().astype(np.int64)
+    # Highest end seen before each frame in its stream (the stream's first start for its first frame).
+    first = np.ones(len(code), dtype=bool)
+    first[1:] = code[1:] != code[:-1]
+    group_id = np.cumsum(first) - 1
+    # Offset each group so one global running maximum stays within its group.
+    span = int((end.max() - start.min()) + 1)
+    shifted = end - start.min() + group_id * span
+    run_max = np.maximum.accumulate(shifted) - group_id * span + start.min()
+    prev_max = np.empty_like(run_max)
+    prev_max[1:] = run_max[:-1]
+    prev_max[first] = start[first]
+    new = np.clip(end - np.maximum(prev_max, start), 0, None)
+    retrans = start < prev_max
+    out = data.assign(new_bytes=new, retransmit=retrans).drop(columns="_code")
+    return out.sort_values("t_ns", kind="stable")
