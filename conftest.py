@@ -67,7 +67,7 @@ def topology_pair() -> Iterator["object"]:
     """A fresh sender/receiver namespace pair with the default 10 Mbit/s link; removed afterwards."""
     from hostwire.topology import Topology
 
-    topo = Topology(run_id=f"t{os.getpid() % 10000}{_next_id()}")
+    topo = Topology(run_id=f"t{_next_id()}")
     with topo:
         yield topo
     assert topo.tx_ns not in _namespaces() and topo.rx_ns not in _namespaces()

@@ -11,7 +11,7 @@ import sys
 
 import hostwire
 import hostwire.commands
-from hostwire.errors import HostwireError
+from hostwire.errors import HostwireError, Terminated
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,8 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"hostwire: {err}\n")
         return err.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write("hostwire: interrupted\n")
+        sys.stderr.write("hostwire: interrupted; everything set up was removed, recorded data kept\n")
         return 130
+    except Terminated:
+        sys.stderr.write("hostwire: terminated; everything set up was removed, recorded data kept\n")
+        return 143
     except BrokenPipeError:
         return 0
 

@@ -50,7 +50,7 @@ def check_tracefs() -> Finding:
 def check_netns() -> Finding:
     if shutil.which("ip") is None:
         return Finding("network namespaces", False, "the ip command is missing", "make setup (iproute2)")
-    probe = f"{topology.NAME_PREFIX}doctor{os.getpid()}-tx"
+    probe = f"{topology.NAME_PREFIX}{os.getpid()}-doctor-tx"
     add = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if add.returncode != 0:
         return Finding("network namespaces", False, add.stderr.strip() or "ip netns add failed",
@@ -90,16 +90,6 @@ def run_checks() -> list[Finding]:
     return [check_root(), check_tracefs(), check_netns(), check_ptrace(), *check_libraries(), check_cpus()]
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stale_instances() -> list[Path]:
     """tracefs instances named hw-<pid>[...] whose owning process is gone."""
     root = tracefs_root()
@@ -108,7 +98,7 @@ def stale_instances() -> list[Path]:
     stale = []
     for inst in sorted((root / "instances").glob(f"{INSTANCE_PREFIX}*")):
         owner = inst.name[len(INSTANCE_PREFIX):].split("-")[0]
-        if owner.isdigit() and _pid_alive(int(owner)):
+        if owner.isdigit() and topology._pid_alive(int(owner)):
             continue
         stale.append(inst)
     return stale

@@ -15,3 +15,7 @@ class UsageError(HostwireError):
     """Bad arguments or configuration (exit 2)."""
 
     exit_code = 2
+
+
+class Terminated(Exception):
+    """SIGTERM arrived during long work: unwinding runs every teardown, as Ctrl-C does."""

@@ -1,7 +1,9 @@
-"""The default two-host topology: sender and receiver network namespaces `hw<id>-tx`/`hw<id>-rx`
-joined by a veth pair 198.18.0.1/30 <-> 198.18.0.2/30 (RFC 2544 benchmarking range), offloads
-off, MTU 1500, a shaper on the sender's egress. Everything carries the `hw` prefix so that
-`hostwire doctor --cleanup` can find what a killed run left behind."""
+"""The default two-host topology: sender and receiver network namespaces
+`hw<owner-pid>-<tag>-tx` and `hw<owner-pid>-<tag>-rx` joined by a veth pair
+198.18.0.1/30 <-> 198.18.0.2/30 (RFC 2544 benchmarking range), offloads off, MTU 1500, a shaper
+on the sender's egress. The names carry the `hw` prefix and the pid of the process that made
+them, so that `hostwire doctor --cleanup` removes what a killed run left behind and nothing that
+a live one still uses. The veth and the qdiscs live inside the namespaces and go with them."""
 
 from __future__ import annotations
 
@@ -81,22 +83,31 @@ def list_namespaces() -> list[str]:
     return [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
 
 
+_tags = iter(range(1, 1 << 30))
+
+
+def _next_tag() -> str:
+    return f"n{next(_tags)}"
+
+
 @dataclass
 class Topology:
-    """Two namespaces and a veth. Use as a context manager: teardown always runs."""
+    """Two namespaces and a veth. Use as a context manager: teardown always runs. `run_id` is a
+    short tag (letters and digits, at most 12) unique among this process's live topologies."""
 
-    run_id: str = field(default_factory=lambda: f"{os.getpid() % 100000}")
+    run_id: str = field(default_factory=_next_tag)
     link: LinkSpec = field(default_factory=LinkSpec)
     receiver_cpus: str | None = None
+    owner_pid: int = field(default_factory=os.getpid)
     up_done: bool = False
 
     @property
     def tx_ns(self) -> str:
-        return f"{NAME_PREFIX}{self.run_id}-tx"
+        return f"{NAME_PREFIX}{self.owner_pid}-{self.run_id}-tx"
 
     @property
     def rx_ns(self) -> str:
-        return f"{NAME_PREFIX}{self.run_id}-rx"
+        return f"{NAME_PREFIX}{self.owner_pid}-{self.run_id}-rx"
 
     @property
     def tx_dev(self) -> str:
@@ -107,8 +118,8 @@ class Topology:
         return f"{NAME_PREFIX}{self.run_id}r"
 
     def up(self) -> "Topology":
-        if len(self.tx_dev) > 15:
-            raise UsageError(f"run id {self.run_id!r} is too long for an interface name")
+        if not re.fullmatch(r"[A-Za-z0-9]{1,12}", self.run_id):
+            raise UsageError(f"topology tag {self.run_id!r}: expected 1 to 12 letters or digits")
         existing = set(list_namespaces())
         for ns in (self.tx_ns, self.rx_ns):
             if ns in existing:
@@ -178,8 +189,27 @@ def parse_cpu_list(text: str) -> list[int]:
     return cpus
 
 
+NAMESPACE_PATTERN = re.compile(rf"{NAME_PREFIX}(\d+)-[A-Za-z0-9]+-(tx|rx)")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def stale_namespaces() -> list[str]:
-    return [ns for ns in list_namespaces() if re.fullmatch(rf"{NAME_PREFIX}\w+-(tx|rx)", ns)]
+    """hostwire namespaces whose owning process is gone."""
+    stale = []
+    for ns in list_namespaces():
+        match = NAMESPACE_PATTERN.fullmatch(ns)
+        if match and not _pid_alive(int(match.group(1))):
+            stale.append(ns)
+    return stale
 
 
 def remove_namespaces(names: list[str]) -> list[str]:

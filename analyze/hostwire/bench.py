@@ -1,0 +1,211 @@
+"""Running hw-bench and reading what it logged (docs/formats.md, 'Benchmark logs')."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from hostwire import paths
+from hostwire.errors import HostwireError, InputError
+from hostwire.tsv import TsvLog, read_tsv
+
+if TYPE_CHECKING:
+    from hostwire.topology import Topology
+
+log = logging.getLogger(__name__)
+
+SENDER_EVENTS = ("read_start", "read_end", "write_start", "write_end")
+
+
+@dataclass
+class BenchResult:
+    """One hw-bench run: its directory of logs, exit status and bench.json summary."""
+
+    directory: Path
+    returncode: int = 0
+    stderr: str = ""
+    argv: list[str] = field(default_factory=list)
+    _summary: dict | None = None
+
+    @property
+    def summary(self) -> dict:
+        if self._summary is None:
+            path = self.directory / "bench.json"
+            try:
+                self._summary = json.loads(path.read_text())
+            except FileNotFoundError:
+                raise InputError(f"{path}: missing (did hw-bench main run to its end?)") from None
+            except json.JSONDecodeError as err:
+                raise InputError(f"{path}: line {err.lineno}: not valid JSON: {err.msg}") from None
+        return self._summary
+
+    @property
+    def window_ns(self) -> tuple[int, int]:
+        return int(self.summary["window_start_ns"]), int(self.summary["window_end_ns"])
+
+    def processes(self, kind: str | None = None) -> list[dict]:
+        procs = self.summary.get("processes", [])
+        return [p for p in procs if kind is None or p["kind"] == kind]
+
+    def log(self, role: str) -> TsvLog:
+        """The TSV log of one process: 'send-0', 'recv-1', 'bg-0' or 'main'."""
+        dtypes = {"t_ns": "int64", "t_raw_ns": "int64", "bytes": "int64", "round": "int64"}
+        return read_tsv(self.directory / f"{role}.tsv", dtypes=dtypes)
+
+    def roles(self, prefix: str) -> list[str]:
+        found = sorted(self.directory.glob(f"{prefix}-*.tsv"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+        return [p.stem for p in found]
+
+    def df_sender_events(self) -> pd.DataFrame:
+        """All senders' events: columns t_ns, event, bytes, role, pid, index."""
+        frames = []
+        for role in self.roles("send"):
+            entry = self.log(role)
+            df = entry.df.assign(role=role, pid=int(entry.meta["pid"]), index=int(entry.meta["index"]))
+            frames.append(df)
+        if not frames:
+            return pd.DataFrame(columns=["t_ns", "event", "bytes", "role", "pid", "index"])
+        return pd.concat(frames, ignore_index=True)
+
+    def df_received(self) -> pd.DataFrame:
+        """All receivers' reads: columns t_ns (sender clock), t_raw_ns, bytes, role, index."""
+        frames = []
+        for role in self.roles("recv"):
+            entry = self.log(role)
+            frames.append(entry.df.assign(role=role, index=int(entry.meta["index"])))
+        if not frames:
+            return pd.DataFrame(columns=["t_ns", "t_raw_ns", "bytes", "role", "index"])
+        return pd.concat(frames, ignore_index=True)
+
+    def df_clock_sync(self) -> pd.DataFrame:
+        """The clock exchanges, with rtt_ns and offset_ns per sample."""
+        df = self.log("main").df
+        return df.assign(
+            rtt_ns=(df.t4_ns - df.t1_ns) - (df.t3_ns - df.t2_ns),
+            offset_ns=((df.t2_ns - df.t1_ns) + (df.t3_ns - df.t4_ns)) // 2,
+        )
+
+
+def load_bench(directory: str | Path) -> BenchResult:
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(f"{directory}: not a directory of hw-bench logs")
+    return BenchResult(directory=directory)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"
+
+
+def bench_argv(
+    outdir: Path,
+    *,
+    senders: int,
+    background: int,
+    warmup_s: float,
+    duration_s: float,
+    quiet_s: float,
+    sieve_log2: int,
+    read_size: int,
+    write_size: int | None,
+    log_capacity: int,
+    topology: "Topology | None",
+    sender_cpus: str | None,
+    receiver_cpus: str | None,
+    wrapper: list[str] | None,
+    extra_args: list[str],
+) -> list[str]:
+    """The command line that runs hw-bench main (inside the sender namespace when a topology is
+    given, with the receiver started in the receiver namespace)."""
+    from hostwire.topology import RECEIVER_ADDR
+
+    hw_bench = str(paths.tool("hw-bench"))
+    connect = RECEIVER_ADDR if topology else "127.0.0.1"
+    receiver = [hw_bench, "receive", "--listen", connect, "-o", str(outdir), "--log-capacity", str(log_capacity)]
+    if receiver_cpus is not None:
+        receiver = ["taskset", "-c", receiver_cpus, *receiver]
+    if topology is not None:
+        receiver = ["ip", "netns", "exec", topology.rx_ns, *receiver]
+    main = [
+        hw_bench, "main", "-o", str(outdir), "-M", str(senders), "-N", str(background),
+        "--warmup", _seconds(warmup_s), "--duration", _seconds(duration_s), "--quiet", _seconds(quiet_s),
+        "--log2", str(sieve_log2), "--read-size", str(read_size), "--write-size", str(write_size or read_size),
+        "--log-capacity", str(log_capacity), "--connect", connect,
+        "--receiver-cmd", shlex.join(receiver), *extra_args,
+    ]
+    prefix: list[str] = []
+    if topology is not None:
+        prefix += ["ip", "netns", "exec", topology.tx_ns]
+    if sender_cpus is not None:
+        prefix += ["taskset", "-c", sender_cpus]
+    return [*prefix, *(wrapper or []), *main]
+
+
+def run_benchmark(
+    outdir: str | Path,
+    *,
+    senders: int = 2,
+    background: int = 2,
+    warmup_s: float = 1.0,
+    duration_s: float = 2.0,
+    quiet_s: float = 0.5,
+    sieve_log2: int = 18,
+    read_size: int = 8192,
+    write_size: int | None = None,
+    log_capacity: int = 262144,
+    topology: "Topology | None" = None,
+    sender_cpus: str | None = None,
+    receiver_cpus: str | None = None,
+    wrapper: list[str] | None = None,
+    extra_args: list[str] | None = None,
+    timeout_s: float | None = None,
+    check: bool = False,
+) -> BenchResult:
+    """Runs one benchmark and returns its result. Over loopback when topology is None; else
+    hw-bench main runs in topology.tx_ns and its receiver in topology.rx_ns. `wrapper` is an argv
+    prefix put right before hw-bench main (a tracer, for instance). With check=True a non-zero
+    exit raises HostwireError with hw-bench's own message."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    argv = bench_argv(
+        outdir, senders=senders, background=background, warmup_s=warmup_s, duration_s=duration_s,
+        quiet_s=quiet_s, sieve_log2=sieve_log2, read_size=read_size, write_size=write_size,
+        log_capacity=log_capacity, topology=topology, sender_cpus=sender_cpus, receiver_cpus=receiver_cpus,
+        wrapper=wrapper, extra_args=list(extra_args or []),
+    )
+    limit = timeout_s if timeout_s is not None else warmup_s + duration_s + quiet_s + 60
+    log.debug("running %s", shlex.join(argv))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, stderr = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)  # main forwards it: children write what they logged
+        try:
+            _, stderr = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, stderr = proc.communicate()
+        raise HostwireError(f"hw-bench main did not finish within {limit:g} s; stopped it ({outdir})") from None
+    except BaseException:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        raise
+    result = BenchResult(directory=outdir, returncode=proc.returncode, stderr=stderr, argv=argv)
+    if check and proc.returncode != 0:
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        raise HostwireError(
+            f"hw-bench main failed (exit {proc.returncode}): " + ("; ".join(lines[-3:]) if lines else "no message")
+        )
+    return result

@@ -1,0 +1,125 @@
+"""A recorded run directory (DESIGN.md section 7) as DataFrames on the run's reference clock, the
+sender host's CLOCK_MONOTONIC."""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hostwire.bench import BenchResult
+from hostwire.errors import InputError
+from hostwire.runner import MANIFEST_FORMAT
+
+SUPPORTED_MANIFEST_VERSION = int(MANIFEST_FORMAT.split()[1])
+
+
+def _stream_name(src: str, dst: str) -> str:
+    return f"{src}>{dst}"
+
+
+class Run:
+    """One run. `df_*` methods return DataFrames with documented columns; stamps are int64 ns."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.bench = BenchResult(directory=path / "raw" / "bench")
+
+    @property
+    def status(self) -> str:
+        return str(self.manifest.get("status", "unknown"))
+
+    @property
+    def losses(self) -> dict[str, Any]:
+        return dict(self.manifest.get("losses", {}))
+
+    def window_ns(self) -> tuple[int, int]:
+        """The logging window (start, end) in ns."""
+        window = self.manifest.get("window_ns")
+        if window:
+            return int(window[0]), int(window[1])
+        return self.bench.window_ns
+
+    @cached_property
+    def _sender_events(self) -> pd.DataFrame:
+        return self.bench.df_sender_events()
+
+    def df_writes(self) -> pd.DataFrame:
+        """The senders' write() calls: `t_ns` (start of the call), `t_end_ns`, `pid`, `role`,
+        `stream` (src:port>dst:port), `bytes` (bytes written), `bytes_requested`."""
+        frames = []
+        for role in self.bench.roles("send"):
+            entry = self.bench.log(role)
+            df = entry.df
+            starts = df.index[df["event"] == "write_start"]
+            # A write_end follows its write_start directly in the log.
+            ends = starts + 1
+            ok = ends < len(df)
+            starts, ends = starts[ok], ends[ok]
+            ends_df = df.loc[ends]
+            complete = (ends_df["event"] == "write_end").to_numpy()
+            starts, ends = starts[complete], ends[complete]
+            frames.append(pd.DataFrame({
+                "t_ns": df.loc[starts, "t_ns"].to_numpy(),
+                "t_end_ns": df.loc[ends, "t_ns"].to_numpy(),
+                "pid": int(entry.meta["pid"]),
+                "role": role,
+                "stream": _stream_name(entry.meta.get("local", "?"), entry.meta.get("peer", "?")),
+                "bytes": df.loc[ends, "bytes"].to_numpy(),
+                "bytes_requested": df.loc[starts, "bytes"].to_numpy(),
+            }))
+        columns = ["t_ns", "t_end_ns", "pid", "role", "stream", "bytes", "bytes_requested"]
+        if not frames:
+            return pd.DataFrame(columns=columns)
+        return pd.concat(frames, ignore_index=True).sort_values("t_ns", kind="stable").reset_index(drop=True)
+
+    def df_received(self) -> pd.DataFrame:
+        """The receivers' reads: `t_ns` (sender clock), `t_raw_ns`, `bytes`, `role`, `stream`."""
+        frames = []
+        for role in self.bench.roles("recv"):
+            entry = self.bench.log(role)
+            frames.append(entry.df.assign(
+                role=role, stream=_stream_name(entry.meta.get("peer", "?"), entry.meta.get("local", "?"))))
+        if not frames:
+            return pd.DataFrame(columns=["t_ns", "t_raw_ns", "bytes", "role", "stream"])
+        return pd.concat(frames, ignore_index=True).sort_values("t_ns", kind="stable").reset_index(drop=True)
+
+    def df_frames(self) -> pd.DataFrame:
+        """The wire capture's frames with `t_ns` on the run's clock (see hostwire.pcap.read_pcap)."""
+        pcap = self.path / "raw" / "wire.pcap"
+        if not pcap.exists():
+            raise InputError(f"{pcap}: missing: this run has no wire capture")
+        from hostwire.pcap import read_pcap
+
+        wirecap = self.path / "raw" / "wirecap.json"
+        pairs = None
+        if wirecap.exists():
+            try:
+                pairs = json.loads(wirecap.read_text()).get("clock_pairs")
+            except json.JSONDecodeError as err:
+                raise InputError(f"{wirecap}: line {err.lineno}: not valid JSON: {err.msg}") from None
+        return read_pcap(pcap, clock_pairs=pairs)
+
+
+def load_run(path: str | Path) -> Run:
+    """Opens a run directory written by the runner (complete or partial)."""
+    path = Path(path)
+    manifest_path = path / "manifest.json"
+    if not manifest_path.exists():
+        raise InputError(f"{path}: not a run directory (no manifest.json)")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as err:
+        raise InputError(f"{manifest_path}: line {err.lineno}: not valid JSON: {err.msg}") from None
+    fmt = str(manifest.get("format", ""))
+    name, _, version = fmt.partition(" ")
+    if name != "hostwire-run" or not version.isdigit():
+        raise InputError(f"{manifest_path}: expected format 'hostwire-run N', got {fmt!r}")
+    if int(version) > SUPPORTED_MANIFEST_VERSION:
+        raise InputError(f"{manifest_path}: format version {version} is newer than this hostwire reads "
+                         f"({SUPPORTED_MANIFEST_VERSION}); update hostwire")
+    return Run(path, manifest)

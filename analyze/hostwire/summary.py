@@ -1,0 +1,61 @@
+"""A short, human-readable summary of what one benchmark run logged."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hostwire.bench import BenchResult
+
+
+def df_bench_summary(bench: BenchResult) -> pd.DataFrame:
+    """One row per process: role, pid, bytes sent or received (whole run and within the window),
+    writes or sieve rounds within the window, LF received, exit."""
+    summary = bench.summary
+    received = {r["index"]: r for r in summary.get("receivers", [])}
+    rows = []
+    for proc in summary.get("processes", []):
+        row = {"role": proc["role"], "pid": proc["pid"], "exit": proc["exit"]}
+        if proc["kind"] == "send":
+            recv = received.get(proc["index"], {})
+            row.update(
+                local_port=proc["local_port"], bytes_sent=proc["bytes_total"], bytes_sent_window=proc["bytes_window"],
+                writes_window=proc["calls_window"], bytes_received=recv.get("bytes_total"),
+                bytes_received_window=recv.get("bytes_window"), lf_received=recv.get("lf_received"),
+            )
+        else:
+            row.update(sieve_rounds_window=proc["calls_window"], sieve_check_failures=proc["check_failures"])
+        row["log_overflow"] = proc["overflow"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_bench_summary(bench: BenchResult) -> str:
+    summary = bench.summary
+    start, end = bench.window_ns
+    seconds = (end - start) / 1e9
+    lines = [f"logging window: {seconds:g} s"]
+    for proc in summary.get("processes", []):
+        if proc["kind"] != "send":
+            continue
+        recv = next((r for r in summary.get("receivers", []) if r["index"] == proc["index"]), {})
+        rate = proc["bytes_window"] * 8 / seconds / 1e6
+        lines.append(
+            f"  {proc['role']:8} pid {proc['pid']:<7} port {proc['local_port']:<5}  "
+            f"sent {proc['bytes_total']:>11,} B  received {recv.get('bytes_total', 0):>11,} B  "
+            f"window: {proc['calls_window']:>6} writes, {proc['bytes_window']:>10,} B ({rate:.2f} Mbit/s)  "
+            f"LF received {recv.get('lf_received', '?')}"
+        )
+    for proc in summary.get("processes", []):
+        if proc["kind"] == "background":
+            lines.append(f"  {proc['role']:8} pid {proc['pid']:<7} sieve rounds in window {proc['calls_window']:>6}"
+                         f"  check failures {proc['check_failures']}")
+    sync = summary.get("clock_sync", {})
+    for phase in ("start", "end"):
+        est = sync.get(phase, {})
+        if est.get("samples"):
+            lines.append(f"clock offset ({phase}): {est['offset_ns'] / 1e3:+.1f} us "
+                         f"(round trip {est['rtt_ns'] / 1e3:.1f} us, {est['samples']} samples)")
+    overflow = summary.get("losses", {}).get("log_overflow", 0)
+    lines.append(f"log overflow: {overflow} events" + ("  <- raise --log-capacity" if overflow else ""))
+    lines.append(f"status: {summary.get('status')}" + "".join(f"\n  {f}" for f in summary.get("failures", [])))
+    return "\n".join(lines)

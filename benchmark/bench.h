@@ -1,0 +1,68 @@
+/* Shared definitions of hw-bench's processes: the run configuration and what each child reports
+ * back to main. */
+#ifndef HW_BENCH_H
+#define HW_BENCH_H
+#include <stdint.h>
+#include <sys/types.h>
+
+#define HW_BENCH_TOOL "hw-bench"
+#define HW_MAX_PROCS 1024
+
+struct hw_bench_config {
+    int senders;              /* M */
+    int background;           /* N */
+    int sieve_log2;           /* background data set is 2^sieve_log2 bytes */
+    int code_copies;          /* background i runs sieve copy i % code_copies */
+    int64_t read_size;
+    int64_t write_size;
+    const char *data_path;
+    int64_t warmup_ns;
+    int64_t duration_ns;
+    int64_t quiet_ns;
+    int64_t log_capacity;     /* events per process */
+    const char *receiver_cmd; /* shell command that starts the receiver; NULL: local loopback */
+    const char *connect_addr; /* receiver address for the senders and the clock exchange */
+    const char *out_dir;
+    int sync_samples;
+    int verbose;
+};
+
+enum hw_role { HW_ROLE_SEND = 1, HW_ROLE_BG = 2 };
+
+/* A child's totals, written to main through one shared pipe (atomic: smaller than PIPE_BUF). */
+struct hw_child_report {
+    int32_t role;
+    int32_t index;
+    int32_t pid;
+    int32_t failed;           /* a check failed (sieve mismatch, LF seen, I/O error) */
+    int64_t bytes_total;      /* sender: bytes written over the whole connection */
+    int64_t bytes_window;     /* sender: bytes written by writes that started in the window */
+    int64_t calls_window;     /* sender: writes started in the window; bg: rounds ended in it */
+    int64_t rounds_total;
+    int64_t events;
+    int64_t overflow;
+    int64_t check_failures;
+    uint16_t local_port;
+};
+
+/* Process entry points; each returns the process's exit status. */
+int hw_run_sender(const struct hw_bench_config *cfg, int index, uint16_t tcp_port,
+                  int64_t window_start_ns, int64_t window_end_ns, int64_t quiet_end_ns, int report_fd);
+int hw_run_background(const struct hw_bench_config *cfg, int index, int64_t window_start_ns,
+                      int64_t window_end_ns, int64_t quiet_end_ns, int report_fd);
+int hw_run_main(const struct hw_bench_config *cfg);
+
+struct hw_receiver_config {
+    const char *listen_addr;
+    const char *out_dir;
+    int64_t log_capacity;
+    int verbose;
+};
+int hw_run_receiver(const struct hw_receiver_config *cfg);
+
+int hw_run_pingpong(int64_t loops, int cpu, double *round_trip_us);
+int hw_make_data(const char *path, int64_t size, uint64_t seed);
+
+/* Sleeps until the CLOCK_MONOTONIC instant t_ns (absolute). */
+void hw_sleep_until(int64_t t_ns);
+#endif

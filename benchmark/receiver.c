@@ -1,0 +1,311 @@
+/* The remote receiver (`hw-bench receive`): reserves a TCP and a UDP port and reports them to main
+ * on stdout, answers clock-sync datagrams, and forks one receiving process per data connection.
+ * Each receiving process stamps every read, counts LF bytes (there must be none), and stores its
+ * log when the sender closes: stamps corrected onto the sender's clock and the raw ones. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "child_common.h"
+#include "clocksync.h"
+#include "evlog.h"
+#include "hwclock.h"
+#include "net.h"
+#include "wire.h"
+
+#define RECV_BUF (64 * 1024)
+
+static volatile sig_atomic_t receiver_stop;
+static void on_stop(int sig) { (void)sig; receiver_stop = 1; }
+
+struct receiver_state {
+    const struct hw_receiver_config *cfg;
+    struct hw_window_msg window;
+    int have_window;
+    int control_fd;
+    int summary_pipe[2];
+    pid_t children[HW_MAX_PROCS];
+    int child_count;
+    struct hw_recv_summary summaries[HW_MAX_PROCS];
+    int summary_count;
+};
+
+static int bind_socket(int type, const char *addr)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = 0};
+    if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1)
+        return -EINVAL;
+    int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || (type == SOCK_STREAM && listen(fd, 256) < 0)) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    return fd;
+}
+
+static uint16_t local_port(int fd)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    getsockname(fd, (struct sockaddr *)&sin, &len);
+    return ntohs(sin.sin_port);
+}
+
+static int write_recv_log(const struct receiver_state *st, int index, uint32_t sender_pid,
+                          const struct hw_evlog *log, int64_t lf_count, int64_t bytes_total, int fd)
+{
+    char name[64], local[64], peer[64];
+    hw_socket_name(fd, 0, local, sizeof(local));
+    hw_socket_name(fd, 1, peer, sizeof(peer));
+    snprintf(name, sizeof(name), "recv-%d.tsv", index);
+    FILE *f = hw_evlog_open_tsv(st->cfg->out_dir, name, "bench-receive", log);
+    if (!f)
+        return -errno;
+    fprintf(f, "# role: recv-%d\n# index: %d\n# pid: %d\n# sender_pid: %u\n", index, index, (int)getpid(), sender_pid);
+    fprintf(f, "# local: %s\n# peer: %s\n", local, peer);
+    fprintf(f, "# clock_offset_ns: %lld\n", (long long)st->window.offset_ns);
+    fprintf(f, "# lf_received: %lld\n# bytes_total: %lld\n", (long long)lf_count, (long long)bytes_total);
+    fprintf(f, "t_ns\tt_raw_ns\tbytes\n");
+    for (int64_t i = 0; i < log->count; i++) {
+        const struct hw_event *ev = &log->events[i];
+        fprintf(f, "%lld\t%lld\t%lld\n", (long long)ev->t_ns, (long long)ev->b, (long long)ev->a);
+    }
+    return hw_evlog_close_tsv(f, st->cfg->out_dir, name);
+}
+
+static int count_lf(const uint8_t *p, size_t n)
+{
+    int count = 0;
+    for (const uint8_t *q = memchr(p, '\n', n); q; q = memchr(q + 1, '\n', n - (size_t)(q + 1 - p)))
+        count++;
+    return count;
+}
+
+/* The receiving process of one data connection. */
+static int receive_connection(struct receiver_state *st, int fd, const struct hw_hello_msg *hello)
+{
+    struct hw_recv_summary sum = {.index = hello->index, .pid = (uint32_t)getpid()};
+    struct hw_evlog log;
+    uint8_t *buf = malloc(RECV_BUF);
+    int status = 0;
+    if (!buf || hw_evlog_init(&log, st->cfg->log_capacity, st->window.window_start_ns,
+                              st->window.window_end_ns) != 0) {
+        fprintf(stderr, "hw-bench: recv-%u: failed to allocate memory\n", hello->index);
+        free(buf);
+        return 1;
+    }
+    for (;;) {
+        ssize_t n = read(fd, buf, RECV_BUF);
+        int64_t t_raw = hw_mono_ns();
+        if (n < 0 && errno == EINTR) {
+            if (receiver_stop)
+                break; /* stopped: store what was received */
+            continue;
+        }
+        if (n < 0) {
+            fprintf(stderr, "hw-bench: recv-%u: failed to read from the sender: %s\n", hello->index, strerror(errno));
+            status = 1;
+            break;
+        }
+        if (n == 0)
+            break;
+        int64_t t_corrected = t_raw - st->window.offset_ns;
+        sum.bytes_total += n;
+        sum.lf_count += count_lf(buf, (size_t)n);
+        if (hw_evlog_add(&log, t_corrected, 0, n, t_raw, 0))
+            sum.bytes_window += n;
+    }
+    sum.overflow = log.overflow;
+    sum.events = log.count;
+    if (write_recv_log(st, hello->index, hello->pid, &log, sum.lf_count, sum.bytes_total, fd) != 0)
+        status = 1;
+    sum.exit_status = status;
+    uint8_t packed[HW_SUMMARY_LEN];
+    hw_pack_summary(packed, &sum);
+    (void)hw_write_all(st->summary_pipe[1], packed, sizeof(packed));
+    free(buf);
+    hw_evlog_free(&log);
+    return status;
+}
+
+static void accept_connection(struct receiver_state *st, int listen_fd, int udp_fd)
+{
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    uint8_t raw[HW_HELLO_LEN];
+    struct hw_hello_msg hello;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (hw_read_all(fd, raw, sizeof(raw)) != 0 || hw_unpack_hello(raw, &hello) != 0) {
+        fprintf(stderr, "hw-bench: receiver: dropped a connection without a valid hello\n");
+        close(fd);
+        return;
+    }
+    tv.tv_sec = 0;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (hello.kind == HW_CONN_CONTROL) {
+        if (st->control_fd >= 0) {
+            close(fd);
+            return;
+        }
+        st->control_fd = fd;
+        return;
+    }
+    if (st->child_count >= HW_MAX_PROCS) {
+        close(fd);
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        close(listen_fd);
+        close(udp_fd);
+        close(st->summary_pipe[0]);
+        _exit(receive_connection(st, fd, &hello));
+    }
+    if (pid > 0)
+        st->children[st->child_count++] = pid;
+    close(fd);
+}
+
+/* Reads one control message; returns 1 when main asked to stop or went away. */
+static int handle_control(struct receiver_state *st)
+{
+    uint8_t msg[HW_WINDOW_LEN];
+    if (hw_read_all(st->control_fd, msg, 1) != 0)
+        return 1;
+    if (msg[0] == HW_CTL_STOP)
+        return 1;
+    if (msg[0] == HW_CTL_WINDOW && hw_read_all(st->control_fd, msg + 1, HW_WINDOW_LEN - 1) == 0) {
+        hw_unpack_window(msg, &st->window);
+        st->have_window = 1;
+        return 0;
+    }
+    fprintf(stderr, "hw-bench: receiver: unknown control message 0x%02x\n", msg[0]);
+    return 1;
+}
+
+static void drain_summaries(struct receiver_state *st)
+{
+    uint8_t packed[HW_SUMMARY_LEN];
+    while (st->summary_count < HW_MAX_PROCS) {
+        ssize_t n = read(st->summary_pipe[0], packed, sizeof(packed));
+        if (n != (ssize_t)sizeof(packed))
+            break;
+        hw_unpack_summary(packed, &st->summaries[st->summary_count++]);
+    }
+}
+
+static int finish(struct receiver_state *st)
+{
+    int failed = 0;
+    for (int i = 0; i < st->child_count; i++) {
+        int wstatus = 0;
+        while (waitpid(st->children[i], &wstatus, 0) < 0 && errno == EINTR)
+            ;
+        if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0)
+            failed = 1;
+    }
+    close(st->summary_pipe[1]);
+    drain_summaries(st);
+    if (st->control_fd >= 0) {
+        uint8_t count[4];
+        uint32_t n = htonl((uint32_t)st->summary_count);
+        memcpy(count, &n, 4);
+        hw_write_all(st->control_fd, count, sizeof(count));
+        for (int i = 0; i < st->summary_count; i++) {
+            uint8_t packed[HW_SUMMARY_LEN];
+            hw_pack_summary(packed, &st->summaries[i]);
+            hw_write_all(st->control_fd, packed, sizeof(packed));
+        }
+    }
+    return failed;
+}
+
+int hw_run_receiver(const struct hw_receiver_config *cfg)
+{
+    struct receiver_state st = {.cfg = cfg, .control_fd = -1};
+    int listen_fd = -1, udp_fd = -1, status = 1;
+
+    hw_catch_stop_signals(on_stop);
+    /* Until main sends the window, log nothing. */
+    st.window.window_start_ns = INT64_MAX;
+    st.window.window_end_ns = INT64_MAX;
+
+    if (pipe2(st.summary_pipe, O_CLOEXEC) < 0) {
+        fprintf(stderr, "hw-bench: receiver: failed to create a pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    listen_fd = bind_socket(SOCK_STREAM, cfg->listen_addr);
+    udp_fd = bind_socket(SOCK_DGRAM, cfg->listen_addr);
+    if (listen_fd < 0 || udp_fd < 0) {
+        fprintf(stderr, "hw-bench: receiver: failed to bind to %s: %s\n", cfg->listen_addr,
+                strerror(-(listen_fd < 0 ? listen_fd : udp_fd)));
+        goto cleanup;
+    }
+    uint8_t ports[HW_PORTS_LEN];
+    struct hw_ports_msg pm = {HW_MAGIC_PORTS, HW_WIRE_VERSION, local_port(listen_fd), local_port(udp_fd)};
+    hw_pack_ports(ports, &pm);
+    if (hw_write_all(STDOUT_FILENO, ports, sizeof(ports)) != 0) {
+        fprintf(stderr, "hw-bench: receiver: failed to report the ports on stdout\n");
+        goto cleanup;
+    }
+    /* stdout is main's pipe: close it so nothing else reaches main that way. */
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) {
+        dup2(devnull, STDOUT_FILENO);
+        close(devnull);
+    }
+    int64_t started = hw_mono_ns();
+    while (!receiver_stop) {
+        struct pollfd pfd[3] = {{.fd = listen_fd, .events = POLLIN}, {.fd = udp_fd, .events = POLLIN},
+                                {.fd = st.control_fd, .events = POLLIN}};
+        int rc = poll(pfd, st.control_fd >= 0 ? 3 : 2, 1000);
+        if (rc < 0 && errno != EINTR)
+            break;
+        if (st.control_fd < 0 && hw_mono_ns() - started > 30000000000LL) {
+            fprintf(stderr, "hw-bench: receiver: no control connection from main within 30 s\n");
+            break;
+        }
+        if (rc <= 0)
+            continue;
+        if (pfd[1].revents & POLLIN)
+            hw_sync_serve_one(udp_fd);
+        if (pfd[0].revents & POLLIN)
+            accept_connection(&st, listen_fd, udp_fd);
+        if (st.control_fd >= 0 && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) && handle_control(&st))
+            break;
+    }
+    if (receiver_stop) {
+        for (int i = 0; i < st.child_count; i++)
+            kill(st.children[i], SIGTERM);
+    }
+    status = finish(&st);
+
+cleanup:
+    if (listen_fd >= 0)
+        close(listen_fd);
+    if (udp_fd >= 0)
+        close(udp_fd);
+    if (st.control_fd >= 0)
+        close(st.control_fd);
+    close(st.summary_pipe[0]);
+    return status;
+}

@@ -1,0 +1,95 @@
+"""End to end: `hostwire demo` records a run on the two-namespace topology, and cleans up after
+success, Ctrl-C and SIGTERM alike, keeping what was recorded."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import hostwire
+
+from hostwire.topology import list_namespaces
+
+
+def own_namespaces(pid: int) -> list[str]:
+    return [ns for ns in list_namespaces() if ns.startswith(f"hw{pid}-")]
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if text.encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.privileged("netns")
+def test_demo_records_a_complete_run(tmp_path: Path, build_dir: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "hostwire", "demo", "--duration", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    runs = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert len(runs) == 1 and not runs[0].name.endswith(".partial")
+    manifest = json.loads((runs[0] / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["format"] == "hostwire-run 1"
+    assert manifest["host"]["qdisc"].startswith("qdisc tbf")
+    assert manifest["host"]["offloads"]["tcp-segmentation-offload"] == "off"
+    assert manifest["losses"]["bench_log_overflow"] == 0
+    assert (runs[0] / "raw" / "bench" / "send-1.tsv").exists()
+    assert (runs[0] / "raw" / "runner.log").read_text()
+    # The run loads, and its tables agree with the benchmark's own totals.
+    run = hostwire.load_run(runs[0])
+    start, end = run.window_ns()
+    assert end - start == 2_000_000_000
+    summary = run.bench.summary
+    writes = run.df_writes()
+    received = run.df_received()
+    for sender in (p for p in summary["processes"] if p["kind"] == "send"):
+        mine = writes[writes["pid"] == sender["pid"]]
+        assert len(mine) == sender["calls_window"] and mine["bytes"].sum() == sender["bytes_window"]
+        stream = mine["stream"].iloc[0]
+        assert stream == f"198.18.0.1:{sender['local_port']}>198.18.0.2:{summary['receiver_ports']['tcp']}"
+        recv = next(r for r in summary["receivers"] if r["index"] == sender["index"])
+        assert received.loc[received["stream"] == stream, "bytes"].sum() == recv["bytes_window"]
+    # The summary names what the issue asks for.
+    for needle in ("send-0", "send-1", "bg-0", "bg-1", "LF received 0", "sieve rounds in window", "clock offset (start)"):
+        assert needle in proc.stdout
+
+
+@pytest.mark.privileged("netns")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_run_cleans_up_and_keeps_partial_data(tmp_path: Path, build_dir: Path, sig: int) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "hostwire", "demo", "--duration", "20", "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(processes_mentioning(str(tmp_path))) < 4:
+            time.sleep(0.2)
+        assert own_namespaces(proc.pid), "the run never set its topology up"
+        time.sleep(1.5)  # into the logging window
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == (130 if sig == signal.SIGINT else 143)
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) <= 3
+    assert not own_namespaces(proc.pid)
+    assert not processes_mentioning(str(tmp_path)), "a benchmark process outlived the run"
+    runs = list(tmp_path.iterdir())
+    assert len(runs) == 1 and runs[0].name.endswith(".partial")
+    manifest = json.loads((runs[0] / "manifest.json").read_text())
+    assert manifest["status"] == "partial" and manifest["reason"] == "interrupted"
+    assert (runs[0] / "raw" / "bench" / "send-0.tsv").exists(), "recorded data must be kept"
