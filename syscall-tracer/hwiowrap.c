@@ -155,7 +155,6 @@ static void flush_buf(struct tbuf *b, int unfinished, int in_signal)
         struct hw_rec r = *b->active;
         r.t_exit_ns = hw_mono_ns();
         r.unfinished = 1;
-        r.desc_id = r.fd >= 0 && r.fd < FD_CACHE ? atomic_load_explicit(&fd_cache[r.fd], memory_order_relaxed) : 0;
         format_rec(chunk, &used, &r);
         b->active = NULL;
     }
@@ -268,7 +267,8 @@ static inline int begin(struct call_ctx *c, int call, int fd, int64_t req)
     c->r.unfinished = 0;
     c->r.fd = fd;
     c->r.req_bytes = req;
-    c->r.desc_id = 0;
+    /* described at entry, so that a call cut short by a signal is described too */
+    c->r.desc_id = call == HW_CALL_CLOSE ? 0 : describe(fd);
     c->prev_active = c->b->active;
     c->b->active = &c->r;
     c->r.t_enter_ns = hw_mono_ns();
@@ -281,8 +281,8 @@ static inline void end(struct call_ctx *c, int64_t ret, int err)
     c->r.result = ret < 0 ? -(int64_t)err : ret;
     struct tbuf *b = c->b;
     b->active = c->prev_active;
-    if (c->r.call != HW_CALL_CLOSE)
-        c->r.desc_id = describe(c->r.fd);
+    if (c->r.call == HW_CALL_CONNECT || (!c->r.desc_id && c->r.call != HW_CALL_CLOSE))
+        c->r.desc_id = describe(c->r.fd);  /* connected now: its 4-tuple */
     b->recs[b->n++] = c->r;
     if (b->n == REC_CAP)
         flush_buf(b, 0, 0);

@@ -236,8 +236,6 @@ static void push_rec(struct tracer *tr, const struct hw_rec *r)
     if (tr->nrec == REC_CAP)
         recs_flush(tr);
     tr->recs[tr->nrec++] = *r;
-    if (r->unfinished)
-        tr->st->unfinished++;
 }
 
 /* ---- the calls ---- */
@@ -323,6 +321,13 @@ static void on_exit_stop(struct tracer *tr, struct tracee *t, int64_t rval, int6
     struct hw_rec *r = &t->rec;
     r->t_exit_ns = now;
     r->result = rval;
+    /* ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK: a signal interrupted
+     * it; the program never sees this value (it dies, gets EINTR, or the call restarts as a new
+     * record), so the call is written as unfinished */
+    if (rval == -512 || rval == -513 || rval == -514 || rval == -516) {
+        r->unfinished = 1;
+        tr->st->unfinished++;
+    }
     if (r->call == HW_CALL_CONNECT)
         fd_forget(tr, t->tgid, r->fd);
     if (r->call != HW_CALL_CLOSE)
@@ -339,6 +344,7 @@ static void end_unfinished(struct tracer *tr, struct tracee *t, int64_t now, int
     struct hw_rec *r = &t->rec;
     r->t_exit_ns = now;
     r->unfinished = 1;
+    tr->st->unfinished++;
     if (r->call != HW_CALL_CLOSE)
         r->desc_id = fd_desc(tr, t, r->fd, alive);
     push_rec(tr, r);
@@ -538,7 +544,7 @@ static int start_command(struct tracer *tr, char *err, size_t err_len)
         }
         execvp(tr->o->argv[0], tr->o->argv);
         int e = errno;
-        close(report[1]);
+        syscall(SYS_close_range, report[1], report[1], 0);  /* close() may be traced: it would stop */
         dprintf(2, "hw-iotrace: failed to run %s: %s\n", tr->o->argv[0], strerror(e));
         _exit(127);
     }
