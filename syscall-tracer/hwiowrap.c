@@ -1,7 +1,8 @@
 /* libhwiowrap.so, the LD_PRELOAD backend of hw-iotrace: wraps the C library's I/O calls, stamps
  * CLOCK_MONOTONIC before and after the real call, keeps the records in a per-thread buffer and
- * appends them to $HWIOWRAP_OUTPUT (syscalls.tsv) when the buffer fills, when the thread or the
- * process ends (exit, _exit, exec) and on SIGINT/SIGTERM. $HWIOWRAP_CALLS selects the calls.
+ * appends them in binary to the spool $HWIOWRAP_SPOOL when the buffer fills, when the thread or
+ * the process ends (exit, _exit, exec) and on SIGINT/SIGTERM; hw-iotrace --preload turns the
+ * spool into syscalls.tsv. $HWIOWRAP_CALLS selects the calls.
  * Calls the C library makes internally (stdio's write, the loader's reads) are not seen. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -27,21 +28,24 @@
 #define HW_EXPORT __attribute__((visibility("default")))
 #define REC_CAP 65536
 #define FD_CACHE 65536
-#define CHUNK (64 * 1024)
 
 struct tbuf {
     struct hw_rec *recs;
     size_t n;
+    size_t seg;               /* first record still stamped in TSC ticks */
+    uint64_t a_tsc;           /* the last anchor: a TSC reading and CLOCK_MONOTONIC at that time */
+    int64_t a_ns;
     pid_t tid;
     struct hw_rec *active;    /* the call in progress on this thread (for an unfinished record) */
     struct tbuf *next;
 };
 
 static int enabled;
+static int use_tsc;           /* stamps in TSC ticks, mapped onto CLOCK_MONOTONIC between anchors */
 static uint32_t mask;
 static char out_path[4096];
 static pid_t cur_pid;
-static __thread struct tbuf *tls_buf;
+static __thread struct tbuf *tls_buf __attribute__((tls_model("initial-exec")));
 static struct tbuf *all_bufs;
 static pthread_mutex_t bufs_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t desc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -105,63 +109,75 @@ static void resolve_all(void)
     *(void **)&real_execvpe = sym("execvpe");
 }
 
-/* ---- flushing ---- */
+/* ---- stamps ----
+ * Two clock_gettime() calls cost more than the rest of a wrapper on a VM, so with a TSC
+ * clocksource the wrappers read the TSC (rdtsc) and each thread maps its ticks onto
+ * CLOCK_MONOTONIC by linear interpolation between anchors, (TSC, CLOCK_MONOTONIC) pairs taken at
+ * least every 2^27 ticks (about 50 ms) and at every flush. */
+#define ANCHOR_TICKS (1ull << 27)
 
-static void append_file(const char *data, size_t len, int with_header_check)
+static inline int64_t stamp(void)
+{
+#if defined(__x86_64__)
+    if (use_tsc)
+        return (int64_t)__builtin_ia32_rdtsc();
+#endif
+    return hw_mono_ns();
+}
+
+static void anchor(struct tbuf *b)
+{
+#if defined(__x86_64__)
+    if (!use_tsc)
+        return;
+    uint64_t t0 = __builtin_ia32_rdtsc();
+    int64_t ns = hw_mono_ns();
+    uint64_t t1 = __builtin_ia32_rdtsc();
+    uint64_t tsc = t0 + (t1 - t0) / 2;
+    double scale = tsc > b->a_tsc ? (double)(ns - b->a_ns) / (double)(tsc - b->a_tsc) : 0.0;
+    for (size_t i = b->seg; i < b->n; i++) {
+        struct hw_rec *r = &b->recs[i];
+        r->t_enter_ns = b->a_ns + (int64_t)((double)(r->t_enter_ns - (int64_t)b->a_tsc) * scale);
+        r->t_exit_ns = b->a_ns + (int64_t)((double)(r->t_exit_ns - (int64_t)b->a_tsc) * scale);
+    }
+    b->a_tsc = tsc;
+    b->a_ns = ns;
+    b->seg = b->n;
+#else
+    (void)b;
+#endif
+}
+
+/* ---- flushing: binary blocks appended to the spool ---- */
+
+static void spool_write(const struct hw_spool_hdr *h, const void *payload)
 {
     int fd = (int)syscall(SYS_openat, AT_FDCWD, out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
         return;
-    flock(fd, LOCK_EX);
-    struct stat sb;
-    if (with_header_check && fstat(fd, &sb) == 0 && sb.st_size == 0) {
-        char head[1024];
-        int n = hw_tsv_header(head, sizeof(head), "preload", mask, NULL);
-        if (n > 0)
-            syscall(SYS_write, fd, head, (size_t)n);
-    }
-    for (size_t off = 0; off < len;) {
-        long w = syscall(SYS_write, fd, data + off, len - off);
-        if (w <= 0 && errno != EINTR)
-            break;
-        if (w > 0)
-            off += (size_t)w;
-    }
-    flock(fd, LOCK_UN);
+    struct iovec iov[2] = {{(void *)h, sizeof(*h)}, {(void *)payload, h->len}};
+    syscall(SYS_writev, fd, iov, h->len ? 2 : 1);  /* one append: blocks never interleave */
     syscall(SYS_close, fd);
 }
 
-static void format_rec(char *chunk, size_t *used, const struct hw_rec *r)
-{
-    uint32_t id = r->desc_id <= descs.n ? r->desc_id : 0;
-    *used += hw_rec_format(chunk + *used, r, id ? descs.kind[id] : HW_FD_UNKNOWN, id ? descs.desc[id] : "");
-}
-
 /* Writes the records of b (and its call in progress when `unfinished`), then empties it. */
-static void flush_buf(struct tbuf *b, int unfinished, int in_signal)
+static void flush_buf(struct tbuf *b, int unfinished)
 {
-    static char chunk[CHUNK];  /* guarded by desc_lock */
-    size_t used = 0;
-    if (in_signal ? pthread_mutex_trylock(&desc_lock) != 0 : pthread_mutex_lock(&desc_lock) != 0)
-        return;
-    for (size_t i = 0; i < b->n; i++) {
-        if (used + HW_LINE_MAX > CHUNK) {
-            append_file(chunk, used, 1);
-            used = 0;
-        }
-        format_rec(chunk, &used, &b->recs[i]);
-    }
-    if (unfinished && b->active) {
-        struct hw_rec r = *b->active;
-        r.t_exit_ns = hw_mono_ns();
-        r.unfinished = 1;
-        format_rec(chunk, &used, &r);
+    if (unfinished && b->active && b->n < REC_CAP) {
+        struct hw_rec *r = &b->recs[b->n++];
+        *r = *b->active;
+        r->t_exit_ns = stamp();
+        r->unfinished = 1;
         b->active = NULL;
     }
-    if (used)
-        append_file(chunk, used, 1);
+    anchor(b);
+    if (!b->n)
+        return;
+    struct hw_spool_hdr h = {.magic = HW_SPOOL_MAGIC, .type = HW_SPOOL_RECS, .pid = cur_pid,
+                             .count = (uint32_t)b->n, .len = (uint32_t)(b->n * sizeof(struct hw_rec))};
+    spool_write(&h, b->recs);
     b->n = 0;
-    pthread_mutex_unlock(&desc_lock);
+    b->seg = 0;
 }
 
 static void flush_all(int unfinished, int in_signal)
@@ -171,7 +187,7 @@ static void flush_all(int unfinished, int in_signal)
     if (in_signal ? pthread_mutex_trylock(&bufs_lock) != 0 : pthread_mutex_lock(&bufs_lock) != 0)
         return;
     for (struct tbuf *b = all_bufs; b; b = b->next)
-        flush_buf(b, unfinished, in_signal);
+        flush_buf(b, unfinished);
     pthread_mutex_unlock(&bufs_lock);
 }
 
@@ -179,7 +195,7 @@ static void thread_end(void *arg)
 {
     struct tbuf *b = arg;
     pthread_mutex_lock(&bufs_lock);
-    flush_buf(b, 0, 0);
+    flush_buf(b, 0);
     for (struct tbuf **p = &all_bufs; *p; p = &(*p)->next)
         if (*p == b) {
             *p = b->next;
@@ -206,6 +222,7 @@ static struct tbuf *get_buf(void)
         return NULL;
     }
     b->tid = (pid_t)syscall(SYS_gettid);
+    anchor(b);
     pthread_mutex_lock(&bufs_lock);
     b->next = all_bufs;
     all_bufs = b;
@@ -233,7 +250,13 @@ static uint32_t describe(int fd)
     if (kind == HW_FD_UNKNOWN)
         return 0;
     pthread_mutex_lock(&desc_lock);
+    uint32_t known = descs.n;
     uint32_t id = hw_desc_intern(&descs, kind, desc);
+    if (id > known) {  /* new: into the spool before any record that names it */
+        struct hw_spool_hdr h = {.magic = HW_SPOOL_MAGIC, .type = HW_SPOOL_DESC, .kind = (uint16_t)kind,
+                                 .pid = cur_pid, .count = id, .len = (uint32_t)strlen(desc)};
+        spool_write(&h, desc);
+    }
     pthread_mutex_unlock(&desc_lock);
     if (id && complete && fd < FD_CACHE)
         atomic_store_explicit(&fd_cache[fd], id, memory_order_relaxed);
@@ -271,13 +294,13 @@ static inline int begin(struct call_ctx *c, int call, int fd, int64_t req)
     c->r.desc_id = call == HW_CALL_CLOSE ? 0 : describe(fd);
     c->prev_active = c->b->active;
     c->b->active = &c->r;
-    c->r.t_enter_ns = hw_mono_ns();
+    c->r.t_enter_ns = stamp();
     return 1;
 }
 
 static inline void end(struct call_ctx *c, int64_t ret, int err)
 {
-    c->r.t_exit_ns = hw_mono_ns();
+    c->r.t_exit_ns = stamp();
     c->r.result = ret < 0 ? -(int64_t)err : ret;
     struct tbuf *b = c->b;
     b->active = c->prev_active;
@@ -285,7 +308,9 @@ static inline void end(struct call_ctx *c, int64_t ret, int err)
         c->r.desc_id = describe(c->r.fd);  /* connected now: its 4-tuple */
     b->recs[b->n++] = c->r;
     if (b->n == REC_CAP)
-        flush_buf(b, 0, 0);
+        flush_buf(b, 0);
+    else if (use_tsc && (uint64_t)c->r.t_exit_ns - b->a_tsc > ANCHOR_TICKS)
+        anchor(b);
 }
 
 static int64_t iov_total(const struct iovec *iov, int n)
@@ -532,6 +557,9 @@ static void after_fork_child(void)
     all_bufs = NULL;
     pthread_mutex_init(&bufs_lock, NULL);
     pthread_mutex_init(&desc_lock, NULL);
+    /* its own description ids from now on: the spool keys them by pid */
+    hw_desc_free(&descs);
+    memset((void *)fd_cache, 0, sizeof(fd_cache));
     while (b) {
         struct tbuf *next = b->next;
         if (b != mine) {
@@ -542,6 +570,7 @@ static void after_fork_child(void)
     }
     if (mine) {
         mine->n = 0;
+        mine->seg = 0;
         mine->active = NULL;
         mine->tid = cur_pid;
         mine->next = NULL;
@@ -552,7 +581,7 @@ static void after_fork_child(void)
 __attribute__((constructor)) static void hwiowrap_init(void)
 {
     resolve_all();
-    const char *out = getenv("HWIOWRAP_OUTPUT");
+    const char *out = getenv("HWIOWRAP_SPOOL");
     if (!out || !*out || strlen(out) >= sizeof(out_path))
         return;
     char bad[64];
@@ -561,6 +590,17 @@ __attribute__((constructor)) static void hwiowrap_init(void)
         return;
     }
     strcpy(out_path, out);
+#if defined(__x86_64__)
+    char cs[32] = "";
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                          O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        long n = syscall(SYS_read, fd, cs, sizeof(cs) - 1);
+        cs[n > 0 ? n : 0] = '\0';
+        syscall(SYS_close, fd);
+    }
+    use_tsc = !strcmp(cs, "tsc\n") && !getenv("HWIOWRAP_NO_TSC");
+#endif
     cur_pid = (pid_t)syscall(SYS_getpid);
     pthread_key_create(&buf_key, thread_end);
     pthread_atfork(NULL, NULL, after_fork_child);

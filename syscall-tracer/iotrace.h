@@ -127,9 +127,37 @@ struct hw_trace_stats {
  * a negative errno; err (err_len) receives a one-line reason on failure. */
 int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char *err, size_t err_len);
 
+/* For main's SIGINT/SIGTERM handler (async-signal-safe): wakes the tracer out of waitpid by
+ * passing the signal to the command (SIGKILL for the second signal or with kill_on_exit), or by
+ * interrupting an attached tracee; the tracer loop does the rest. */
+enum { HW_WAKE_NONE, HW_WAKE_FORWARD, HW_WAKE_INTERRUPT };
+void hw_trace_set_wake(pid_t pid, int mode, int kill_on_exit);
+void hw_trace_signal(int sig, int count);
+
 /* Builds the seccomp-bpf program tracing the calls of mask (SECCOMP_RET_TRACE with the call's
  * index as data) and allowing the others; installs it in the calling process. */
 int hw_seccomp_install(uint32_t mask);
+
+/* ---- the LD_PRELOAD spool (spool.c) ----
+ * libhwiowrap.so formats nothing in the traced process: it appends binary blocks (a header and
+ * its payload, one write each, to an O_APPEND file): records, and each fd description once per
+ * process (before any record naming it). hw-iotrace --preload turns the spool into syscalls.tsv
+ * after the command ends. Same machine, same build: the records are struct hw_rec as is. */
+#define HW_SPOOL_MAGIC 0x50535748u /* "HWSP" */
+enum { HW_SPOOL_RECS = 1, HW_SPOOL_DESC = 2 };
+struct hw_spool_hdr {
+    uint32_t magic;
+    uint16_t type;
+    uint16_t kind;      /* DESC: enum hw_fd_kind */
+    int32_t pid;
+    uint32_t count;     /* RECS: number of records; DESC: the description id */
+    uint32_t len;       /* payload bytes */
+    uint32_t reserved;
+};
+/* Converts a spool into syscalls.tsv (header included); counts records and unfinished ones. On
+ * a damaged block, writes what precedes it and returns -EBADMSG with its byte offset in err. */
+int hw_spool_convert(const char *spool, const char *tsv, uint32_t mask, struct hw_trace_stats *st,
+                     char *err, size_t err_len);
 
 /* ---- the LD_PRELOAD runner (preload_run.c) ---- */
 /* Runs argv with libhwiowrap.so preloaded, writing out_path; fills st from the file. */

@@ -20,6 +20,7 @@ static void on_stop(int sig)
 {
     stop_sig = sig == SIGALRM ? SIGTERM : sig;
     stop_count++;
+    hw_trace_signal((int)stop_sig, (int)stop_count);
 }
 
 static void usage(FILE *f)

@@ -1,5 +1,5 @@
-/* hw-iotrace --preload: runs the command with libhwiowrap.so preloaded, then counts what the
- * library wrote; and syscalls.json, the counters of either backend. */
+/* hw-iotrace --preload: runs the command with libhwiowrap.so preloaded, then turns the spool the
+ * library wrote into syscalls.tsv; and syscalls.json, the counters of either backend. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,45 +13,10 @@
 #include "hwclock.h"
 #include "iotrace.h"
 
-/* Counts the records and the unfinished ones; writes the header when no process wrote any. */
-static int count_records(const char *path, uint32_t mask, struct hw_trace_stats *st)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int lines = 0;
-    while ((n = getline(&line, &cap, f)) > 0) {
-        lines++;
-        if (line[0] == '#' || !strncmp(line, "t_enter_ns\t", 11))
-            continue;
-        st->records_written++;
-        if (n >= 2 && line[n - 2] == '1' && line[n - 3] == '\t')
-            st->unfinished++;
-    }
-    free(line);
-    fclose(f);
-    if (lines == 0) {
-        char head[1024];
-        int hl = hw_tsv_header(head, sizeof(head), "preload", mask, NULL);
-        int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
-        if (fd < 0)
-            return -errno;
-        int ok = hl > 0 && write(fd, head, (size_t)hl) == hl;
-        close(fd);
-        if (!ok)
-            return -EIO;
-    }
-    st->calls_seen = st->records_written;
-    return 0;
-}
-
 int hw_preload_run(const struct hw_trace_opts *o, const char *lib_path, struct hw_trace_stats *st,
                    char *err, size_t err_len)
 {
-    char abs_out[PATH_MAX], calls[512], preload[PATH_MAX * 2];
+    char abs_out[PATH_MAX], spool[PATH_MAX + 8], calls[512], preload[PATH_MAX * 2];
     memset(st, 0, sizeof(*st));
     st->exit_status = -1;
     if (access(lib_path, R_OK) < 0) {
@@ -70,6 +35,8 @@ int hw_preload_run(const struct hw_trace_opts *o, const char *lib_path, struct h
         snprintf(err, err_len, "failed to resolve %s: %s", o->out_path, strerror(e));
         return -e;
     }
+    snprintf(spool, sizeof(spool), "%s.spool", abs_out);
+    unlink(spool);
     const char *old = getenv("LD_PRELOAD");
     snprintf(preload, sizeof(preload), "%s%s%s", lib_path, old && *old ? ":" : "", old ? old : "");
     pid_t pid = fork();
@@ -80,38 +47,31 @@ int hw_preload_run(const struct hw_trace_opts *o, const char *lib_path, struct h
     }
     if (pid == 0) {
         setenv("LD_PRELOAD", preload, 1);
-        setenv("HWIOWRAP_OUTPUT", abs_out, 1);
+        setenv("HWIOWRAP_SPOOL", spool, 1);
         setenv("HWIOWRAP_CALLS", hw_calls_format(o->mask, calls, sizeof(calls)), 1);
         execvp(o->argv[0], o->argv);
         dprintf(2, "hw-iotrace: failed to run %s: %s\n", o->argv[0], strerror(errno));
         _exit(127);
     }
-    int status = 0, seen = 0, killed = 0;
+    hw_trace_set_wake(pid, HW_WAKE_FORWARD, o->kill_on_exit);  /* signals are passed on */
+    int status = 0;
     for (;;) {
         pid_t r = waitpid(pid, &status, 0);
         if (r == pid)
             break;
         if (r < 0 && errno != EINTR) {
             int e = errno;
+            hw_trace_set_wake(0, HW_WAKE_NONE, 0);
             snprintf(err, err_len, "failed to wait for pid %d: %s", pid, strerror(e));
             return -e;
         }
-        /* a signal: pass it on (the library flushes on SIGINT/SIGTERM); kill on the second */
-        if (o->stop_count && *o->stop_count != seen) {
-            seen = (int)*o->stop_count;
-            if ((o->kill_on_exit || seen > 1) && !killed) {
-                kill(pid, SIGKILL);
-                killed = 1;
-            } else if (!killed) {
-                kill(pid, (int)*o->stop_sig);
-            }
-        }
     }
+    hw_trace_set_wake(0, HW_WAKE_NONE, 0);
     st->exit_status = status;
     st->tracees = 1;
-    int r = count_records(abs_out, o->mask, st);
-    if (r < 0)
-        snprintf(err, err_len, "failed to read %s: %s", abs_out, strerror(-r));
+    int r = hw_spool_convert(spool, abs_out, o->mask, st, err, err_len);
+    if (r == 0)
+        unlink(spool);
     return r;
 }
 

@@ -57,6 +57,29 @@ struct tracer {
     int write_err;
 };
 
+/* ---- waking the loop from a signal handler ---- */
+
+static volatile sig_atomic_t wake_pid, wake_mode, wake_kill;
+
+void hw_trace_set_wake(pid_t pid, int mode, int kill_on_exit)
+{
+    wake_mode = HW_WAKE_NONE;
+    wake_pid = pid;
+    wake_kill = kill_on_exit;
+    wake_mode = mode;
+}
+
+void hw_trace_signal(int sig, int count)
+{
+    pid_t pid = (pid_t)wake_pid;
+    if (pid <= 0)
+        return;
+    if (wake_mode == HW_WAKE_FORWARD)
+        kill(pid, wake_kill || count > 1 ? SIGKILL : sig);
+    else if (wake_mode == HW_WAKE_INTERRUPT)
+        ptrace(PTRACE_INTERRUPT, pid, 0, 0);
+}
+
 /* ---- tracees ---- */
 
 static pid_t read_tgid(pid_t tid)
@@ -590,10 +613,8 @@ static void on_stop_request(struct tracer *tr)
             for (size_t i = 0; i < tr->nt; i++)
                 ptrace(PTRACE_INTERRUPT, tr->t[i].tid, 0, 0);
         tr->detaching = 1;
-        return;
     }
-    if (tr->main_pid > 0)
-        kill(tr->main_pid, (int)*tr->o->stop_sig);
+    /* a filtered command: the signal handler passed it the signal (hw_trace_signal) */
 }
 
 int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char *err, size_t err_len)
@@ -621,12 +642,14 @@ int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char 
         ret = attach_all(&tr, o->attach_pid, err, err_len);
         if (ret < 0)
             goto cleanup;
+        hw_trace_set_wake(o->attach_pid, HW_WAKE_INTERRUPT, o->kill_on_exit);
         fprintf(stderr, "hw-iotrace: warning: attached to a running process: no seccomp filter "
                 "can be installed, so it stops on every system call (slower)\n");
     } else {
         ret = start_command(&tr, err, err_len);
         if (ret < 0)
             goto cleanup;
+        hw_trace_set_wake(tr.main_pid, tr.seccomp ? HW_WAKE_FORWARD : HW_WAKE_INTERRUPT, o->kill_on_exit);
     }
     char extra[128];
     snprintf(extra, sizeof(extra), "# mode: %s\n# t_start_ns: %lld\n",
@@ -655,6 +678,7 @@ int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char 
     int64_t now = hw_mono_ns();
     while (tr.nt > 0)
         detach(&tr, &tr.t[tr.nt - 1], 0, now);
+    hw_trace_set_wake(0, HW_WAKE_NONE, 0);
     recs_flush(&tr);
     if (tr.write_err && !ret) {
         ret = -tr.write_err;
