@@ -73,6 +73,16 @@ static int (*real_accept)(int, __SOCKADDR_ARG, socklen_t *);
 static int (*real_accept4)(int, __SOCKADDR_ARG, socklen_t *, int);
 static int (*real_close)(int);
 static void (*real_exit)(int) __attribute__((noreturn));
+static int (*real_dup)(int);
+static int (*real_dup2)(int, int);
+static int (*real_dup3)(int, int, int);
+static int (*real_close_range)(unsigned int, unsigned int, int);
+static int (*real_socket)(int, int, int);
+static int (*real_socketpair)(int, int, int, int[2]);
+static int (*real_pipe)(int[2]);
+static int (*real_pipe2)(int[2], int);
+static int (*real_open)(const char *, int, ...);
+static int (*real_openat)(int, const char *, int, ...);
 static int (*real_execve)(const char *, char *const[], char *const[]);
 static int (*real_execvp)(const char *, char *const[]);
 static int (*real_execvpe)(const char *, char *const[], char *const[]);
@@ -104,6 +114,16 @@ static void resolve_all(void)
     *(void **)&real_accept4 = sym("accept4");
     *(void **)&real_close = sym("close");
     *(void **)&real_exit = sym("_exit");
+    *(void **)&real_dup = sym("dup");
+    *(void **)&real_dup2 = sym("dup2");
+    *(void **)&real_dup3 = sym("dup3");
+    *(void **)&real_close_range = sym("close_range");
+    *(void **)&real_socket = sym("socket");
+    *(void **)&real_socketpair = sym("socketpair");
+    *(void **)&real_pipe = sym("pipe");
+    *(void **)&real_pipe2 = sym("pipe2");
+    *(void **)&real_open = sym("open64");
+    *(void **)&real_openat = sym("openat64");
     *(void **)&real_execve = sym("execve");
     *(void **)&real_execvp = sym("execvp");
     *(void **)&real_execvpe = sym("execvpe");
@@ -495,6 +515,126 @@ HW_EXPORT int close(int fd)
     end(&c, ret, err);
     errno = err;
     return ret;
+}
+
+/* ---- calls that give an fd number a new meaning: forget its description (no record) ---- */
+
+static int fresh(int fd)
+{
+    forget(fd);
+    return fd;
+}
+
+HW_EXPORT int dup(int fd)
+{
+    NEED(real_dup);
+    return fresh(real_dup(fd));
+}
+
+HW_EXPORT int dup2(int fd, int to)
+{
+    NEED(real_dup2);
+    forget(to);
+    return real_dup2(fd, to);
+}
+
+HW_EXPORT int dup3(int fd, int to, int flags)
+{
+    NEED(real_dup3);
+    forget(to);
+    return real_dup3(fd, to, flags);
+}
+
+HW_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+    NEED(real_close_range);
+    for (unsigned int fd = first; fd <= last && fd < FD_CACHE; fd++)
+        forget((int)fd);
+    return real_close_range(first, last, flags);
+}
+
+HW_EXPORT int socket(int domain, int type, int proto)
+{
+    NEED(real_socket);
+    return fresh(real_socket(domain, type, proto));
+}
+
+HW_EXPORT int socketpair(int domain, int type, int proto, int sv[2])
+{
+    NEED(real_socketpair);
+    int r = real_socketpair(domain, type, proto, sv);
+    if (r == 0) {
+        forget(sv[0]);
+        forget(sv[1]);
+    }
+    return r;
+}
+
+HW_EXPORT int pipe(int p[2])
+{
+    NEED(real_pipe);
+    int r = real_pipe(p);
+    if (r == 0) {
+        forget(p[0]);
+        forget(p[1]);
+    }
+    return r;
+}
+
+HW_EXPORT int pipe2(int p[2], int flags)
+{
+    NEED(real_pipe2);
+    int r = real_pipe2(p, flags);
+    if (r == 0) {
+        forget(p[0]);
+        forget(p[1]);
+    }
+    return r;
+}
+
+static mode_t open_mode(int flags, va_list ap)
+{
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
+}
+
+HW_EXPORT int open(const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = open_mode(flags, ap);
+    va_end(ap);
+    NEED(real_open);
+    return fresh(real_open(path, flags, mode));
+}
+
+HW_EXPORT int open64(const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = open_mode(flags, ap);
+    va_end(ap);
+    NEED(real_open);
+    return fresh(real_open(path, flags, mode));
+}
+
+HW_EXPORT int openat(int dir, const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = open_mode(flags, ap);
+    va_end(ap);
+    NEED(real_openat);
+    return fresh(real_openat(dir, path, flags, mode));
+}
+
+HW_EXPORT int openat64(int dir, const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = open_mode(flags, ap);
+    va_end(ap);
+    NEED(real_openat);
+    return fresh(real_openat(dir, path, flags, mode));
 }
 
 /* ---- ends of the process: flush first ---- */

@@ -135,7 +135,12 @@ void hw_trace_set_wake(pid_t pid, int mode, int kill_on_exit);
 void hw_trace_signal(int sig, int count);
 
 /* Builds the seccomp-bpf program tracing the calls of mask (SECCOMP_RET_TRACE with the call's
- * index as data) and allowing the others; installs it in the calling process. */
+ * index as data) and allowing the others; installs it in the calling process. The calls that
+ * change what an fd number means (close when not selected, dup2, dup3, close_range) also stop,
+ * with data HW_BOOKKEEP + code, so that the tracer forgets its description; no record. */
+enum { HW_BOOKKEEP = 0x100, HW_BK_CLOSE = 0, HW_BK_DUP2, HW_BK_DUP3, HW_BK_CLOSE_RANGE, HW_NBK };
+/* The bookkeeping code of system call nr (not counting a selected close), or -1. */
+int hw_bookkeep_by_nr(long nr, uint32_t mask);
 int hw_seccomp_install(uint32_t mask);
 
 /* ---- the LD_PRELOAD spool (spool.c) ----

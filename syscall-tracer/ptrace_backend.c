@@ -389,6 +389,22 @@ static void detach(struct tracer *tr, struct tracee *t, int sig, int64_t now)
     remove_tracee(tr, t);
 }
 
+/* close, dup2, dup3, close_range: the fd numbers they touch may name something else afterwards */
+static void bookkeep(struct tracer *tr, struct tracee *t, int code, const uint64_t *args)
+{
+    if (code == HW_BK_CLOSE)
+        fd_forget(tr, t->tgid, (int)args[0]);
+    else if (code == HW_BK_DUP2 || code == HW_BK_DUP3)
+        fd_forget(tr, t->tgid, (int)args[1]);
+    else if (code == HW_BK_CLOSE_RANGE)
+        for (size_t i = 0; i < tr->fcap; i++) {
+            uint64_t k = tr->fds[i].key;
+            uint32_t fd = (uint32_t)k;
+            if (k && k >> 32 == (uint32_t)t->tgid && fd >= (uint32_t)args[0] && fd <= (uint32_t)args[1])
+                tr->fds[i].desc_id = 0;
+        }
+}
+
 static void handle_syscall_stop(struct tracer *tr, struct tracee *t, int64_t now, int seccomp_stop)
 {
     struct __ptrace_syscall_info info;
@@ -397,12 +413,19 @@ static void handle_syscall_stop(struct tracer *tr, struct tracee *t, int64_t now
         return;
     if (info.op == PTRACE_SYSCALL_INFO_SECCOMP && seccomp_stop) {
         int idx = (int)(info.seccomp.ret_data & 0xffff);
-        if (idx < HW_NCALLS && (tr->o->mask & (1u << idx)))
+        if (idx >= HW_BOOKKEEP && idx < HW_BOOKKEEP + HW_NBK)
+            bookkeep(tr, t, idx - HW_BOOKKEEP, info.seccomp.args);
+        else if (idx < HW_NCALLS && (tr->o->mask & (1u << idx)))
             on_entry(tr, t, idx, info.seccomp.args, now);
     } else if (info.op == PTRACE_SYSCALL_INFO_ENTRY && !tr->seccomp) {
         int idx = hw_call_by_nr((long)info.entry.nr);
-        if (idx >= 0 && (tr->o->mask & (1u << idx)))
+        if (idx >= 0 && (tr->o->mask & (1u << idx))) {
             on_entry(tr, t, idx, info.entry.args, now);
+        } else {
+            int code = hw_bookkeep_by_nr((long)info.entry.nr, tr->o->mask);
+            if (code >= 0)
+                bookkeep(tr, t, code, info.entry.args);
+        }
     } else if (info.op == PTRACE_SYSCALL_INFO_EXIT && t->in_call) {
         on_exit_stop(tr, t, info.exit.rval, now);
     }

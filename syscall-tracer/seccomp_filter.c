@@ -20,9 +20,28 @@
 #error "hw-iotrace: add the AUDIT_ARCH value of this architecture"
 #endif
 
+static const long bookkeep_nr[HW_NBK] = {
+    [HW_BK_CLOSE] = SYS_close,
+#ifdef SYS_dup2
+    [HW_BK_DUP2] = SYS_dup2,
+#else
+    [HW_BK_DUP2] = -1,
+#endif
+    [HW_BK_DUP3] = SYS_dup3,
+    [HW_BK_CLOSE_RANGE] = SYS_close_range,
+};
+
+int hw_bookkeep_by_nr(long nr, uint32_t mask)
+{
+    for (int i = 0; i < HW_NBK; i++)
+        if (bookkeep_nr[i] == nr && nr >= 0)
+            return i == HW_BK_CLOSE && (mask & (1u << HW_CALL_CLOSE)) ? -1 : i;
+    return -1;
+}
+
 int hw_seccomp_install(uint32_t mask)
 {
-    struct sock_filter prog[4 + 2 * HW_NCALLS + 1];
+    struct sock_filter prog[4 + 2 * HW_NCALLS + 2 * HW_NBK + 1];
     unsigned n = 0;
     prog[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
     /* another ABI (i386 compat): not traced */
@@ -34,6 +53,12 @@ int hw_seccomp_install(uint32_t mask)
             continue;
         prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)hw_calls[i].nr, 0, 1);
         prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | (unsigned)i);
+    }
+    for (int i = 0; i < HW_NBK; i++) {
+        if (bookkeep_nr[i] < 0 || (i == HW_BK_CLOSE && (mask & (1u << HW_CALL_CLOSE))))
+            continue;
+        prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)bookkeep_nr[i], 0, 1);
+        prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | (unsigned)(HW_BOOKKEEP + i));
     }
     prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     struct sock_fprog fprog = {.len = (unsigned short)n, .filter = prog};

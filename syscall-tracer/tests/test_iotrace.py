@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -473,3 +474,38 @@ def test_ptrace_and_preload_agree_on_the_senders_writes(build_dir: Path, tmp_pat
         assert row["count"] > 20  # 10 Mbit/s for 1.5 s: about 70 writes of 8 KB each
         # every byte the sender wrote (its total plus its small header) was traced
         assert 0 <= row["sum"] - senders[pid]["bytes_total"] <= 64
+
+
+FD_REUSE = """
+import os, socket, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"a")
+r, w = os.pipe()
+os.dup2(w, fd)
+os.write(fd, b"bb")
+os.close(fd)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 0))
+s.connect(s.getsockname())
+os.write(s.fileno(), b"ccc")
+print(fd, s.fileno(), s.getsockname()[1])
+"""
+
+
+@pytest.mark.privileged("ptrace")
+@pytest.mark.parametrize("backend", [[], ["--preload"]], ids=["ptrace", "preload"])
+def test_reused_fd_numbers_are_described_again(build_dir: Path, tmp_path: Path, backend: list[str]) -> None:
+    """dup2 onto a described fd, and a close the tracer does not record (-e write), then a socket
+    on the same number: each write names what the fd is at that time."""
+    hw_iotrace, _ = tools(build_dir)
+    out = tmp_path / "r.tsv"
+    proc = subprocess.run([hw_iotrace, "-e", "write", "-o", out, *backend, "--", sys.executable, "-c", FD_REUSE,
+                           tmp_path / "f.dat"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    fd, sfd, port = (int(x) for x in proc.stdout.split())
+    assert fd == sfd
+    df = read_syscalls(out)
+    mine = df[(df.fd == fd) & df.req_bytes.isin([1, 2, 3])]
+    assert list(zip(mine.req_bytes, mine.fd_kind.astype(str))) == [(1, "file"), (2, "pipe"), (3, "udp")]
+    assert mine.fd_desc.iloc[0] == str(tmp_path / "f.dat")
+    assert mine.fd_desc.iloc[2] == f"127.0.0.1:{port}>127.0.0.1:{port}"
