@@ -54,6 +54,8 @@ int hw_preload_run(const struct hw_trace_opts *o, const char *lib_path, struct h
         _exit(127);
     }
     hw_trace_set_wake(pid, HW_WAKE_FORWARD, o->kill_on_exit);  /* signals are passed on */
+    if (o->stop_count && *o->stop_count)  /* one that came before the line above */
+        hw_trace_signal((int)*o->stop_sig, (int)*o->stop_count);
     int status = 0;
     for (;;) {
         pid_t r = waitpid(pid, &status, 0);

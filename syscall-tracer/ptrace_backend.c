@@ -44,6 +44,9 @@ struct tracer {
     int detaching;            /* -p or no filter: detach on a stop signal */
     int killing;
     int stop_count_seen;
+    int report_fd;            /* the command's report on its filter, until its first stop */
+    int header_done;
+    int64_t t_start_ns;
     struct tracee *t;
     size_t nt, capt;
     struct fdslot *fds;
@@ -238,8 +241,20 @@ static void out_flush(struct tracer *tr)
     tr->out_len = 0;
 }
 
+static void write_header(struct tracer *tr)
+{
+    char extra[128];
+    snprintf(extra, sizeof(extra), "# mode: %s\n# t_start_ns: %lld\n", tr->seccomp ? "seccomp" : "syscall-stops",
+             (long long)tr->t_start_ns);
+    int n = hw_tsv_header(tr->out + tr->out_len, OUT_BUF - tr->out_len, "ptrace", tr->o->mask, extra);
+    tr->out_len += n > 0 ? (size_t)n : 0;
+    tr->header_done = 1;
+}
+
 static void recs_flush(struct tracer *tr)
 {
+    if (!tr->header_done)  /* the mode is known from the command's first stop, before any record */
+        write_header(tr);
     for (size_t i = 0; i < tr->nrec; i++) {
         const struct hw_rec *r = &tr->recs[i];
         if (tr->out_len + HW_LINE_MAX > OUT_BUF)
@@ -436,6 +451,19 @@ static int is_stop_signal(int sig)
     return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
 }
 
+/* At the command's first stop (its exec, or a traced call if exec failed): did the child say
+ * that the filter could not be installed? It wrote that before exec, so it is there by now. */
+static void read_report(struct tracer *tr)
+{
+    char c;
+    if (read(tr->report_fd, &c, 1) == 1 && c == 'N') {
+        tr->seccomp = 0;
+        tr->st->seccomp = 0;
+    }
+    close(tr->report_fd);
+    tr->report_fd = -1;
+}
+
 static void handle(struct tracer *tr, pid_t tid, int status, int64_t now)
 {
     struct tracee *t = find_tracee(tr, tid);
@@ -457,6 +485,8 @@ static void handle(struct tracer *tr, pid_t tid, int status, int64_t now)
         return;
     }
     tr->st->stops++;
+    if (tr->report_fd >= 0 && tid == tr->main_pid)
+        read_report(tr);
     int sig = WSTOPSIG(status), event = (unsigned)status >> 16;
     int inject = 0;
     if (sig == (SIGTRAP | 0x80)) {
@@ -562,7 +592,7 @@ static int attach_all(struct tracer *tr, pid_t pid, char *err, size_t err_len)
 static int start_command(struct tracer *tr, char *err, size_t err_len)
 {
     int go[2], report[2];
-    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0) {
+    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC | O_NONBLOCK) < 0) {
         snprintf(err, err_len, "failed to create pipe: %s", strerror(errno));
         return -errno;
     }
@@ -573,8 +603,8 @@ static int start_command(struct tracer *tr, char *err, size_t err_len)
         return -e;
     }
     if (pid == 0) {
-        /* the filter traces write: report only a failure, before any filter; success is the
-         * close-on-exec end of the report pipe at exec */
+        /* report only a failure to install the filter, before there is one (the filter makes
+         * write stop); the tracer reads the report at the first stop (exec) */
         char c, no = 'N';
         close(go[1]);
         close(report[0]);
@@ -590,59 +620,56 @@ static int start_command(struct tracer *tr, char *err, size_t err_len)
         }
         execvp(tr->o->argv[0], tr->o->argv);
         int e = errno;
-        syscall(SYS_close_range, report[1], report[1], 0);  /* close() may be traced: it would stop */
         dprintf(2, "hw-iotrace: failed to run %s: %s\n", tr->o->argv[0], strerror(e));
         _exit(127);
     }
     close(go[0]);
     close(report[1]);
     tr->main_pid = pid;
-    tr->seccomp = 1;  /* for the options: TRACESECCOMP */
+    tr->seccomp = 1;  /* until the child reports otherwise (read_report) */
+    tr->st->seccomp = 1;
     int r = seize(tr, pid, 0);
     close(go[1]);
-    char status = 'S';
-    while (read(report[0], &status, 1) < 0 && errno == EINTR)
-        ;
-    close(report[0]);
     if (r < 0) {
+        close(report[0]);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         snprintf(err, err_len, "failed to seize pid %d: %s", pid, strerror(-r));
         return r;
     }
-    tr->seccomp = status == 'S';
-    tr->st->seccomp = tr->seccomp;
+    tr->report_fd = report[0];
     return 0;
 }
 
-/* SIGINT/SIGTERM: detach where we can (attached, or no filter); a filtered command cannot run
- * untraced (its traced calls would fail with ENOSYS), so it gets the signal, and tracing goes on
- * until it exits; a second signal, or --kill-on-exit, kills the tracees. */
+
+/* SIGINT/SIGTERM: an attached process is detached; a command gets the signal (passed on by the
+ * handler, hw_trace_signal) and tracing goes on until it exits, since a filtered tracee cannot
+ * run untraced (its traced calls would fail with ENOSYS); a second signal, or --kill-on-exit,
+ * kills the tracees. */
 static void on_stop_request(struct tracer *tr)
 {
     int count = (int)*tr->o->stop_count;
     if (count == tr->stop_count_seen)
         return;
     tr->stop_count_seen = count;
-    if (tr->o->kill_on_exit || (count > 1 && tr->seccomp)) {
+    if (tr->o->kill_on_exit || (count > 1 && !tr->o->attach_pid)) {
         if (!tr->killing)
             for (size_t i = 0; i < tr->nt; i++)
                 kill(tr->t[i].tgid, SIGKILL);
         tr->killing = 1;
         return;
     }
-    if (!tr->seccomp) {
+    if (tr->o->attach_pid > 0) {
         if (!tr->detaching)
             for (size_t i = 0; i < tr->nt; i++)
                 ptrace(PTRACE_INTERRUPT, tr->t[i].tid, 0, 0);
         tr->detaching = 1;
     }
-    /* a filtered command: the signal handler passed it the signal (hw_trace_signal) */
 }
 
 int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char *err, size_t err_len)
 {
-    struct tracer tr = {.o = o, .st = st, .out_fd = -1};
+    struct tracer tr = {.o = o, .st = st, .out_fd = -1, .report_fd = -1};
     int ret = 0;
     memset(st, 0, sizeof(*st));
     st->exit_status = -1;
@@ -659,6 +686,7 @@ int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char 
         snprintf(err, err_len, "failed to open %s: %s", o->out_path, strerror(errno));
         goto cleanup;
     }
+    tr.t_start_ns = hw_mono_ns();
     if (o->attach_pid > 0) {
         tr.detaching = 0;
         tr.seccomp = 0;
@@ -672,13 +700,10 @@ int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char 
         ret = start_command(&tr, err, err_len);
         if (ret < 0)
             goto cleanup;
-        hw_trace_set_wake(tr.main_pid, tr.seccomp ? HW_WAKE_FORWARD : HW_WAKE_INTERRUPT, o->kill_on_exit);
+        hw_trace_set_wake(tr.main_pid, HW_WAKE_FORWARD, o->kill_on_exit);
+        if (o->stop_count && *o->stop_count)  /* a signal that came before the line above */
+            hw_trace_signal((int)*o->stop_sig, (int)*o->stop_count);
     }
-    char extra[128];
-    snprintf(extra, sizeof(extra), "# mode: %s\n# t_start_ns: %lld\n",
-             tr.seccomp ? "seccomp" : "syscall-stops", (long long)hw_mono_ns());
-    tr.out_len = (size_t)hw_tsv_header(tr.out, OUT_BUF, "ptrace", o->mask, extra);
-    out_flush(&tr);
 
     while (tr.nt > 0) {
         if (o->stop_count && *o->stop_count != tr.stop_count_seen)
@@ -714,6 +739,8 @@ cleanup:
     }
     while (tr.nt > 0)
         remove_tracee(&tr, &tr.t[tr.nt - 1]);
+    if (tr.report_fd >= 0)
+        close(tr.report_fd);
     free(tr.t);
     free(tr.fds);
     free(tr.recs);

@@ -261,7 +261,7 @@ def wait_for_blocked_read(proc: subprocess.Popen) -> int:
                 comm = Path(f"/proc/{kid}/comm").read_text().strip()
             except OSError:
                 continue
-            if comm == "cat" and syscall and syscall[0] == "0":
+            if comm == "cat" and syscall[:2] == ["0", "0x0"]:  # read(0, ...), not the loader's reads
                 return int(kid)
         time.sleep(0.02)
     raise AssertionError("cat never blocked in read")
