@@ -268,11 +268,11 @@ def wait_for_blocked_read(proc: subprocess.Popen) -> int:
 
 
 @pytest.mark.privileged("ptrace")
-@pytest.mark.parametrize("backend", ["ptrace", "preload"])
-def test_sigterm_passes_the_signal_and_writes_the_open_call(build_dir: Path, tmp_path: Path, backend: str) -> None:
+@pytest.mark.parametrize("args", [[], ["--no-seccomp"], ["--preload"]], ids=["ptrace", "no-seccomp", "preload"])
+def test_sigterm_passes_the_signal_and_writes_the_open_call(build_dir: Path, tmp_path: Path, args: list[str]) -> None:
     hw_iotrace, _ = tools(build_dir)
     out = tmp_path / "s.tsv"
-    proc = blocked_reader(hw_iotrace, out, *(["--preload"] if backend == "preload" else []))
+    proc = blocked_reader(hw_iotrace, out, *args)
     try:
         cat = wait_for_blocked_read(proc)
         proc.send_signal(signal.SIGTERM)
