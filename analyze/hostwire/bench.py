@@ -9,7 +9,7 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
@@ -168,11 +168,13 @@ def run_benchmark(
     extra_args: list[str] | None = None,
     timeout_s: float | None = None,
     check: bool = False,
+    before_start: "Callable[[int], None] | None" = None,
 ) -> BenchResult:
     """Runs one benchmark and returns its result. Over loopback when topology is None; else
     hw-bench main runs in topology.tx_ns and its receiver in topology.rx_ns. `wrapper` is an argv
     prefix put right before hw-bench main (a tracer, for instance). With check=True a non-zero
-    exit raises HostwireError with hw-bench's own message."""
+    exit raises HostwireError with hw-bench's own message. `before_start(pid)` is called with
+    the pid hw-bench main will have, before it starts (to attach a tracer to exactly it)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     argv = bench_argv(
@@ -183,9 +185,15 @@ def run_benchmark(
     )
     limit = timeout_s if timeout_s is not None else warmup_s + duration_s + quiet_s + 60
     log.debug("running %s", shlex.join(argv))
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if before_start is not None:
+        # A gate: the shell waits for one line on stdin, then becomes hw-bench main (same pid).
+        argv = ["sh", "-c", 'read _ && exec "$@"', "hw-bench-gate", *argv]
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if before_start else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _, stderr = proc.communicate(timeout=limit)
+        if before_start is not None:
+            before_start(proc.pid)
+        _, stderr = proc.communicate(input="go\n" if before_start else None, timeout=limit)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGTERM)  # main forwards it: children write what they logged
         try:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import hostwire
+from hostwire import collectors
 from hostwire.bench import BenchResult, run_benchmark
 from hostwire.errors import HostwireError, Terminated, UsageError
 from hostwire.paths import REPO_ROOT
@@ -27,6 +28,7 @@ from hostwire.topology import LinkSpec, Topology, run_cmd
 log = logging.getLogger(__name__)
 
 MANIFEST_FORMAT = "hostwire-run 1"
+SYSCALL_BACKENDS = ("none", "tracefs", "ptrace", "preload")
 
 
 @dataclass
@@ -42,15 +44,20 @@ class RunPoint:
     duration_s: float = 3.0
     quiet_s: float = 0.5
     link_rate: str = "10mbit"
-    link_qdisc: str = "tbf"
+    link_qdisc: str = LinkSpec.qdisc  # the most wire-like shaper measured here (capture/README.md)
     topology: str = "netns"  # "netns" (two namespaces) or "loopback"
     sender_cpus: str = "0"
     receiver_cpus: str = "1"
     log_capacity: int = 262144
+    capture: bool = True  # hw-wirecap on the receiver's interface
+    kernel_trace: bool = True  # hw-schedtrace: scheduler and network events
+    syscalls: str = "none"  # I/O system calls of the benchmark: none, tracefs, ptrace or preload
 
     def validate(self) -> None:
         if self.senders < 0 or self.background < 0 or self.senders + self.background == 0:
             raise UsageError("a run needs at least one sending or background process")
+        if self.syscalls not in SYSCALL_BACKENDS:
+            raise UsageError(f"syscalls {self.syscalls!r}: expected one of {', '.join(SYSCALL_BACKENDS)}")
         if self.topology not in ("netns", "loopback"):
             raise UsageError(f"topology {self.topology!r}: expected netns or loopback")
         if self.duration_s <= 0:
@@ -165,17 +172,9 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
                                     receiver_cpus=point.receiver_cpus)
             with topology if topology is not None else _nothing():
                 manifest["host"] = host_facts(topology)
-                log.info("run %s: benchmark M=%d N=%d, %g s window", run_id, point.senders, point.background,
-                         point.duration_s)
-                record.bench = run_benchmark(
-                    partial / "raw" / "bench", senders=point.senders, background=point.background,
-                    warmup_s=point.warmup_s, duration_s=point.duration_s, quiet_s=point.quiet_s,
-                    sieve_log2=point.sieve_log2, read_size=point.read_size, write_size=point.write_size,
-                    log_capacity=point.log_capacity, topology=topology,
-                    sender_cpus=point.sender_cpus, receiver_cpus=point.receiver_cpus,
-                )
+                record.bench = _run_with_collectors(partial / "raw", point, topology, manifest)
         _fill_from_bench(manifest, record.bench)
-        record.status, record.reason = _judge(record.bench)
+        record.status, record.reason = _judge(record.bench, manifest)
     except (KeyboardInterrupt, Terminated):
         record.status, record.reason = "partial", "interrupted"
         raise
@@ -216,10 +215,60 @@ def _fill_from_bench(manifest: dict[str, Any], bench: BenchResult | None) -> Non
     manifest["failures"] = summary.get("failures", [])
 
 
-def _judge(bench: BenchResult | None) -> tuple[str, str]:
+def _judge(bench: BenchResult | None, manifest: dict[str, Any]) -> tuple[str, str]:
     if bench is None:
         return "failed", "the benchmark did not run"
     if bench.returncode != 0:
         lines = [line for line in bench.stderr.splitlines() if line.strip()]
         return "failed", "; ".join(lines[-3:]) or f"hw-bench exited with {bench.returncode}"
+    failed = [f"{name} exited with {code}" for name, code in manifest["exit"].items()
+              if name.startswith("hw-") and name != "hw-bench" and code != 0]
+    if failed:
+        return "partial", "; ".join(failed)
     return "complete", ""
+
+
+def _run_with_collectors(raw: Path, point: RunPoint, topology: Topology | None,
+                         manifest: dict[str, Any]) -> BenchResult:
+    """Starts the collectors, runs the benchmark, stops the collectors (always), and puts their
+    exit statuses and loss counters into the manifest."""
+    started: list[collectors.BackgroundTool] = []
+    before_start = None
+    wrapper: list[str] | None = None
+    try:
+        if point.capture:
+            iface, netns = (topology.rx_dev, topology.rx_ns) if topology is not None else ("lo", None)
+            tool = collectors.wirecap(raw, iface, netns, point.receiver_cpus)
+            tool.start()
+            started.append(tool)
+        if point.syscalls == "tracefs":
+            def before_start(pid: int) -> None:
+                tool = collectors.schedtrace(raw, point.receiver_cpus, syscall_pid=pid)
+                tool.start()
+                started.append(tool)
+        elif point.kernel_trace:
+            tool = collectors.schedtrace(raw, point.receiver_cpus)
+            tool.start()
+            started.append(tool)
+        if point.syscalls in ("ptrace", "preload"):
+            wrapper = collectors.iotrace_wrapper(raw, point.syscalls)
+        log.info("benchmark M=%d N=%d, %g s window; collectors: %s", point.senders, point.background,
+                 point.duration_s, ", ".join(t.name for t in started) or "none")
+        return run_benchmark(
+            raw / "bench", senders=point.senders, background=point.background,
+            warmup_s=point.warmup_s, duration_s=point.duration_s, quiet_s=point.quiet_s,
+            sieve_log2=point.sieve_log2, read_size=point.read_size, write_size=point.write_size,
+            log_capacity=point.log_capacity, topology=topology,
+            sender_cpus=point.sender_cpus, receiver_cpus=point.receiver_cpus,
+            wrapper=wrapper, before_start=before_start,
+        )
+    finally:
+        for tool in reversed(started):
+            manifest["exit"][tool.name] = tool.stop()
+            log.info("%s stopped (exit %s): %s", tool.name, tool.returncode, tool.last_message())
+        if point.capture:
+            manifest["losses"].update(collectors.wire_losses(raw))
+        if any(t.name == "hw-schedtrace" for t in started):
+            manifest["losses"].update(collectors.sched_losses(raw))
+        if wrapper is not None:
+            manifest["losses"].update(collectors.iotrace_losses(raw))

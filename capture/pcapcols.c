@@ -1,0 +1,404 @@
+/* The conversion loop: libpcap reads the records (both byte orders, micro/nano pcap, pcapng),
+ * frameparse decodes them, rows go into fixed-size chunks flushed to one file per column. */
+#include "pcapcols.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pcap/pcap.h>
+#include <stdio.h>
+#include <stdio_ext.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "addrdict.h"
+#include "damage.h"
+#include "jsonw.h"
+
+#define CHUNK 16384
+
+enum col {
+    C_FRAME, C_T_NS, C_WIRE_LEN, C_CAP_LEN, C_IP_LEN, C_PROTO, C_SRC, C_DST, C_SPORT, C_DPORT,
+    C_SEQ, C_ACK, C_FLAGS, C_WINDOW, C_PAYLOAD_LEN, C_NCOLS
+};
+
+static const struct {
+    const char *name;
+    const char *dtype;  /* numpy dtype string */
+    size_t size;
+} cols[C_NCOLS] = {
+    [C_FRAME] = {"frame", "<i8", 8},       [C_T_NS] = {"t_ns", "<i8", 8},
+    [C_WIRE_LEN] = {"wire_len", "<i8", 8}, [C_CAP_LEN] = {"cap_len", "<i8", 8},
+    [C_IP_LEN] = {"ip_len", "<i8", 8},     [C_PROTO] = {"proto", "|u1", 1},
+    [C_SRC] = {"src", "<i4", 4},           [C_DST] = {"dst", "<i4", 4},
+    [C_SPORT] = {"sport", "<u2", 2},       [C_DPORT] = {"dport", "<u2", 2},
+    [C_SEQ] = {"seq", "<u4", 4},           [C_ACK] = {"ack", "<u4", 4},
+    [C_FLAGS] = {"flags", "|u1", 1},       [C_WINDOW] = {"window", "<u2", 2},
+    [C_PAYLOAD_LEN] = {"payload_len", "<i8", 8},
+};
+
+struct chunk {
+    int64_t frame[CHUNK], t_ns[CHUNK], wire_len[CHUNK], cap_len[CHUNK], ip_len[CHUNK];
+    uint8_t proto[CHUNK];
+    int32_t src[CHUNK], dst[CHUNK];
+    uint16_t sport[CHUNK], dport[CHUNK];
+    uint32_t seq[CHUNK], ack[CHUNK];
+    uint8_t flags[CHUNK];
+    uint16_t window[CHUNK];
+    int64_t payload_len[CHUNK];
+    int n;
+};
+
+/* The last address seen in one column and its code: most frames repeat their predecessor's. */
+struct addr_cache {
+    uint8_t family;
+    uint8_t addr[16];
+    int32_t code;
+};
+
+static inline int32_t cached_code(struct addrdict *d, struct addr_cache *c, uint8_t family, const uint8_t *addr)
+{
+    if (c->family == family && memcmp(c->addr, addr, family == 4 ? 4 : 16) == 0)
+        return c->code;
+    c->code = addrdict_code(d, family, addr);
+    c->family = family;
+    memcpy(c->addr, addr, 16);
+    return c->code;
+}
+
+struct state {
+    int fds[C_NCOLS];
+    struct chunk *chunk;
+    struct addrdict *dict;
+    int64_t *malformed;
+    size_t n_malformed, cap_malformed;
+};
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static int flush_chunk(struct state *s)
+{
+    struct chunk *c = s->chunk;
+    const void *arrays[C_NCOLS] = {
+        c->frame, c->t_ns, c->wire_len, c->cap_len, c->ip_len, c->proto, c->src, c->dst,
+        c->sport, c->dport, c->seq, c->ack, c->flags, c->window, c->payload_len,
+    };
+    for (int i = 0; i < C_NCOLS; i++)
+        if (write_all(s->fds[i], arrays[i], cols[i].size * (size_t)c->n) < 0)
+            return -1;
+    c->n = 0;
+    return 0;
+}
+
+static int add_malformed(struct state *s, int64_t frame)
+{
+    if (s->n_malformed == s->cap_malformed) {
+        size_t cap = s->cap_malformed ? s->cap_malformed * 2 : 64;
+        int64_t *m = realloc(s->malformed, cap * sizeof(*m));
+        if (!m)
+            return -1;
+        s->malformed = m;
+        s->cap_malformed = cap;
+    }
+    s->malformed[s->n_malformed++] = frame;
+    return 0;
+}
+
+static const char *format_name(pcap_t *p, int *is_ng)
+{
+    /* pcap_major_version() is 1 for pcapng in libpcap (documented), 2 for pcap. */
+    *is_ng = pcap_major_version(p) == 1;
+    return *is_ng ? "pcapng" : "pcap";
+}
+
+/* The stamp precision the file itself records (the table is in nanoseconds either way). */
+static const char *file_precision(const char *path, int is_ng)
+{
+    uint32_t magic = 0;
+    int fd;
+    if (is_ng)
+        return "per-interface";  /* pcapng: if_tsresol of each interface */
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return "unknown";
+    if (pread(fd, &magic, 4, 0) != 4)
+        magic = 0;
+    close(fd);
+    if (magic == 0xa1b23c4d || magic == 0x4d3cb2a1)
+        return "nano";
+    if (magic == 0xa1b2c3d4 || magic == 0xd4c3b2a1)
+        return "micro";
+    return "unknown";
+}
+
+static int write_json(const struct pcapcols_opts *opts, struct state *s, struct pcapcols_result *res,
+                      pcap_t *p, const struct damage *dmg)
+{
+    char path[4096], tmp[4096];
+    FILE *f;
+    int is_ng, dlt = pcap_datalink(p);
+    const char *fmt = format_name(p, &is_ng);
+    const char *dlt_name = pcap_datalink_val_to_name(dlt);
+
+    snprintf(path, sizeof(path), "%s/columns.json", opts->outdir);
+    snprintf(tmp, sizeof(tmp), "%s/.columns.json.tmp", opts->outdir);
+    f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "{\n  \"format\": \"hostwire-columns 1\",\n  \"source\": ");
+    json_str(f, opts->input);
+    fprintf(f, ",\n  \"file_format\": \"%s\",\n  \"link_type\": ", fmt);
+    json_str(f, dlt_name ? dlt_name : "unknown");
+    fprintf(f, ",\n  \"snaplen\": %d,\n  \"tstamp_precision\": \"%s\",\n", pcap_snapshot(p),
+            file_precision(opts->input, is_ng));
+    fprintf(f, "  \"frames\": %lld,\n  \"rows\": %lld,\n  \"columns\": [\n",
+            (long long)res->frames, (long long)res->rows);
+    for (int i = 0; i < C_NCOLS; i++)
+        fprintf(f, "    {\"name\": \"%s\", \"dtype\": \"%s\", \"file\": \"%s.bin\"%s}%s\n", cols[i].name,
+                cols[i].dtype, cols[i].name, (i == C_SRC || i == C_DST) ? ", \"dictionary\": \"addresses\"" : "",
+                i + 1 < C_NCOLS ? "," : "");
+    fprintf(f, "  ],\n  \"dictionaries\": {\"addresses\": [");
+    for (uint32_t i = 0; i < addrdict_size(s->dict); i++) {
+        if (i)
+            fputs(", ", f);
+        json_str(f, addrdict_text(s->dict, i));
+    }
+    fprintf(f, "]},\n  \"skipped\": {");
+    int first = 1;
+    for (int k = FP_NON_IP; k < FP_NKINDS; k++) {
+        if (k == FP_MALFORMED || res->kinds[k] == 0)
+            continue;
+        fprintf(f, "%s\"%s\": %lld", first ? "" : ", ", fp_kind_names[k], (long long)res->kinds[k]);
+        first = 0;
+    }
+    fprintf(f, "},\n  \"malformed\": [");
+    for (size_t i = 0; i < s->n_malformed; i++)
+        fprintf(f, "%s%lld", i ? ", " : "", (long long)s->malformed[i]);
+    fprintf(f, "],\n  \"damage\": ");
+    if (res->damaged) {
+        fprintf(f, "{\"message\": ");
+        json_str(f, res->error);
+        fprintf(f, ", \"byte_offset\": %lld, \"frame\": %lld}", dmg->found ? (long long)dmg->offset : -1LL,
+                dmg->found ? (long long)dmg->frame : (long long)res->frames + 1);
+    } else {
+        fputs("null", f);
+    }
+    fputs("\n}\n", f);
+    if (fflush(f) != 0 || ferror(f)) {
+        fclose(f);
+        return -1;
+    }
+    if (fclose(f) != 0 || rename(tmp, path) < 0)
+        return -1;
+    return 0;
+}
+
+static int open_columns(const struct pcapcols_opts *opts, struct state *s, char *err, size_t errlen)
+{
+    char path[4096];
+    if (mkdir(opts->outdir, 0777) < 0 && errno != EEXIST) {
+        snprintf(err, errlen, "failed to create %s: %s", opts->outdir, strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < C_NCOLS; i++) {
+        snprintf(path, sizeof(path), "%s/%s.bin", opts->outdir, cols[i].name);
+        s->fds[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (s->fds[i] < 0) {
+            snprintf(err, errlen, "failed to create %s: %s", path, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int convert(const struct pcapcols_opts *opts, struct pcapcols_result *res, int exact)
+{
+    char errbuf[PCAP_ERRBUF_SIZE];
+    struct state s;
+    struct damage dmg;
+    struct pcap_pkthdr *hdr;
+    struct addr_cache src_cache = {0}, dst_cache = {0};
+    const u_char *data;
+    pcap_t *p = NULL;
+    FILE *fp = NULL;
+    char *iobuf = NULL;
+    int ret = -1, dlt, rc;
+    uint32_t snaplen;
+
+    memset(res, 0, sizeof(*res));
+    memset(&s, 0, sizeof(s));
+    memset(&dmg, 0, sizeof(dmg));
+    for (int i = 0; i < C_NCOLS; i++)
+        s.fds[i] = -1;
+
+    fp = fopen(opts->input, "rb");
+    if (!fp) {
+        snprintf(res->error, sizeof(res->error), "failed to open %s: %s", opts->input, strerror(errno));
+        ret = 2;
+        goto cleanup;
+    }
+    iobuf = malloc(1 << 20);
+    if (iobuf)
+        setvbuf(fp, iobuf, _IOFBF, 1 << 20);
+    /* one thread reads this stream: libpcap's two fread() calls per record need no locking */
+    __fsetlocking(fp, FSETLOCKING_BYCALLER);
+    posix_fadvise(fileno(fp), 0, 0, POSIX_FADV_SEQUENTIAL);
+    p = pcap_fopen_offline_with_tstamp_precision(fp, PCAP_TSTAMP_PRECISION_NANO, errbuf);
+    if (!p) {
+        snprintf(res->error, sizeof(res->error), "failed to read %s: unsupported format: %s", opts->input, errbuf);
+        ret = 2;
+        goto cleanup;  /* fp is still ours */
+    }
+    fp = NULL;  /* pcap_close closes it */
+    dlt = pcap_datalink(p);
+    if (!fp_linktype_supported(dlt)) {
+        const char *name = pcap_datalink_val_to_name(dlt);
+        snprintf(res->error, sizeof(res->error),
+                 "failed to read %s: unsupported link type %d (%s); supported: EN10MB (Ethernet, VLAN), "
+                 "RAW, IPV4, IPV6, LINUX_SLL, LINUX_SLL2", opts->input, dlt, name ? name : "unknown");
+        ret = 2;
+        goto cleanup;
+    }
+    snaplen = (uint32_t)pcap_snapshot(p);
+    /* libpcap cuts a record longer than the snap length down to it without a word. The fast
+     * pass adds up the record sizes and compares the sum with the file's size at the end; on a
+     * mismatch the conversion runs again with the file position checked after every record
+     * (ftello() costs a system call, hence not by default). */
+    int is_ng;
+    format_name(p, &is_ng);
+    FILE *pf = (is_ng || !exact) ? NULL : pcap_file(p);
+    int64_t pos = pf ? ftello(pf) : 0, expected_size = 24;
+
+    s.chunk = malloc(sizeof(*s.chunk));
+    s.dict = addrdict_new();
+    if (!s.chunk || !s.dict) {
+        snprintf(res->error, sizeof(res->error), "failed to allocate buffers: %s", strerror(ENOMEM));
+        goto cleanup;
+    }
+    s.chunk->n = 0;
+    if (open_columns(opts, &s, res->error, sizeof(res->error)) < 0)
+        goto cleanup;
+
+    while ((rc = pcap_next_ex(p, &hdr, &data)) == 1) {
+        struct fp_fields ff;
+        enum fp_status st;
+        int64_t frame = ++res->frames;
+
+        int64_t next = pf ? ftello(pf) : 0;
+        expected_size += 16 + (int64_t)hdr->caplen;
+        int64_t record_caplen = pf ? next - pos - 16 : hdr->caplen;
+        pos = next;
+        if (hdr->caplen > snaplen || record_caplen != hdr->caplen) {
+            res->malformed_records++;
+            st = FP_MALFORMED;
+        } else {
+            st = fp_parse(dlt, data, hdr->caplen, hdr->len, &ff);
+        }
+        res->kinds[st]++;
+        if (st == FP_MALFORMED) {
+            if (add_malformed(&s, frame) < 0) {
+                snprintf(res->error, sizeof(res->error), "failed to allocate buffers: %s", strerror(ENOMEM));
+                goto cleanup;
+            }
+            continue;
+        }
+        if (st != FP_OK)
+            continue;
+        struct chunk *c = s.chunk;
+        int n = c->n;
+        int32_t src = cached_code(s.dict, &src_cache, ff.family, ff.src);
+        int32_t dst = cached_code(s.dict, &dst_cache, ff.family, ff.dst);
+        if (src < 0 || dst < 0) {
+            snprintf(res->error, sizeof(res->error), "failed to allocate buffers: %s", strerror(ENOMEM));
+            goto cleanup;
+        }
+        c->frame[n] = frame;
+        c->t_ns[n] = (int64_t)hdr->ts.tv_sec * 1000000000LL + hdr->ts.tv_usec;
+        c->wire_len[n] = hdr->len;
+        c->cap_len[n] = hdr->caplen;
+        c->ip_len[n] = ff.ip_len;
+        c->proto[n] = ff.proto;
+        c->src[n] = src;
+        c->dst[n] = dst;
+        c->sport[n] = ff.sport;
+        c->dport[n] = ff.dport;
+        c->seq[n] = ff.seq;
+        c->ack[n] = ff.ack;
+        c->flags[n] = ff.flags;
+        c->window[n] = ff.window;
+        c->payload_len[n] = ff.payload_len;
+        res->rows++;
+        if (++c->n == CHUNK && flush_chunk(&s) < 0) {
+            snprintf(res->error, sizeof(res->error), "failed to write %s: %s", opts->outdir, strerror(errno));
+            goto cleanup;
+        }
+    }
+    if (rc == PCAP_ERROR) {
+        res->damaged = 1;
+        if (damage_locate(opts->input, &dmg) == 0 && dmg.found)
+            snprintf(res->error, sizeof(res->error), "failed to read %s: %s, at byte offset %lld (frame %lld)",
+                     opts->input, dmg.what, (long long)dmg.offset, (long long)dmg.frame);
+        else
+            snprintf(res->error, sizeof(res->error), "failed to read %s: %s, after frame %lld", opts->input,
+                     pcap_geterr(p), (long long)res->frames);
+    }
+    if (flush_chunk(&s) < 0) {
+        snprintf(res->error, sizeof(res->error), "failed to write %s: %s", opts->outdir, strerror(errno));
+        goto cleanup;
+    }
+    for (int i = 0; i < C_NCOLS; i++) {
+        int fd = s.fds[i];
+        s.fds[i] = -1;
+        if (close(fd) < 0) {
+            snprintf(res->error, sizeof(res->error), "failed to write %s: %s", opts->outdir, strerror(errno));
+            goto cleanup;
+        }
+    }
+    if (write_json(opts, &s, res, p, &dmg) < 0) {
+        snprintf(res->error, sizeof(res->error), "failed to write %s/columns.json: %s", opts->outdir,
+                 strerror(errno));
+        goto cleanup;
+    }
+    ret = res->damaged ? 1 : 0;
+    if (!is_ng && !exact && !res->damaged) {
+        struct stat st;
+        if (fstat(fileno(pcap_file(p)), &st) == 0 && st.st_size != expected_size)
+            ret = 3;  /* some record was longer than libpcap let us see */
+    }
+cleanup:
+    for (int i = 0; i < C_NCOLS; i++)
+        if (s.fds[i] >= 0)
+            close(s.fds[i]);
+    if (p)
+        pcap_close(p);
+    if (fp)
+        fclose(fp);
+    free(iobuf);
+    free(s.chunk);
+    free(s.malformed);
+    addrdict_free(s.dict);
+    return ret;
+}
+
+int pcapcols_convert(const struct pcapcols_opts *opts, struct pcapcols_result *res)
+{
+    int ret = convert(opts, res, 0);
+    if (ret == 3)
+        ret = convert(opts, res, 1);
+    return ret;
+}

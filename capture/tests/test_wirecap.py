@@ -1,0 +1,207 @@
+"""hw-wirecap between two network namespaces: counts against datagrams sent, stop by duration,
+SIGINT and SIGTERM, loss counters, clock pairs, and the shaped link's wire timeline."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hostwire.paths import tool
+from hostwire.pcap import read_pcap, read_wirecap_json
+from hostwire.topology import RECEIVER_ADDR, SENDER_ADDR, LinkSpec, Topology, parse_rate
+
+_spec = importlib.util.spec_from_file_location("hw_capture_wireload", Path(__file__).with_name("wireload.py"))
+wireload = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(wireload)
+
+UDP_SENDER = f"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(int(sys.argv[1])):
+    s.sendto(i.to_bytes(4, "big") * 25, ("{RECEIVER_ADDR}", 9))
+"""
+
+
+def send_udp(topo, count: int) -> None:
+    subprocess.run(["ip", "netns", "exec", topo.tx_ns, sys.executable, "-c", UDP_SENDER, str(count)],
+                   check=True, timeout=30)
+
+
+@pytest.mark.privileged("netns")
+@pytest.mark.sanitized
+@pytest.mark.timeout(120)
+def test_capture_counts_and_duration(topology_pair, tmp_path: Path) -> None:
+    topo = topology_pair
+    pcap = tmp_path / "udp.pcap"
+    proc = subprocess.Popen([str(tool("hw-wirecap")), "-n", topo.rx_ns, "-i", topo.rx_dev, "-o", str(pcap),
+                             "-f", "udp port 9", "--duration", "3"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert "capturing on" in proc.stderr.readline()
+        send_udp(topo, 200)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "200 packets written" in err and "0 dropped by kernel" in err
+    meta = read_wirecap_json(tmp_path / "wirecap.json")
+    assert meta["stop_reason"] == "duration" and meta["error"] is None
+    assert (meta["packets_written"], meta["ps_drop"], meta["ps_ifdrop"]) == (200, 0, 0)
+    assert meta["ps_recv"] >= 200
+    assert (meta["interface"], meta["netns"], meta["snaplen"], meta["filter"]) == (topo.rx_dev, topo.rx_ns, 128,
+                                                                                  "udp port 9")
+    assert meta["tstamp_precision"] == "nano" and meta["tstamp_type"] == "host"
+    start, end = meta["clock_pairs"]
+    assert end["monotonic_ns"] - start["monotonic_ns"] >= 3 * 10**9
+    df = read_pcap(pcap, clock_pairs=meta["clock_pairs"])
+    assert len(df) == 200 and df.attrs["frames"] == 200
+    assert set(df["dport"]) == {9} and set(df["payload_len"]) == {100}
+    assert (df["src"] == SENDER_ADDR).all()
+    # stamps mapped onto the run's clock fall inside the capture's window, in order
+    t = df["t_ns"].to_numpy()
+    assert start["monotonic_ns"] <= t[0] and t[-1] <= end["monotonic_ns"]
+    assert (np.diff(df["t_pcap_ns"].to_numpy()) >= 0).all()
+    # tcpdump reads it: the nanosecond magic, one line per frame
+    out = subprocess.run(["tcpdump", "-nn", "-r", str(pcap)], capture_output=True, text=True)
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == 200
+
+
+@pytest.mark.privileged("netns")
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stop_by_signal_inside_netns(topology_pair, tmp_path: Path, sig: int) -> None:
+    # started by `ip netns exec` (the runner's other way), JSON at a path of its own
+    topo = topology_pair
+    proc = subprocess.Popen(["ip", "netns", "exec", topo.rx_ns, str(tool("hw-wirecap")), "-i", topo.rx_dev,
+                             "-o", str(tmp_path / "w.pcap"), "-j", str(tmp_path / "meta.json"), "-f", "udp"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert "capturing on" in proc.stderr.readline()
+        send_udp(topo, 50)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["stop_reason"] == "signal" and meta["packets_written"] == 50
+    assert len(read_pcap(tmp_path / "w.pcap")) == 50
+
+
+@pytest.mark.privileged("netns")
+@pytest.mark.timeout(120)
+def test_interface_gone_keeps_the_capture(tmp_path: Path) -> None:
+    """The veth deleted under a running capture (with the sender's namespace, which takes the pair
+    with it; the receiver's lives on while hw-wirecap is inside it): hw-wirecap notices, still
+    closes the pcap and writes wirecap.json (stop_reason "error"), exits 1."""
+    with Topology(run_id="capgone") as topo:
+        proc = subprocess.Popen([str(tool("hw-wirecap")), "-n", topo.rx_ns, "-i", topo.rx_dev, "-o",
+                                 str(tmp_path / "w.pcap"), "-f", "udp"], stderr=subprocess.PIPE, text=True)
+        try:
+            assert "capturing on" in proc.stderr.readline()
+            send_udp(topo, 30)
+            subprocess.run(["ip", "netns", "del", topo.tx_ns], check=True)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 1
+    assert f"failed to read packets from {topo.rx_dev}" in err and "30 packets written" in err
+    meta = read_wirecap_json(tmp_path / "wirecap.json")
+    assert meta["stop_reason"] == "error" and "failed to read packets" in meta["error"]
+    assert meta["packets_written"] == 30
+    assert len(read_pcap(tmp_path / "w.pcap")) == 30
+
+
+@pytest.mark.privileged("netns")
+@pytest.mark.sanitized
+def test_usage_and_failures(tmp_path: Path) -> None:
+    wirecap = str(tool("hw-wirecap"))
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([wirecap, *args], capture_output=True, text=True, timeout=30)
+
+    r = run()
+    assert r.returncode == 2 and r.stderr.startswith("hw-wirecap: ")
+    r = run("--help")
+    assert r.returncode == 0 and "EXAMPLES" in r.stdout
+    r = run("-i", "lo", "-o", str(tmp_path / "x.pcap"), "--duration", "-1")
+    assert r.returncode == 2 and "duration" in r.stderr
+    r = run("-i", "lo", "--list-tstamp-types")
+    assert r.returncode == 0 and r.stdout.startswith("host")
+    r = run("-i", "lo", "-o", str(tmp_path / "x.pcap"), "-T", "no-such-type", "--duration", "0.1")
+    assert r.returncode == 1 and "failed to set stamp type no-such-type" in r.stderr
+    r = run("-i", "hwnosuchdev0", "-o", str(tmp_path / "x.pcap"), "--duration", "0.1")
+    assert r.returncode == 1 and "failed to activate capture on hwnosuchdev0" in r.stderr
+    r = run("-i", "lo", "-n", f"hwnosuchns{os.getpid()}", "-o", str(tmp_path / "x.pcap"))
+    assert r.returncode == 1 and "failed to open network namespace" in r.stderr
+    r = run("-i", "lo", "-o", str(tmp_path / "x.pcap"), "-f", "tcp port", "--duration", "0.1")
+    assert r.returncode == 1 and "failed to compile filter 'tcp port'" in r.stderr
+    r = run("-i", "lo", "-o", str(tmp_path / "missing" / "x.pcap"), "--duration", "0.1")
+    assert r.returncode == 1 and "failed to create" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.privileged("netns")
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_shaped_link_wire_timeline(tmp_path: Path) -> None:
+    """10 s of bulk TCP over the default 10 Mbit/s link, captured in the receiver namespace (the
+    run's capture point) and, at the same time, on the sender's veth, where the stamp is taken when
+    the shaper releases the frame: the shaper's own spacing, free of the receiver's stamping delays."""
+    link = LinkSpec()
+    rate = parse_rate(link.rate)
+    (tmp_path / "rx").mkdir()
+    (tmp_path / "tx").mkdir()
+    with Topology(run_id="capw", link=link) as topo:
+        tx_cap = subprocess.Popen([str(tool("hw-wirecap")), "-n", topo.tx_ns, "-i", topo.tx_dev, "-o",
+                                   str(tmp_path / "tx" / "wire.pcap")], stderr=subprocess.PIPE, text=True)
+        try:
+            assert "capturing on" in tx_cap.stderr.readline()
+            rx_cap = wireload.start_wirecap(topo, tmp_path / "rx" / "wire.pcap")
+            try:
+                received = wireload.bulk_transfer(topo, 10.0)
+            finally:
+                err = wireload.stop_wirecap(rx_cap)
+        finally:
+            tx_err = wireload.stop_wirecap(tx_cap)
+    meta = read_wirecap_json(tmp_path / "rx" / "wirecap.json")
+    assert (meta["ps_drop"], meta["ps_ifdrop"]) == (0, 0), err
+    assert read_wirecap_json(tmp_path / "tx" / "wirecap.json")["ps_drop"] == 0, tx_err
+    df = read_pcap(tmp_path / "rx" / "wire.pcap", clock_pairs=meta["clock_pairs"])
+    assert df.attrs["frames"] == meta["packets_written"]
+    assert (np.diff(df["t_pcap_ns"].to_numpy()) >= 0).all(), "stamps went backwards"
+    dump = subprocess.run(["tcpdump", "-nn", "-r", str(tmp_path / "rx" / "wire.pcap")], capture_output=True,
+                          text=True, timeout=60)
+    assert dump.returncode == 0 and len(dump.stdout.splitlines()) == df.attrs["frames"]
+    # ground truth: every byte the receiver read crossed the wire in a data frame, once
+    data = df[(df["src"] == SENDER_ADDR) & (df["payload_len"] > 0)]
+    assert data["seq"].nunique() == len(data), "a segment crossed the wire twice"
+    assert int(data["payload_len"].sum()) == received, (int(data["payload_len"].sum()), received)
+    assert (data["wire_len"] <= 1514).all()  # one Ethernet frame per packet: offloads are off
+    rx = wireload.gap_summary(wireload.wire_gaps(df, rate))
+    tx = wireload.gap_summary(wireload.wire_gaps(read_pcap(tmp_path / "tx" / "wire.pcap"), rate))
+    print("rx", json.dumps(rx))
+    print("tx", json.dumps(tx))
+    both = f"tx {tx}, rx {rx}"
+    assert tx["frames"] == rx["frames"], both
+    # the shaper: full frames one serialization time apart (1211.2 us; a busy machine's late
+    # timers stretch that a little, never shrink it), no catch-up bursts
+    ser_full = 1514 * 8e6 / rate
+    assert tx["impossible_share"] < 0.01, both
+    assert ser_full <= tx["full_median_us"] <= ser_full * 1.05, both
+    # the receiver's stamps: same spacing; frames squeezed together by receive delays stay rare
+    assert ser_full * 0.99 <= rx["full_median_us"] <= ser_full * 1.05, both
+    assert rx["below_half_share"] < 0.01, both
