@@ -509,3 +509,86 @@ def test_reused_fd_numbers_are_described_again(build_dir: Path, tmp_path: Path, 
     assert list(zip(mine.req_bytes, mine.fd_kind.astype(str))) == [(1, "file"), (2, "pipe"), (3, "udp")]
     assert mine.fd_desc.iloc[0] == str(tmp_path / "f.dat")
     assert mine.fd_desc.iloc[2] == f"127.0.0.1:{port}>127.0.0.1:{port}"
+
+
+@pytest.mark.privileged("ptrace")
+@pytest.mark.parametrize("args", [[], ["--preload"]], ids=["ptrace", "preload"])
+def test_every_call_of_a_long_loop_is_recorded_inside_its_own_clock_readings(
+        build_dir: Path, tmp_path: Path, args: list[str]) -> None:
+    """150000 writes (more than one preload buffer): all recorded, in order, and stamped inside
+    the loop's own CLOCK_MONOTONIC readings (the preload backend's TSC mapping included)."""
+    hw_iotrace = tools(build_dir)[0]
+    loop = tools(build_dir)[1].parent / "iotrace-write-loop"
+    out = tmp_path / "l.tsv"
+    n = 150000
+    proc = subprocess.run([hw_iotrace, "-e", "write", "-o", out, *args, "--", loop, "write", str(n)],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    t0, t1 = (int(re.search(rf"{k}=(\d+)", proc.stdout).group(1)) for k in ("t0_ns", "t1_ns"))
+    df = read_syscalls(out)
+    w = df[(df.fd_desc == "/dev/null") & (df.call == "write")]
+    assert len(w) == n and (w.result == 1).all() and (w.req_bytes == 1).all()
+    assert w.t_enter_ns.is_monotonic_increasing and (w.t_exit_ns >= w.t_enter_ns).all()
+    assert (w.t_enter_ns.iloc[1:].to_numpy() >= w.t_exit_ns.iloc[:-1].to_numpy()).all()
+    assert t0 <= w.t_enter_ns.iloc[0] and w.t_exit_ns.iloc[-1] <= t1
+    counters = read_counters(out)
+    assert counters["records_written"] == len(df) and counters["lost"] == 0
+
+
+THREADS = """
+import os, sys, threading
+fd = os.open("/dev/null", os.O_WRONLY)
+tids = []
+def work(k):
+    tids.append(threading.get_native_id())
+    for _ in range(2000):
+        os.write(fd, b"x" * k)
+threads = [threading.Thread(target=work, args=(k,)) for k in (1, 2, 3, 4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(os.getpid(), *tids)
+"""
+
+
+@pytest.mark.privileged("ptrace")
+@pytest.mark.parametrize("args", [[], ["--preload"]], ids=["ptrace", "preload"])
+def test_threads_each_get_their_records(build_dir: Path, tmp_path: Path, args: list[str]) -> None:
+    hw_iotrace = tools(build_dir)[0]
+    out = tmp_path / "t.tsv"
+    proc = subprocess.run([hw_iotrace, "-e", "write", "-o", out, *args, "--", sys.executable, "-c", THREADS],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    pid, *tids = (int(x) for x in proc.stdout.split())
+    df = read_syscalls(out)
+    w = df[df.fd_desc == "/dev/null"]
+    assert (w.pid == pid).all()
+    per_tid = w.groupby("tid").req_bytes.agg(["count", "min", "max"])
+    assert sorted(per_tid.index) == sorted(tids)
+    assert (per_tid["count"] == 2000).all() and (per_tid["min"] == per_tid["max"]).all()
+    assert sorted(per_tid["min"]) == [1, 2, 3, 4]
+
+
+@pytest.mark.privileged("ptrace")
+def test_attach_follows_every_thread(build_dir: Path, tmp_path: Path) -> None:
+    script = ("import os, threading, time\n"
+              "fd = os.open('/dev/null', os.O_WRONLY)\n"
+              "def work():\n"
+              "    while True:\n"
+              "        os.write(fd, b'x'); time.sleep(0.005)\n"
+              "for _ in range(3): threading.Thread(target=work, daemon=True).start()\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(60)\n")
+    target = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        out = tmp_path / "t.tsv"
+        proc = subprocess.run([tools(build_dir)[0], "-p", str(target.pid), "-e", "write", "-o", out, "--duration",
+                               "1"], capture_output=True, text=True, timeout=TIMEOUT)
+        assert proc.returncode == 0, proc.stderr
+        w = read_syscalls(out)
+        w = w[w.fd_desc == "/dev/null"]
+        assert w.tid.nunique() == 3 and (w.pid == target.pid).all()
+        assert len(os.listdir(f"/proc/{target.pid}/task")) == 4 and target.poll() is None
+    finally:
+        target.kill()
+        target.wait()

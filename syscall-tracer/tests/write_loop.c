@@ -1,7 +1,7 @@
 /* The workload of bench/bench_iotrace.py: N one-byte writes to /dev/null (a traced call), or N
  * getppid() calls (a call no tracer selects), timed with CLOCK_MONOTONIC around the loop.
  * usage: iotrace-write-loop write|getppid N [--wait]   (--wait: read one byte from stdin first)
- * prints: calls=N ns_per_call=X.XXX */
+ * prints: calls=N ns_per_call=X.XXX t0_ns=T t1_ns=T (CLOCK_MONOTONIC before and after the loop) */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +37,7 @@ int main(int argc, char **argv)
         }
     }
     int64_t t1 = hw_mono_ns();
-    printf("calls=%ld ns_per_call=%.3f\n", n, (double)(t1 - t0) / (double)n);
+    printf("calls=%ld ns_per_call=%.3f t0_ns=%lld t1_ns=%lld\n", n, (double)(t1 - t0) / (double)n, (long long)t0,
+           (long long)t1);
     return 0;
 }
