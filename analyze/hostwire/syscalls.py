@@ -54,13 +54,23 @@ def read_syscalls(path: str | Path) -> pd.DataFrame:
         raise InputError(f"{path}: '# backend:' must be one of {', '.join(BACKENDS)}, got {meta.get('backend')!r}")
     if columns != COLUMNS:
         raise InputError(f"{path}:{header_lines}: expected the columns {' '.join(COLUMNS)}, got {' '.join(columns)}")
+    def read(dtypes: dict[str, str] | type) -> pd.DataFrame:
+        return pd.read_csv(path, sep="\t", skiprows=header_lines, names=COLUMNS, header=None, dtype=dtypes,
+                           engine="c", na_filter=False, quoting=3)
+
     try:
-        raw = pd.read_csv(path, sep="\t", skiprows=header_lines, names=COLUMNS, header=None, dtype=str,
-                          engine="c", na_filter=False, quoting=3)
+        try:  # the fast path: the C parser converts the integer columns
+            raw = read({**{c: "int64" for c in INT_COLUMNS}, "call": str, "result": str, "fd_kind": str,
+                        "fd_desc": str, "unfinished": str})
+        except ValueError:  # find the bad line
+            raw = read(str)
     except (ValueError, pd.errors.ParserError) as err:
         raise InputError(f"{path}: malformed record: {err}") from None
     df = pd.DataFrame(index=raw.index)
     for col in INT_COLUMNS:
+        if raw[col].dtype == "int64":
+            df[col] = raw[col]
+            continue
         values = pd.to_numeric(raw[col], errors="coerce")
         _bad_row(path, header_lines, values.isna().to_numpy(), col, "an integer", raw[col])
         df[col] = values.astype("int64")
