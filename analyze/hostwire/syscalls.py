@@ -1,0 +1,133 @@
+"""Reader of the application timeline: syscalls.tsv (one record per I/O system call, written by
+hw-iotrace's ptrace and preload backends and by hw-schedtrace's tracefs backend) and its
+counters, syscalls.json. Schema in docs/formats.md, section "syscalls.tsv"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hostwire.errors import InputError
+from hostwire.tsv import read_header
+
+COLUMNS = [
+    "t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "req_bytes", "result",
+    "fd_kind", "fd_desc", "unfinished",
+]
+INT_COLUMNS = ["t_enter_ns", "t_exit_ns", "pid", "tid", "fd", "req_bytes"]
+FD_KINDS = ("tcp", "udp", "unix", "file", "pipe", "other", "unknown")
+BACKENDS = ("ptrace", "preload", "tracefs")
+
+
+def _resolve(path: str | Path) -> Path:
+    path = Path(path)
+    if path.is_dir():
+        for candidate in (path / "syscalls.tsv", path / "raw" / "syscalls.tsv"):
+            if candidate.exists():
+                return candidate
+        raise InputError(f"{path}: no syscalls.tsv in it (nor in raw/)")
+    return path
+
+
+def _bad_row(path: Path, header_lines: int, mask: np.ndarray, column: str, expected: str, values: pd.Series) -> None:
+    if mask.any():
+        row = int(np.flatnonzero(mask)[0])
+        raise InputError(
+            f"{path}:{header_lines + row + 1}: column {column}: expected {expected}, got {values.iloc[row]!r}"
+        )
+
+
+def read_syscalls(path: str | Path) -> pd.DataFrame:
+    """The records of a syscalls.tsv (or of the syscalls.tsv in a directory or its raw/), sorted by
+    t_enter_ns. Columns: t_enter_ns, t_exit_ns, pid, tid, fd, req_bytes (int64; req_bytes -1 when
+    the call has no byte count), call (str), result (Int64, <NA> when unfinished), fd_kind
+    (category), fd_desc (str), unfinished (bool), dur_ns (int64, t_exit_ns - t_enter_ns). The
+    file's `#` metadata is in df.attrs["meta"]."""
+    path = _resolve(path)
+    meta, columns, header_lines = read_header(path)
+    if meta.get("kind") != "syscalls":
+        raise InputError(f"{path}:2: expected '# kind: syscalls', got {meta.get('kind')!r}")
+    if meta.get("backend") not in BACKENDS:
+        raise InputError(f"{path}: '# backend:' must be one of {', '.join(BACKENDS)}, got {meta.get('backend')!r}")
+    if columns != COLUMNS:
+        raise InputError(f"{path}:{header_lines}: expected the columns {' '.join(COLUMNS)}, got {' '.join(columns)}")
+    def read(dtypes: dict[str, str] | type) -> pd.DataFrame:
+        return pd.read_csv(path, sep="\t", skiprows=header_lines, names=COLUMNS, header=None, dtype=dtypes,
+                           engine="c", na_filter=False, quoting=3)
+
+    try:
+        try:  # the fast path: the C parser converts the integer columns
+            raw = read({**{c: "int64" for c in INT_COLUMNS}, "call": str, "result": str, "fd_kind": str,
+                        "fd_desc": str, "unfinished": str})
+        except ValueError:  # find the bad line
+            raw = read(str)
+    except (ValueError, pd.errors.ParserError) as err:
+        raise InputError(f"{path}: malformed record: {err}") from None
+    df = pd.DataFrame(index=raw.index)
+    for col in INT_COLUMNS:
+        if raw[col].dtype == "int64":
+            df[col] = raw[col]
+            continue
+        values = pd.to_numeric(raw[col], errors="coerce")
+        _bad_row(path, header_lines, values.isna().to_numpy(), col, "an integer", raw[col])
+        df[col] = values.astype("int64")
+    unfinished = raw["unfinished"]
+    _bad_row(path, header_lines, ~unfinished.isin(["0", "1"]).to_numpy(), "unfinished", "0 or 1", unfinished)
+    df["unfinished"] = unfinished == "1"
+    result = pd.to_numeric(raw["result"].where(raw["result"] != ""), errors="coerce")
+    bad = (result.isna() & (raw["result"] != "")) | (result.isna() & ~df["unfinished"])
+    _bad_row(path, header_lines, bad.to_numpy(), "result", "an integer (empty only when unfinished)", raw["result"])
+    df["result"] = result.astype("Int64")
+    kinds = raw["fd_kind"]
+    _bad_row(path, header_lines, ~kinds.isin(FD_KINDS).to_numpy(), "fd_kind", "|".join(FD_KINDS), kinds)
+    df["call"] = raw["call"]
+    df["fd_kind"] = pd.Categorical(kinds, categories=FD_KINDS)
+    df["fd_desc"] = _unescape(raw["fd_desc"])
+    df["dur_ns"] = df["t_exit_ns"] - df["t_enter_ns"]
+    df = df[[*COLUMNS, "dur_ns"]].sort_values("t_enter_ns", kind="stable").reset_index(drop=True)
+    df.attrs["meta"] = meta
+    df.attrs["path"] = str(path)
+    return df
+
+
+def _unescape(values: pd.Series) -> pd.Series:
+    if not values.str.contains("\\", regex=False).any():
+        return values
+    table = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}
+    return values.str.replace(r"\\([tnr\\])", lambda m: table[m.group(1)], regex=True)
+
+
+def read_counters(path: str | Path) -> dict:
+    """syscalls.json: calls_seen, records_written, unfinished, lost, ... (docs/formats.md)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "syscalls.json"
+    elif path.suffix == ".tsv":
+        path = path.with_suffix(".json")
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing (the counters hw-iotrace writes beside syscalls.tsv)") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: line {err.lineno}: not valid JSON: {err.msg}") from None
+    fmt = str(data.get("format", ""))
+    name, _, version = fmt.partition(" ")
+    if name != "hostwire-syscalls" or not version.isdigit():
+        raise InputError(f"{path}: expected \"format\": \"hostwire-syscalls N\", got {fmt!r}")
+    if int(version) > 1:
+        raise InputError(f"{path}: format version {version} is newer than this hostwire reads (1); update hostwire")
+    return data
+
+
+def df_writes(df: pd.DataFrame, kinds: tuple[str, ...] = ("tcp",)) -> pd.DataFrame:
+    """Finished calls that send data (write, writev, pwrite64, sendto, sendmsg, sendmmsg,
+    sendfile, splice) on fds of the given kinds, with bytes = the result when positive."""
+    send_calls = ["write", "writev", "pwrite64", "sendto", "sendmsg", "sendmmsg", "sendfile", "splice"]
+    sel = df["call"].isin(send_calls) & df["fd_kind"].isin(kinds) & ~df["unfinished"]
+    out = df.loc[sel].copy()
+    out["bytes"] = out["result"].clip(lower=0).astype("int64")
+    out.loc[out["call"] == "sendmmsg", "bytes"] = out.loc[out["call"] == "sendmmsg", "req_bytes"].clip(lower=0)
+    return out
