@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
+#include <time.h>
 
 #include "hwclock.h"
 #include "wire.h"
@@ -11,6 +12,12 @@ int hw_sync_run(int udp_fd, uint32_t first_seq, int count, struct hw_sync_sample
 {
     int stored = 0;
     for (int i = 0; i < count; i++) {
+        if (i > 0) {
+            /* Spread the exchanges over time: on a busy host a receiver kept off its CPU delays a
+             * burst of back-to-back samples alike, while one of several spaced ones gets through. */
+            struct timespec gap = {.tv_sec = 0, .tv_nsec = HW_SYNC_SPACING_NS};
+            nanosleep(&gap, NULL);
+        }
         uint8_t buf[HW_SYNC_REPLY_LEN];
         struct hw_sync_msg req = {.magic = HW_MAGIC_SYNC, .seq = first_seq + (uint32_t)i};
         req.t1 = hw_mono_ns();

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#define HW_SYNC_SPACING_NS 5000000 /* 5 ms between exchanges */
+
 struct hw_sync_sample { uint32_t seq; int64_t t1, t2, t3, t4; };
 
 struct hw_sync_estimate {

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import hostwire
@@ -93,3 +94,36 @@ def test_interrupted_run_cleans_up_and_keeps_partial_data(tmp_path: Path, build_
     manifest = json.loads((runs[0] / "manifest.json").read_text())
     assert manifest["status"] == "partial" and manifest["reason"] == "interrupted"
     assert (runs[0] / "raw" / "bench" / "send-0.tsv").exists(), "recorded data must be kept"
+
+
+@pytest.mark.privileged("netns", "tracefs")
+def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: Path) -> None:
+    """A run with every collector on the default topology: nothing lost, the wire as the link
+    allows it, and the metrics agree with the benchmark's own accounting."""
+    from hostwire.metrics import table
+    from hostwire.runner import RunPoint, record_run
+
+    record = record_run(tmp_path, "sanity", RunPoint(duration_s=3.0))
+    assert record.status == "complete", record.reason
+    assert record.manifest["exit"]["hw-wirecap"] == 0 and record.manifest["exit"]["hw-schedtrace"] == 0
+    proc = subprocess.run([sys.executable, "-m", "hostwire", "metrics", "sanity", str(record.directory), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    counters = {row["counter"]: row["value"] for row in json.loads(proc.stdout)}
+    assert counters["capture_drops"] == 0
+    assert counters["trace_overruns"] == 0
+    assert counters["tracer_misses"] == 0 and counters["log_overflows"] == 0
+    assert counters["unclean_exits"] == 0 and counters["sieve_failures"] == 0
+    assert counters["frames"] > 2000  # 10 Mbit/s for 3 s is about 2500 full frames
+    assert counters["impossible_share"] < 0.01
+    # Fairness on the run counts the receivers' bytes, exactly as the benchmark reported them.
+    fairness = table("fairness", record.directory)
+    received = {r["index"]: r["bytes_window"] for r in record.bench.summary["receivers"]}
+    assert fairness.loc[fairness["stream"] == "all", "bytes"].iloc[0] == sum(received.values())
+    x = np.array(list(received.values()), dtype=float)
+    assert fairness.loc[fairness["stream"] == "all", "jain"].iloc[0] == pytest.approx(x.sum() ** 2 / (2 * (x**2).sum()))
+    # The kernel timeline saw the benchmark's processes switch.
+    sched = (record.directory / "raw" / "sched.tsv").read_text()
+    pids = [str(p["pid"]) for p in record.bench.summary["processes"]]
+    assert sum(f"\tsched_switch\t" in line and any(f"\t{pid}\t" in line for pid in pids)
+               for line in sched.splitlines()) > 100

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from hostwire.bench import BenchResult
@@ -59,3 +61,36 @@ def format_bench_summary(bench: BenchResult) -> str:
     lines.append(f"log overflow: {overflow} events" + ("  <- raise --log-capacity" if overflow else ""))
     lines.append(f"status: {summary.get('status')}" + "".join(f"\n  {f}" for f in summary.get("failures", [])))
     return "\n".join(lines)
+
+
+def format_run_metrics(run_dir: Path) -> str:
+    """A few wire and kernel numbers of a recorded run: what `hostwire metrics` says in detail."""
+    from hostwire.errors import HostwireError
+    from hostwire.metrics import table
+
+    lines = []
+    try:
+        sanity = table("sanity", run_dir).set_index("counter")["value"]
+    except HostwireError as err:
+        return f"metrics: {err}"
+    if "frames" in sanity:
+        lines.append(
+            f"wire: {int(sanity['frames'])} frames captured, {int(sanity.get('capture_drops', 0))} dropped; "
+            f"impossible intervals {100 * sanity.get('impossible_share', 0):.2f} %; "
+            f"TCP retransmissions {int(sanity.get('tcp_retransmissions', 0))}")
+    lines.append(f"losses: trace overruns {_count(sanity, 'trace_overruns')}, tracer misses "
+                 f"{_count(sanity, 'tracer_misses')}, log overflows {_count(sanity, 'log_overflows')}")
+    try:
+        fairness = table("fairness", run_dir).set_index("stream")
+        goodput = table("goodput", run_dir).set_index("stream")
+        lines.append(f"Jain's fairness index {fairness.loc['all', 'jain']:.4f}; goodput "
+                     f"{goodput.loc['all', 'bit_s'] / 1e6:.2f} Mbit/s (bytes read within the window)")
+    except (HostwireError, KeyError):
+        pass
+    lines.append(f"more: hostwire metrics {{intervals,bursts,idc,hurst,contract,fairness,goodput,sanity}} {run_dir}")
+    return "\n".join(lines)
+
+
+def _count(sanity: pd.Series, key: str) -> str:
+    value = sanity.get(key)
+    return "unknown" if value is None or pd.isna(value) else str(int(value))

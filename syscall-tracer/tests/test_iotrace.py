@@ -441,28 +441,49 @@ def test_df_writes_counts_bytes_sent(tmp_path: Path) -> None:
 # ---- the benchmark: both backends at once, against the benchmark's own logs ----
 
 @pytest.mark.slow
-@pytest.mark.privileged("ptrace", "netns")
-def test_ptrace_and_preload_agree_on_the_senders_writes(build_dir: Path, tmp_path: Path, topology_pair) -> None:
+@pytest.mark.privileged("ptrace", "netns", "tracefs")
+def test_ptrace_preload_and_tracefs_agree_on_the_senders_writes(build_dir: Path, tmp_path: Path,
+                                                                  topology_pair) -> None:
+    """One benchmark run recorded by all three backends at once: hw-iotrace (ptrace) traces
+    hw-iotrace --preload, which runs hw-bench main, while hw-schedtrace records the system-call
+    events of the same process tree in its tracefs instance."""
+    from hostwire import collectors
     from hostwire.bench import run_benchmark
 
     hw_iotrace, _ = tools(build_dir)
     ptrace_out, preload_out = tmp_path / "ptrace.tsv", tmp_path / "preload.tsv"
-    # the ptrace tracer traces the preload runner and everything under it: one run, two records
+    tracefs_dir = tmp_path / "tracefs"
+    tracefs_dir.mkdir()
     wrapper = [str(hw_iotrace), "-o", str(ptrace_out), "--", str(hw_iotrace), "--preload", "-o", str(preload_out), "--"]
-    result = run_benchmark(tmp_path / "bench", senders=2, background=2, warmup_s=0.5, duration_s=1.0,
-                           topology=topology_pair, wrapper=wrapper, timeout_s=120)
+    started: list[collectors.BackgroundTool] = []
+
+    def start_tracefs(pid: int) -> None:
+        tool = collectors.schedtrace(tracefs_dir, None, syscall_pid=pid)
+        tool.start()
+        started.append(tool)
+
+    try:
+        result = run_benchmark(tmp_path / "bench", senders=2, background=2, warmup_s=0.5, duration_s=1.0,
+                               topology=topology_pair, wrapper=wrapper, timeout_s=120, before_start=start_tracefs)
+    finally:
+        for tool in started:
+            tool.stop()
     assert result.returncode == 0, result.stderr
+    assert [t.returncode for t in started] == [0]
     senders = {p["pid"]: p for p in result.processes("send")}
     assert len(senders) == 2
     start, end = result.window_ns
     log = result.df_sender_events()
     per_backend = {}
+    socket_use = None
     for name, path in (("ptrace", ptrace_out), ("preload", preload_out)):
         assert read_counters(path)["lost"] == 0
         w = df_writes(read_syscalls(path))
         w = w[w.pid.isin(senders)]
         assert (w.fd_desc.str.startswith("198.18.0.1:") & w.fd_desc.str.contains(">198.18.0.2:")).all()
         per_backend[name] = w.groupby("pid").bytes.agg(["count", "sum"])
+        # when each sender's socket fd was in use (its number is reused for the log file later)
+        socket_use = w.groupby(["pid", "fd"]).t_enter_ns.agg(["min", "max"])
         # against the sender's own log, inside the logging window (one write may straddle an edge)
         for pid in senders:
             mine = w[(w.pid == pid) & (w.t_enter_ns >= start) & (w.t_enter_ns < end)]
@@ -470,6 +491,16 @@ def test_ptrace_and_preload_agree_on_the_senders_writes(build_dir: Path, tmp_pat
             assert abs(len(mine) - len(logged)) <= 1, (name, pid)
             assert abs(int(mine.bytes.sum()) - int(logged.bytes.sum())) <= 8192, (name, pid)
     pd.testing.assert_frame_equal(per_backend["ptrace"], per_backend["preload"])
+    # tracefs events do not say what an fd is: take the senders' socket fds, and when they were in
+    # use, from the other record (the stamps of the two differ by microseconds, not milliseconds).
+    calls = read_syscalls(tracefs_dir / "syscalls.tsv")
+    calls = calls[calls["call"].eq("write") & ~calls["unfinished"] & calls["pid"].isin(senders)]
+    use = socket_use.reindex(pd.MultiIndex.from_arrays([calls["pid"], calls["fd"]]))
+    calls = calls[(calls["t_enter_ns"].to_numpy() >= use["min"].to_numpy() - 1_000_000)
+                  & (calls["t_enter_ns"].to_numpy() <= use["max"].to_numpy() + 1_000_000)]
+    tracefs = calls.assign(bytes=calls["result"].clip(lower=0).astype("int64")).groupby("pid").bytes.agg(
+        ["count", "sum"])
+    pd.testing.assert_frame_equal(tracefs, per_backend["ptrace"], check_dtype=False)
     for pid, row in per_backend["ptrace"].iterrows():
         assert row["count"] > 20  # 10 Mbit/s for 1.5 s: about 70 writes of 8 KB each
         # every byte the sender wrote (its total plus its small header) was traced

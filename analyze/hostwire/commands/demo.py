@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hostwire.paths import REPO_ROOT
 from hostwire.runner import RunPoint, record_run
-from hostwire.summary import format_bench_summary
+from hostwire.summary import format_bench_summary, format_run_metrics
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
             out.write(format_bench_summary(record.bench) + "\n")
         except Exception as err:  # a run too broken to summarize still reports its status
             out.write(f"(no summary: {err})\n")
+    if record.status == "complete":
+        out.write(format_run_metrics(record.directory) + "\n")
     if record.status != "complete":
         out.write(f"reason: {record.reason}\n")
         return 1
