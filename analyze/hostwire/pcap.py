@@ -16,7 +16,6 @@ message, byte_offset, frame) and "clock_map" (None or the slope/offset used).
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import subprocess
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hostwire.versioned import read_json
 from hostwire.errors import HostwireError, InputError
 from hostwire.paths import tool
 
@@ -73,16 +73,7 @@ def read_columns(outdir: str | os.PathLike[str]) -> pd.DataFrame:
     """The DataFrame of a hw-pcapcols output directory (columns.json + <column>.bin)."""
     outdir = Path(outdir)
     meta_path = outdir / "columns.json"
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError) as err:
-        raise InputError(f"{meta_path}: cannot read the column index: {err}") from None
-    fmt, _, version = str(meta.get("format", "")).partition(" ")
-    if fmt != COLUMNS_FORMAT or not version.isdigit():
-        raise InputError(f"{meta_path}: not a {COLUMNS_FORMAT} index (format {meta.get('format')!r})")
-    if int(version) > COLUMNS_VERSION:
-        raise InputError(f"{meta_path}: format version {version} is newer than this hostwire reads "
-                         f"({COLUMNS_VERSION}); update hostwire")
+    meta = read_json(meta_path, COLUMNS_FORMAT, COLUMNS_VERSION, missing="hw-pcapcols writes it")
     rows = int(meta["rows"])
     addresses = meta["dictionaries"]["addresses"]
     data: dict[str, object] = {}
@@ -151,18 +142,7 @@ def map_clock(df: pd.DataFrame, clock_pairs: Sequence[Mapping[str, int]]) -> pd.
 def read_wirecap_json(path: str | os.PathLike[str]) -> dict:
     """wirecap.json as a dict (its clock_pairs go to read_pcap)."""
     path = Path(path)
-    try:
-        meta = json.loads(path.read_text())
-    except OSError as err:
-        raise InputError(f"{path}: cannot read: {err.strerror}") from None
-    except ValueError as err:
-        raise InputError(f"{path}: not JSON: {err}") from None
-    fmt, _, version = str(meta.get("format", "")).partition(" ")
-    if fmt != "hostwire-wirecap" or not version.isdigit():
-        raise InputError(f"{path}: not a hostwire-wirecap file (format {meta.get('format')!r})")
-    if int(version) > 1:
-        raise InputError(f"{path}: format version {version} is newer than this hostwire reads (1)")
-    return meta
+    return read_json(path, "hostwire-wirecap", 1, missing="hw-wirecap writes it beside the pcap")
 
 
 __all__ = ["read_pcap", "read_columns", "map_clock", "read_wirecap_json", "HostwireError"]

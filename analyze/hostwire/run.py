@@ -3,7 +3,6 @@ sender host's CLOCK_MONOTONIC."""
 
 from __future__ import annotations
 
-import json
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pandas as pd
 from hostwire.bench import BenchResult
 from hostwire.errors import InputError
 from hostwire.runner import MANIFEST_FORMAT
+from hostwire.versioned import read_json
 
 SUPPORTED_MANIFEST_VERSION = int(MANIFEST_FORMAT.split()[1])
 
@@ -95,13 +95,10 @@ class Run:
             raise InputError(f"{pcap}: missing: this run has no wire capture")
         from hostwire.pcap import read_pcap
 
+        from hostwire.pcap import read_wirecap_json
+
         wirecap = self.path / "raw" / "wirecap.json"
-        pairs = None
-        if wirecap.exists():
-            try:
-                pairs = json.loads(wirecap.read_text()).get("clock_pairs")
-            except json.JSONDecodeError as err:
-                raise InputError(f"{wirecap}: line {err.lineno}: not valid JSON: {err.msg}") from None
+        pairs = read_wirecap_json(wirecap).get("clock_pairs") if wirecap.exists() else None
         return read_pcap(pcap, clock_pairs=pairs)
 
 
@@ -111,15 +108,5 @@ def load_run(path: str | Path) -> Run:
     manifest_path = path / "manifest.json"
     if not manifest_path.exists():
         raise InputError(f"{path}: not a run directory (no manifest.json)")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as err:
-        raise InputError(f"{manifest_path}: line {err.lineno}: not valid JSON: {err.msg}") from None
-    fmt = str(manifest.get("format", ""))
-    name, _, version = fmt.partition(" ")
-    if name != "hostwire-run" or not version.isdigit():
-        raise InputError(f"{manifest_path}: expected format 'hostwire-run N', got {fmt!r}")
-    if int(version) > SUPPORTED_MANIFEST_VERSION:
-        raise InputError(f"{manifest_path}: format version {version} is newer than this hostwire reads "
-                         f"({SUPPORTED_MANIFEST_VERSION}); update hostwire")
+    manifest = read_json(manifest_path, "hostwire-run", SUPPORTED_MANIFEST_VERSION)
     return Run(path, manifest)

@@ -5,12 +5,12 @@ beside a benchmark."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from hostwire.versioned import read_json
 from hostwire.errors import InputError
 from hostwire.tsv import read_header
 
@@ -70,20 +70,7 @@ def read_sched_tsv(path: str | Path, columns: list[str] | None = None
 def read_sched_json(path: str | Path) -> dict[str, Any]:
     """sched.json as a dict; rejects other formats and newer versions."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(f"{path}: cannot open: {err.strerror}") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}:{err.lineno}: malformed JSON: {err.msg}") from None
-    fmt = str(data.get("format", "")) if isinstance(data, dict) else ""
-    name, _, version = fmt.partition(" ")
-    if name != SCHED_JSON_FORMAT or not version.isdigit():
-        raise InputError(f"{path}: expected format '{SCHED_JSON_FORMAT} N', got {fmt!r}")
-    if int(version) > SCHED_JSON_VERSION:
-        raise InputError(f"{path}: format version {version} is newer than this hostwire reads "
-                         f"({SCHED_JSON_VERSION}); update hostwire")
-    return data
+    return read_json(path, SCHED_JSON_FORMAT, SCHED_JSON_VERSION)
 
 
 def loss_table(summary: dict[str, Any]) -> pd.DataFrame:

@@ -4,12 +4,12 @@ counters, syscalls.json. Schema in docs/formats.md, section "syscalls.tsv"."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from hostwire.versioned import read_json
 from hostwire.errors import InputError
 from hostwire.tsv import read_header
 
@@ -107,18 +107,7 @@ def read_counters(path: str | Path) -> dict:
         path = path / "syscalls.json"
     elif path.suffix == ".tsv":
         path = path.with_suffix(".json")
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing (the counters hw-iotrace writes beside syscalls.tsv)") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: line {err.lineno}: not valid JSON: {err.msg}") from None
-    fmt = str(data.get("format", ""))
-    name, _, version = fmt.partition(" ")
-    if name != "hostwire-syscalls" or not version.isdigit():
-        raise InputError(f"{path}: expected \"format\": \"hostwire-syscalls N\", got {fmt!r}")
-    if int(version) > 1:
-        raise InputError(f"{path}: format version {version} is newer than this hostwire reads (1); update hostwire")
+    data = read_json(path, "hostwire-syscalls", 1, missing="the counters hw-iotrace writes beside syscalls.tsv")
     return data
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hostwire import versioned
 from hostwire.errors import InputError
 
 FORMAT_NAME = "hostwire-tsv"
@@ -50,15 +51,8 @@ def read_header(path: Path) -> tuple[dict[str, str], list[str], int]:
 
 
 def check_format(path: Path, meta: dict[str, str]) -> None:
-    fmt = meta.get("format", "")
-    name, _, version = fmt.partition(" ")
-    if name != FORMAT_NAME or not version.isdigit():
-        raise InputError(f"{path}:1: expected '# format: {FORMAT_NAME} N', got {fmt!r}")
-    if int(version) > FORMAT_VERSION:
-        raise InputError(
-            f"{path}: format version {version} is newer than this hostwire reads "
-            f"({FORMAT_VERSION}); update hostwire"
-        )
+    versioned.check_format(path, meta.get("format", ""), FORMAT_NAME, FORMAT_VERSION, where=":1",
+                           shown=f"'# format: {FORMAT_NAME} N'")
 
 
 def read_tsv(path: str | Path, dtypes: dict[str, str] | None = None) -> TsvLog:
