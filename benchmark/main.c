@@ -87,6 +87,15 @@ static int usage_error(const char *command, const char *message)
     return 2;
 }
 
+/* getopt_long (with a leading ':' in its option string) returns ':' for a missing value and '?'
+ * for an unknown option. */
+static int option_error(const char *command, int c, const char *opt)
+{
+    char message[128];
+    snprintf(message, sizeof(message), c == ':' ? "option '%s' needs a value" : "unknown option '%s'", opt);
+    return usage_error(command, message);
+}
+
 static int check_extra_args(const char *command, int argc, char **argv)
 {
     if (optind < argc) {
@@ -143,8 +152,7 @@ static int cmd_main(int argc, char **argv)
         case OPT_SYNC: bad = hw_parse_i64(TOOL, "--sync-samples", optarg, 1, 256, &v); cfg.sync_samples = (int)v; break;
         case 'v': cfg.verbose = 1; break;
         case 'h': fputs(usage_main, stdout); return 0;
-        case ':': { char m[128]; snprintf(m, sizeof(m), "option '%s' needs a value", o); return usage_error("main", m); }
-        default: { char m[128]; snprintf(m, sizeof(m), "unknown option '%s'", o); return usage_error("main", m); }
+        default: return option_error("main", c, o);
         }
     }
     if (bad)
@@ -197,7 +205,7 @@ static int cmd_receive(int argc, char **argv)
             break;
         case 'v': cfg.verbose = 1; break;
         case 'h': fputs(usage_receive, stdout); return 0;
-        default: { char m[128]; snprintf(m, sizeof(m), "bad option '%s'", o); return usage_error("receive", m); }
+        default: return option_error("receive", c, o);
         }
     }
     if (check_extra_args("receive", argc, argv))
@@ -224,7 +232,7 @@ static int cmd_sieve(int argc, char **argv)
         case OPT_ROUNDS: bad = hw_parse_i64(TOOL, "--rounds", optarg, 1, 1000000, &rounds); break;
         case OPT_COPY: bad = hw_parse_i64(TOOL, "--copy", optarg, 0, HW_SIEVE_COPIES - 1, &copy); break;
         case 'h': fputs(usage_sieve, stdout); return 0;
-        default: { char m[128]; snprintf(m, sizeof(m), "bad option '%s'", o); return usage_error("sieve", m); }
+        default: return option_error("sieve", c, o);
         }
         if (bad)
             return 2;
@@ -267,7 +275,7 @@ static int cmd_pingpong(int argc, char **argv)
         case OPT_LOOPS: bad = hw_parse_i64(TOOL, "--loops", optarg, 1, 1LL << 40, &loops); break;
         case OPT_CPU: bad = hw_parse_i64(TOOL, "--cpu", optarg, 0, 4095, &cpu); break;
         case 'h': fputs(usage_pingpong, stdout); return 0;
-        default: { char m[128]; snprintf(m, sizeof(m), "bad option '%s'", o); return usage_error("pingpong", m); }
+        default: return option_error("pingpong", c, o);
         }
         if (bad)
             return 2;
@@ -301,7 +309,7 @@ static int cmd_mkdata(int argc, char **argv)
         case OPT_SIZE: bad = hw_parse_size(TOOL, "--size", optarg, 1, 1LL << 40, &size); break;
         case OPT_SEED: bad = hw_parse_i64(TOOL, "--seed", optarg, 0, INT64_MAX, &seed); break;
         case 'h': fputs(usage_mkdata, stdout); return 0;
-        default: { char m[128]; snprintf(m, sizeof(m), "bad option '%s'", o); return usage_error("mkdata", m); }
+        default: return option_error("mkdata", c, o);
         }
         if (bad)
             return 2;
