@@ -127,3 +127,35 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
     pids = [str(p["pid"]) for p in record.bench.summary["processes"]]
     assert sum(f"\tsched_switch\t" in line and any(f"\t{pid}\t" in line for pid in pids)
                for line in sched.splitlines()) > 100
+
+
+@pytest.mark.privileged("netns", "tracefs")
+def test_killed_runner_leaves_nothing_that_doctor_cannot_remove(tmp_path: Path, build_dir: Path) -> None:
+    """SIGKILL gives the runner no chance to clean up: its children stop by themselves (they
+    write what they recorded), and `hostwire doctor --cleanup` removes its namespaces and
+    tracefs instance."""
+    proc = subprocess.Popen([sys.executable, "-m", "hostwire", "demo", "--duration", "20", "--out", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(processes_mentioning(str(tmp_path))) < 6:
+            time.sleep(0.2)
+        assert own_namespaces(proc.pid), "the run never set its topology up"
+        time.sleep(1.0)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and processes_mentioning(str(tmp_path)):
+        time.sleep(0.2)
+    assert not processes_mentioning(str(tmp_path)), "a collector or benchmark process outlived the runner"
+    cleanup = subprocess.run([sys.executable, "-m", "hostwire", "doctor", "--cleanup"], capture_output=True,
+                             text=True, timeout=60)
+    assert cleanup.returncode == 0
+    assert not own_namespaces(proc.pid)
+    assert not [p for p in Path("/sys/kernel/tracing/instances").glob("hw-*") if p.name.split("-")[1].isdigit()
+                and not Path(f"/proc/{p.name.split('-')[1]}").exists()]
+    partial = list(tmp_path.glob("*.partial"))
+    assert len(partial) == 1
+    assert (partial[0] / "raw" / "bench" / "send-0.tsv").exists(), "what was recorded is kept"
+    assert (partial[0] / "raw" / "wire.pcap").stat().st_size > 24

@@ -15,6 +15,7 @@ import pandas as pd
 
 from hostwire import paths
 from hostwire.errors import HostwireError, InputError
+from hostwire.proc import die_with_parent
 from hostwire.tsv import TsvLog, read_tsv
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def run_benchmark(
         # A gate: the shell waits for one line on stdin, then becomes hw-bench main (same pid).
         argv = ["sh", "-c", 'read _ && exec "$@"', "hw-bench-gate", *argv]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE if before_start else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
     try:
         if before_start is not None:
             before_start(proc.pid)

@@ -15,6 +15,7 @@ from typing import Any
 
 from hostwire import paths
 from hostwire.errors import HostwireError
+from hostwire.proc import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class BackgroundTool:
         log.debug("starting %s: %s", self.name, " ".join(self.argv))
         with open(self.log_path, "wb") as stderr:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=stderr)
+                                         stderr=stderr, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.ready_text in self._log_text():
