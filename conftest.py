@@ -7,7 +7,6 @@ where it fails: CI must not pass by skipping the kernel-touching tests."""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,12 +64,12 @@ def shared_corpus() -> Path:
 @pytest.fixture
 def topology_pair() -> Iterator["object"]:
     """A fresh sender/receiver namespace pair with the default 10 Mbit/s link; removed afterwards."""
-    from hostwire.topology import Topology
+    from hostwire.topology import Topology, list_namespaces
 
     topo = Topology(run_id=f"t{_next_id()}")
     with topo:
         yield topo
-    assert topo.tx_ns not in _namespaces() and topo.rx_ns not in _namespaces()
+    assert not {topo.tx_ns, topo.rx_ns} & set(list_namespaces())
 
 
 _counter = [0]
@@ -79,8 +78,3 @@ _counter = [0]
 def _next_id() -> str:
     _counter[0] += 1
     return str(_counter[0])
-
-
-def _namespaces() -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [line.split()[0] for line in out.splitlines() if line.strip()]

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "hwclock.h"
+#include "hwsignal.h"
 #include "wire.h"
 
 volatile sig_atomic_t hw_child_stop;
@@ -19,12 +20,7 @@ static void on_stop(int sig)
 
 void hw_catch_stop_signals(void (*handler)(int))
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = handler;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    hw_on_stop_signals(handler);
     signal(SIGPIPE, SIG_IGN);
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hwsignal.h"
 #include "wirecap.h"
 
 static volatile sig_atomic_t stop_flag;
@@ -78,7 +79,6 @@ int main(int argc, char **argv)
     };
     struct wirecap_opts opts = {.snaplen = 128, .buffer_size = 32 << 20, .immediate = 1};
     struct wirecap_result res;
-    struct sigaction sa;
     char err[8192] = "";
     int c, list = 0, verbose = 0, kib;
     char *end;
@@ -135,11 +135,7 @@ int main(int argc, char **argv)
         }
         return 0;
     }
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;  /* no SA_RESTART: poll() returns at once */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    hw_on_stop_signals(on_signal);
     opts.log = stderr;
     (void)verbose;
     int rc = wirecap_run(&opts, &stop_flag, &res, err, sizeof(err));

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hwsignal.h"
 #include "st.h"
 
 static volatile sig_atomic_t stop_flag;
@@ -169,10 +170,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "hw-schedtrace: failed to parse --pid: it selects system calls, give --syscalls too\n");
         return 2;
     }
-    struct sigaction sa = { .sa_handler = on_signal };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    hw_on_stop_signals(on_signal);
     struct st_err err = { 0 };
     if (st_record(&cfg, &err) < 0) {
         fprintf(stderr, "hw-schedtrace: %s\n", err.msg);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "hwclock.h"
+#include "hwsignal.h"
 #include "iotrace.h"
 
 static volatile sig_atomic_t stop_sig, stop_count;
@@ -155,12 +156,10 @@ int main(int argc, char **argv)
     }
     o.json_path = json;
 
+    hw_on_stop_signals(on_stop);  /* waitpid returns EINTR */
     struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_stop;  /* no SA_RESTART: waitpid returns EINTR */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGALRM, &sa, NULL);
+    sigaction(SIGINT, NULL, &sa);
+    sigaction(SIGALRM, &sa, NULL);  /* --duration ends as SIGTERM does */
     if (duration > 0)
         alarm((unsigned)(duration + 0.999));
 

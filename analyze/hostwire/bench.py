@@ -23,9 +23,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SENDER_EVENTS = ("read_start", "read_end", "write_start", "write_end")
-
-
 @dataclass
 class BenchResult:
     """One hw-bench run: its directory of logs, exit status and bench.json summary."""
@@ -126,13 +123,12 @@ def bench_argv(
 ) -> list[str]:
     """The command line that runs hw-bench main (inside the sender namespace when a topology is
     given, with the receiver started in the receiver namespace)."""
-    from hostwire.topology import RECEIVER_ADDR
+    from hostwire.topology import RECEIVER_ADDR, taskset_prefix
 
     hw_bench = str(paths.tool("hw-bench"))
     connect = RECEIVER_ADDR if topology else "127.0.0.1"
     receiver = [hw_bench, "receive", "--listen", connect, "-o", str(outdir), "--log-capacity", str(log_capacity)]
-    if receiver_cpus is not None:
-        receiver = ["taskset", "-c", receiver_cpus, *receiver]
+    receiver = [*taskset_prefix(receiver_cpus), *receiver]
     if topology is not None:
         receiver = ["ip", "netns", "exec", topology.rx_ns, *receiver]
     main = [
@@ -145,8 +141,7 @@ def bench_argv(
     prefix: list[str] = []
     if topology is not None:
         prefix += ["ip", "netns", "exec", topology.tx_ns]
-    if sender_cpus is not None:
-        prefix += ["taskset", "-c", sender_cpus]
+    prefix += taskset_prefix(sender_cpus)
     return [*prefix, *(wrapper or []), *main]
 
 

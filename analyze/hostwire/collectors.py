@@ -16,6 +16,7 @@ from typing import Any
 from hostwire import paths
 from hostwire.errors import HostwireError
 from hostwire.proc import die_with_parent
+from hostwire.topology import taskset_prefix
 
 log = logging.getLogger(__name__)
 
@@ -76,19 +77,15 @@ class BackgroundTool:
         return lines[-1] if lines else "no message"
 
 
-def _taskset(cpus: str | None) -> list[str]:
-    return ["taskset", "-c", cpus] if cpus is not None else []
-
-
 def wirecap(raw: Path, interface: str, netns: str | None, cpus: str | None) -> BackgroundTool:
-    argv = [*_taskset(cpus), str(paths.tool("hw-wirecap")), "-i", interface, "-o", str(raw / "wire.pcap")]
+    argv = [*taskset_prefix(cpus), str(paths.tool("hw-wirecap")), "-i", interface, "-o", str(raw / "wire.pcap")]
     if netns:
         argv += ["-n", netns]
     return BackgroundTool("hw-wirecap", argv, raw / "wirecap.log", "capturing on")
 
 
 def schedtrace(raw: Path, cpus: str | None, syscall_pid: int | None = None) -> BackgroundTool:
-    argv = [*_taskset(cpus), str(paths.tool("hw-schedtrace")), "-o", str(raw)]
+    argv = [*taskset_prefix(cpus), str(paths.tool("hw-schedtrace")), "-o", str(raw)]
     if syscall_pid is not None:
         argv += ["--syscalls", "--pid", str(syscall_pid)]
     return BackgroundTool("hw-schedtrace", argv, raw / "schedtrace.log", "recording in tracefs instance")

@@ -22,10 +22,3 @@ def tool(name: str) -> Path:
         raise HostwireError(f"{name} is not built: {path} is missing (run 'make build')")
     return path
 
-
-def library(name: str) -> Path:
-    """Path of a built shared library (libhwiowrap.so); raises if it is not built."""
-    path = build_dir() / "lib" / name
-    if not path.exists():
-        raise HostwireError(f"{name} is not built: {path} is missing (run 'make build')")
-    return path

@@ -3,7 +3,6 @@ sender host's CLOCK_MONOTONIC."""
 
 from __future__ import annotations
 
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +42,6 @@ class Run:
         if window:
             return int(window[0]), int(window[1])
         return self.bench.window_ns
-
-    @cached_property
-    def _sender_events(self) -> pd.DataFrame:
-        return self.bench.df_sender_events()
 
     def df_writes(self) -> pd.DataFrame:
         """The senders' write() calls: `t_ns` (start of the call), `t_end_ns`, `pid`, `role`,

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,7 +170,7 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
             if point.topology == "netns":
                 topology = Topology(link=LinkSpec(point.link_rate, point.link_qdisc),
                                     receiver_cpus=point.receiver_cpus)
-            with topology if topology is not None else _nothing():
+            with topology if topology is not None else nullcontext():
                 manifest["host"] = host_facts(topology)
                 record.bench = _run_with_collectors(partial / "raw", point, topology, manifest)
         _fill_from_bench(manifest, record.bench)
@@ -192,11 +192,6 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
             partial.rename(final)
             record.directory = final
     return record
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def _fill_from_bench(manifest: dict[str, Any], bench: BenchResult | None) -> None:

@@ -10,13 +10,13 @@ from hostwire.bench import BenchResult
 
 
 def df_bench_summary(bench: BenchResult) -> pd.DataFrame:
-    """One row per process: role, pid, bytes sent or received (whole run and within the window),
+    """One row per process: role, kind (send, background), pid, bytes sent or received (whole run and within the window),
     writes or sieve rounds within the window, LF received, exit."""
     summary = bench.summary
     received = {r["index"]: r for r in summary.get("receivers", [])}
     rows = []
     for proc in summary.get("processes", []):
-        row = {"role": proc["role"], "pid": proc["pid"], "exit": proc["exit"]}
+        row = {"role": proc["role"], "kind": proc["kind"], "pid": proc["pid"], "exit": proc["exit"]}
         if proc["kind"] == "send":
             recv = received.get(proc["index"], {})
             row.update(
@@ -36,21 +36,22 @@ def format_bench_summary(bench: BenchResult) -> str:
     start, end = bench.window_ns
     seconds = (end - start) / 1e9
     lines = [f"logging window: {seconds:g} s"]
-    for proc in summary.get("processes", []):
-        if proc["kind"] != "send":
-            continue
-        recv = next((r for r in summary.get("receivers", []) if r["index"] == proc["index"]), {})
-        rate = proc["bytes_window"] * 8 / seconds / 1e6
+    table = df_bench_summary(bench)
+    senders = table[table["kind"] == "send"]
+    counts = ["local_port", "bytes_sent", "bytes_sent_window", "writes_window"]
+    for row in senders.astype({c: "int64" for c in counts}).itertuples():
+        rate = row.bytes_sent_window * 8 / seconds / 1e6
+        received = 0 if pd.isna(row.bytes_received) else int(row.bytes_received)
+        lf = "?" if pd.isna(row.lf_received) else int(row.lf_received)
         lines.append(
-            f"  {proc['role']:8} pid {proc['pid']:<7} port {proc['local_port']:<5}  "
-            f"sent {proc['bytes_total']:>11,} B  received {recv.get('bytes_total', 0):>11,} B  "
-            f"window: {proc['calls_window']:>6} writes, {proc['bytes_window']:>10,} B ({rate:.2f} Mbit/s)  "
-            f"LF received {recv.get('lf_received', '?')}"
+            f"  {row.role:8} pid {row.pid:<7} port {row.local_port:<5}  "
+            f"sent {row.bytes_sent:>11,} B  received {received:>11,} B  "
+            f"window: {row.writes_window:>6} writes, {row.bytes_sent_window:>10,} B ({rate:.2f} Mbit/s)  "
+            f"LF received {lf}"
         )
-    for proc in summary.get("processes", []):
-        if proc["kind"] == "background":
-            lines.append(f"  {proc['role']:8} pid {proc['pid']:<7} sieve rounds in window {proc['calls_window']:>6}"
-                         f"  check failures {proc['check_failures']}")
+    for row in table[table["kind"] == "background"].itertuples():
+        lines.append(f"  {row.role:8} pid {row.pid:<7} sieve rounds in window {int(row.sieve_rounds_window):>6}"
+                     f"  check failures {int(row.sieve_check_failures)}")
     sync = summary.get("clock_sync", {})
     for phase in ("start", "end"):
         est = sync.get(phase, {})

@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from hostwire.errors import HostwireError, UsageError
 
@@ -217,6 +216,11 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def taskset_prefix(cpus: str | None) -> list[str]:
+    """The argv prefix that places a command on `cpus` (nothing when None)."""
+    return ["taskset", "-c", cpus] if cpus is not None else []
+
+
 def stale_namespaces() -> list[str]:
     """hostwire namespaces whose owning process is gone."""
     stale = []
@@ -233,7 +237,3 @@ def remove_namespaces(names: list[str]) -> list[str]:
         if run_cmd(["ip", "netns", "del", ns], check=False).returncode == 0:
             removed.append(ns)
     return removed
-
-
-def netns_exists(name: str) -> bool:
-    return Path("/run/netns", name).exists()
