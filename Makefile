@@ -62,6 +62,16 @@ $(BUILD)/test/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(2)) | check-libs
 CTESTS += $(BUILD)/test/$(1)
 endef
 
+# $(call hw_test_prog,NAME,C-SOURCES): a helper program that tests and benchmarks run, in
+# $(BUILD)/test-progs (built with the tools; not a unit test).
+define hw_test_prog
+$(BUILD)/test-progs/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(2)) | check-libs
+	$$(call msg,LINK,$$@)
+	$$(Q)mkdir -p $$(@D)
+	$$(Q)$$(CC) $$(HW_LDFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^)
+PROGRAMS += $(BUILD)/test-progs/$(1)
+endef
+
 # $(call hw_shared_lib,NAME,C-SOURCES,EXTRA-LDLIBS): a preload library in $(BUILD)/lib.
 define hw_shared_lib
 $(BUILD)/lib/$(1): $(patsubst %.c,$(BUILD)/pic/%.o,$(2)) | check-libs

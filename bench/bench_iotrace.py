@@ -4,12 +4,19 @@ The workload (iotrace-write-loop) times N one-byte writes to /dev/null (a traced
 getppid() calls (a call no tracer selects), with CLOCK_MONOTONIC around its loop. Each
 configuration runs REPS times, alternating, and keeps its fastest run (the machine is shared:
 the minimum is the least disturbed). Printed: ns per call, ns added over the bare loop, and the
-added cost as a fraction of strace's. Environment: IOTRACE_BENCH_CALLS (default 1000000),
-IOTRACE_BENCH_REPS (default 3; the stop-based tracers run at most twice), IOTRACE_BENCH_CPU
-(default 0): every configuration, tracer and traced program alike, runs on that one CPU, as
-hostwire runs a tracer beside the sender host's processes (a tracer on another CPU pays a
+added cost as a fraction of strace's; then the same fraction round by round (the configurations
+of one round run back to back, so a round's ratio is less disturbed than a ratio of two
+minima taken minutes apart). Environment: IOTRACE_BENCH_CALLS (default 1000000),
+IOTRACE_BENCH_REPS (default 3), IOTRACE_BENCH_CPU (default 0): every configuration, tracer and
+traced program alike, runs on that one CPU, as hostwire runs a tracer beside the sender host's processes (a tracer on another CPU pays a
 cross-CPU wake-up at every stop: measured here, about 22 us per traced call instead of 8, and
-strace likewise). IOTRACE_BENCH_CPU=none leaves placement to the scheduler."""
+strace likewise). IOTRACE_BENCH_CPU=none leaves placement to the scheduler.
+
+Two references bound what any ptrace tracer can reach here: iotrace-ptrace-floor does nothing
+per traced call but the two stops (wait for the seccomp entry stop, resume to the exit stop, wait,
+resume), and then the same plus the one register read a tracer needs to learn the call, its
+arguments and its result. On a machine where a context switch is expensive, the four switches
+of the two stops are most of the cost, and these floors show how much of it is the mechanism."""
 
 from __future__ import annotations
 
@@ -81,40 +88,41 @@ def main() -> int:
     tracer = str(paths.tool("hw-iotrace"))
     with tempfile.TemporaryDirectory(prefix="hw-iotrace-bench-") as tmp:
         out = f"{tmp}/syscalls.tsv"
-        slow = min(2, reps)
+        floor = str(paths.build_dir() / "test-progs" / "iotrace-ptrace-floor")
         strace_out = f"{tmp}/strace.txt"
-        configs = {
-            "bare": ([], reps),
-            "hw-iotrace ptrace (seccomp)": ([tracer, "-o", out, "--"], slow),
-            "hw-iotrace preload": ([tracer, "--preload", "-o", out, "--"], reps),
-            "tracefs syscall events": (None, reps),
-            "strace -f -ttt -o FILE": (["strace", "-f", "-ttt", "-e", f"trace={CALLS}", "-o", strace_out], slow),
-            "strace --seccomp-bpf": (["strace", "-f", "--seccomp-bpf", "-ttt", "-e", f"trace={CALLS}", "-o",
-                                      strace_out], slow),
+        configs: dict[str, list[str] | None] = {
+            "bare": [],
+            "hw-iotrace ptrace (seccomp)": [tracer, "-o", out, "--"],
+            "hw-iotrace preload": [tracer, "--preload", "-o", out, "--"],
+            "tracefs syscall events": None,
+            "ptrace floor: 2 stops": [floor, "--"],
+            "ptrace floor + 1 reg read": [floor, "--regs", "--"],
+            "strace -f -ttt -o FILE": ["strace", "-f", "-ttt", "-e", f"trace={CALLS}", "-o", strace_out],
+            "strace --seccomp-bpf": ["strace", "-f", "--seccomp-bpf", "-ttt", "-e", f"trace={CALLS}", "-o",
+                                     strace_out],
         }
-        untraced = {
-            "bare": ([], reps),
-            "hw-iotrace ptrace (seccomp)": ([tracer, "-o", out, "--"], reps),
-            "strace --seccomp-bpf": (["strace", "-f", "--seccomp-bpf", "-e", f"trace={CALLS}", "-o", strace_out],
-                                     reps),
+        untraced: dict[str, list[str] | None] = {
+            "bare": [],
+            "hw-iotrace ptrace (seccomp)": [tracer, "-o", out, "--"],
+            "strace --seccomp-bpf": ["strace", "-f", "--seccomp-bpf", "-e", f"trace={CALLS}", "-o", strace_out],
         }
-        results: dict[str, dict[str, float]] = {"write": {}, "getppid": {}}
+        # rounds[mode][i][name]: ns per call of each configuration in round i (all run back to back)
+        rounds: dict[str, list[dict[str, float]]] = {"write": [], "getppid": []}
         for mode, table in (("write", configs), ("getppid", untraced)):
-            for rep in range(max(r for _, r in table.values())):
-                for name, (prefix, want) in table.items():
-                    if rep >= want:
-                        continue
-                    ns = run_tracefs(mode, n) if prefix is None else run_loop(prefix, mode, n)
-                    results[mode][name] = min(ns, results[mode].get(name, float("inf")))
+            for _ in range(reps):
+                measured: dict[str, float] = {}
+                for name, prefix in table.items():
+                    measured[name] = run_tracefs(mode, n) if prefix is None else run_loop(prefix, mode, n)
                     for f in (out, strace_out):
                         Path(f).unlink(missing_ok=True)
+                rounds[mode].append(measured)
+        results = {mode: {name: min(r[name] for r in rs) for name in rs[0]} for mode, rs in rounds.items()}
 
     w, g = results["write"], results["getppid"]
     bare = w["bare"]
     strace_added = w["strace -f -ttt -o FILE"] - bare
     where = "scheduler's choice of CPUs" if not PIN else f"everything on CPU {CPU}"
-    print(f"traced call: 1-byte write() to /dev/null, {n} calls (fastest of {reps} runs; stop-based tracers: "
-          f"{min(2, reps)}; {where})")
+    print(f"traced call: 1-byte write() to /dev/null, {n} calls (fastest of {reps} runs; {where})")
     print(f"{'configuration':32} {'ns/call':>10} {'added ns':>10} {'of strace':>10}")
     for name, ns in w.items():
         added = ns - bare
@@ -127,6 +135,16 @@ def main() -> int:
     preload_added = w["hw-iotrace preload"] - bare
     untraced_ours = g["hw-iotrace ptrace (seccomp)"] - g["bare"]
     untraced_strace = g["strace --seccomp-bpf"] - g["bare"]
+    floor_ratio = (w["ptrace floor: 2 stops"] - bare) / strace_added
+    floor_regs_ratio = (w["ptrace floor + 1 reg read"] - bare) / strace_added
+    print(f"\nthe least a ptrace tracer pays here, as a fraction of strace's added cost: {floor_ratio:.3f} (stops "
+          f"only), {floor_regs_ratio:.3f} (with the one register read); hw-iotrace: {ptrace_ratio:.3f}")
+    ours = "hw-iotrace ptrace (seccomp)"
+    paired = [(r[ours] - r["bare"]) / (r["strace -f -ttt -o FILE"] - r["bare"]) for r in rounds["write"]]
+    paired_floor = [(r["ptrace floor: 2 stops"] - r["bare"]) / (r["strace -f -ttt -o FILE"] - r["bare"])
+                    for r in rounds["write"]]
+    print(f"round by round (configurations run back to back): hw-iotrace {', '.join(f'{x:.3f}' for x in paired)}; "
+          f"floor {', '.join(f'{x:.3f}' for x in paired_floor)}")
     print("\ntargets:")
     print(f"  ptrace added cost <= 0.5 x strace's: {ptrace_ratio:.3f} -> {'met' if ptrace_ratio <= 0.5 else 'MISSED'}")
     print(f"  preload added cost < 100 ns: {preload_added:.1f} -> {'met' if preload_added < 100 else 'MISSED'}")

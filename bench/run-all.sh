@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: runs every benchmark of the project in one session, so that the ratios against the
+# make bench: runs every benchmark of the project in one go, so that the ratios against the
 # peer tools compare like with like. Each bench/bench-*.sh and bench/bench_*.py prints its own table.
 set -uo pipefail
 cd "$(dirname "$0")/.."

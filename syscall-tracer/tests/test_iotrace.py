@@ -160,6 +160,30 @@ def test_selected_calls_only(build_dir: Path, tmp_path: Path) -> None:
 STRACE_LINE = re.compile(r"^(\d+)\s+([\d.]+)\s+(\w+)\((.*)\)\s+=\s+(-?\d+)(?:\s+(E[A-Z0-9]+))?.*<[\d.]+>$")
 
 
+@pytest.mark.privileged("ptrace")
+def test_bench_reference_stops_as_often_as_hw_iotrace(build_dir: Path, tmp_path: Path) -> None:
+    """bench_iotrace.py compares hw-iotrace with iotrace-ptrace-floor, which must stop on exactly
+    the same calls: the loop's N writes and the one write of its closing printf."""
+    loop = build_dir / "test-progs" / "iotrace-write-loop"
+    floor = build_dir / "test-progs" / "iotrace-ptrace-floor"
+    n = 1000
+    for extra in ([], ["--regs"]):
+        proc = subprocess.run([floor, *extra, "--", loop, "write", str(n)], capture_output=True, text=True,
+                              timeout=TIMEOUT)
+        assert proc.returncode == 0, proc.stderr
+        assert f"calls={n} " in proc.stdout
+        assert re.search(r"exit_stops=(\d+)", proc.stderr).group(1) == str(n + 1)
+    out = tmp_path / "loop.tsv"
+    proc = subprocess.run([build_dir / "bin" / "hw-iotrace", "-o", out, "-e", "write", "--", loop, "write", str(n)],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    df = read_syscalls(out)
+    assert len(df) == n + 1 and (df["call"] == "write").all()
+    assert (df["req_bytes"].iloc[:n] == 1).all() and (df["result"].iloc[:n] == 1).all()
+    usage = subprocess.run([floor, "--bogus"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert usage.returncode == 2 and usage.stderr.count("\n") == 1
+
+
 def split_args(text: str) -> list[str]:
     """Top-level arguments of an strace call: commas inside quotes, [], {} do not split."""
     args, depth, quote, cur, i = [], 0, False, [], 0
