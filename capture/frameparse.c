@@ -211,6 +211,31 @@ static enum fp_status parse_ipv6(const uint8_t *ip, uint32_t avail, uint32_t roo
     return classify_proto(next);
 }
 
+#define TCP_SYN 0x02
+#define TCPOPT_EOL 0
+#define TCPOPT_NOP 1
+#define TCPOPT_WSCALE 3
+#define TCP_MAX_WSCALE 14
+
+/* The shift of the window-scale option among a SYN's options, or -1. A receiver takes a shift
+ * above 14 as 14 (RFC 7323 section 2.3); a malformed option list ends the search. */
+static int8_t syn_wscale(const uint8_t *opt, uint32_t len)
+{
+    uint32_t i = 0;
+    while (i < len && opt[i] != TCPOPT_EOL) {
+        if (opt[i] == TCPOPT_NOP) {
+            i++;
+            continue;
+        }
+        if (i + 1 >= len || opt[i + 1] < 2 || i + opt[i + 1] > len)
+            return -1;
+        if (opt[i] == TCPOPT_WSCALE && opt[i + 1] == 3)
+            return (int8_t)(opt[i + 2] > TCP_MAX_WSCALE ? TCP_MAX_WSCALE : opt[i + 2]);
+        i += opt[i + 1];
+    }
+    return -1;
+}
+
 enum fp_status fp_parse(int dlt, const uint8_t *data, uint32_t caplen, uint32_t wire_len,
                         struct fp_fields *out)
 {
@@ -265,6 +290,7 @@ enum fp_status fp_parse(int dlt, const uint8_t *data, uint32_t caplen, uint32_t 
         out->ack = rd32(l4 + 8);
         out->flags = l4[13];
         out->window = rd16(l4 + 14);
+        out->wscale = (out->flags & TCP_SYN) && avail >= hlen + thl ? syn_wscale(l4 + 20, thl - 20) : -1;
         out->payload_len = l4room - thl;
     } else {
         if (l4room < 8)
@@ -276,6 +302,7 @@ enum fp_status fp_parse(int dlt, const uint8_t *data, uint32_t caplen, uint32_t 
         out->seq = out->ack = 0;
         out->flags = 0;
         out->window = 0;
+        out->wscale = -1;
         out->payload_len = l4room - 8;
     }
     return FP_OK;

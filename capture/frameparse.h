@@ -31,6 +31,8 @@ struct fp_fields {
     uint32_t seq, ack;
     uint8_t flags;
     uint16_t window;
+    int8_t wscale;        /* window-scale shift a SYN offers (RFC 7323, at most 14); -1: none, not
+                             a SYN, or its options not captured */
 };
 
 /* Link types we decode (values of pcap_datalink(), i.e. DLT_*). */

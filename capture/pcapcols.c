@@ -20,7 +20,7 @@
 
 enum col {
     C_FRAME, C_T_NS, C_WIRE_LEN, C_CAP_LEN, C_IP_LEN, C_PROTO, C_SRC, C_DST, C_SPORT, C_DPORT,
-    C_SEQ, C_ACK, C_FLAGS, C_WINDOW, C_PAYLOAD_LEN, C_NCOLS
+    C_SEQ, C_ACK, C_FLAGS, C_WINDOW, C_PAYLOAD_LEN, C_WSCALE, C_NCOLS
 };
 
 static const struct {
@@ -35,7 +35,7 @@ static const struct {
     [C_SPORT] = {"sport", "<u2", 2},       [C_DPORT] = {"dport", "<u2", 2},
     [C_SEQ] = {"seq", "<u4", 4},           [C_ACK] = {"ack", "<u4", 4},
     [C_FLAGS] = {"flags", "|u1", 1},       [C_WINDOW] = {"window", "<u2", 2},
-    [C_PAYLOAD_LEN] = {"payload_len", "<i8", 8},
+    [C_PAYLOAD_LEN] = {"payload_len", "<i8", 8}, [C_WSCALE] = {"wscale", "|i1", 1},
 };
 
 struct chunk {
@@ -47,6 +47,7 @@ struct chunk {
     uint8_t flags[CHUNK];
     uint16_t window[CHUNK];
     int64_t payload_len[CHUNK];
+    int8_t wscale[CHUNK];
     int n;
 };
 
@@ -96,7 +97,7 @@ static int flush_chunk(struct state *s)
     struct chunk *c = s->chunk;
     const void *arrays[C_NCOLS] = {
         c->frame, c->t_ns, c->wire_len, c->cap_len, c->ip_len, c->proto, c->src, c->dst,
-        c->sport, c->dport, c->seq, c->ack, c->flags, c->window, c->payload_len,
+        c->sport, c->dport, c->seq, c->ack, c->flags, c->window, c->payload_len, c->wscale,
     };
     for (int i = 0; i < C_NCOLS; i++)
         if (write_all(s->fds[i], arrays[i], cols[i].size * (size_t)c->n) < 0)
@@ -342,6 +343,7 @@ static int convert(const struct pcapcols_opts *opts, struct pcapcols_result *res
         c->flags[n] = ff.flags;
         c->window[n] = ff.window;
         c->payload_len[n] = ff.payload_len;
+        c->wscale[n] = ff.wscale;
         res->rows++;
         if (++c->n == CHUNK && flush_chunk(&s) < 0) {
             snprintf(res->error, sizeof(res->error), "failed to write %s: %s", opts->outdir, strerror(errno));

@@ -15,6 +15,7 @@ import pytest
 
 import hostwire
 
+from hostwire.metrics.streams import label_streams
 from hostwire.topology import list_namespaces
 
 
@@ -116,6 +117,18 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
     assert counters["unclean_exits"] == 0 and counters["sieve_failures"] == 0
     assert counters["frames"] > 2000  # 10 Mbit/s for 3 s is about 2500 full frames
     assert counters["impossible_share"] < 0.01
+    # The smallest window the receivers advertised, scaled, as tshark calculates it from the handshake.
+    run = hostwire.load_run(record.directory)
+    start, end = run.window_ns()
+    lab = label_streams(run.df_frames())
+    t = lab["t_ns"].to_numpy()
+    acks = set(lab["frame"][(t >= start) & (t <= end) & ~lab["data_dir"].to_numpy()].tolist())
+    out = subprocess.run(["tshark", "-n", "-r", str(record.directory / "raw" / "wire.pcap"), "-T", "fields",
+                          "-e", "frame.number", "-e", "tcp.window_size"], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    windows = [int(w) for n, w in (line.split("\t") for line in out.splitlines()) if w and int(n) in acks]
+    assert len(windows) == len(acks) > 100
+    assert counters["min_advertised_window"] == min(windows) and counters["window_scale_unknown_streams"] == 0
     # Fairness on the run counts the receivers' bytes, exactly as the benchmark reported them.
     fairness = table("fairness", record.directory)
     received = {r["index"]: r["bytes_window"] for r in record.bench.summary["receivers"]}

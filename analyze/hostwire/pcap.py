@@ -8,7 +8,8 @@ Columns (one row per TCP or UDP frame over IPv4/IPv6, in file order):
   frame (int64, 1-based frame number in the file), t_ns (int64 ns), wire_len, cap_len, ip_len,
   payload_len (int64 bytes), proto (uint8: 6 TCP, 17 UDP), src, dst (Categorical of address
   strings), sport, dport (uint16), seq, ack (uint32), flags (uint8 TCP flags), window (uint16,
-  the raw TCP window field; 0 for UDP); with clock_pairs also t_pcap_ns (the stamp as recorded).
+  the raw TCP window field; 0 for UDP), wscale (int8: the window-scale shift a SYN offers, -1 when
+  none); with clock_pairs also t_pcap_ns (the stamp as recorded).
 df.attrs: "skipped" (kind -> count), "malformed" (frame numbers), "frames" (all frames read),
 "link_type", "file_format", "snaplen", "tstamp_precision", "damage" (None or a dict with
 message, byte_offset, frame) and "clock_map" (None or the slope/offset used).
@@ -33,7 +34,7 @@ from hostwire.paths import tool
 COLUMNS_FORMAT = "hostwire-columns"
 COLUMNS_VERSION = 1
 COLUMNS = ("frame", "t_ns", "wire_len", "cap_len", "ip_len", "proto", "src", "dst", "sport", "dport",
-           "seq", "ack", "flags", "window", "payload_len")
+           "seq", "ack", "flags", "window", "payload_len", "wscale")
 
 
 def read_pcap(path: str | os.PathLike[str], clock_pairs: Sequence[Mapping[str, int]] | None = None, *,

@@ -143,11 +143,53 @@ def test_sanity_counters_and_marking() -> None:
     assert df_sanity(f, lab, frame_window(f), 10**7, only_check).set_index("counter")["value"]["marked"] == 1
 
 
+def handshake(t_ns: int, sender_scale: int, receiver_scale: int, isn: int = 499) -> list[pd.DataFrame]:
+    """SYN from the sender and SYN-ACK from the receiver, offering these window scales (-1: none)."""
+    syn = synth.frame_table(np.array([t_ns]), np.array([0]), np.array([isn]), np.array([0]), synth.SENDER,
+                            synth.RECEIVER, 40000, 5001, flags=0x02, window=64240, wscale=sender_scale)
+    syn_ack = synth.frame_table(np.array([t_ns + 1000]), np.array([0]), np.array([7]), np.array([isn + 1]),
+                                synth.RECEIVER, synth.SENDER, 5001, 40000, flags=0x12, window=65160,
+                                wscale=receiver_scale)
+    return [syn, syn_ack]
+
+
+def receiver_acks(t_ns: list[int], ack: list[int], window: list[int]) -> pd.DataFrame:
+    n = len(t_ns)
+    table = synth.frame_table(np.array(t_ns), np.zeros(n, np.int64), np.full(n, 8), np.array(ack), synth.RECEIVER,
+                              synth.SENDER, 5001, 40000, flags=0x10)
+    return table.assign(window=np.array(window, dtype=np.uint16))
+
+
 def test_bytes_in_flight_and_advertised_window() -> None:
-    data = synth.frames(np.array([0, 1, 2, 3]) * 10**6, payload=1000, seq0=500)
-    acks = synth.frame_table(np.array([2_500_000]), np.array([0]), np.array([0]), np.array([2500]),
-                             synth.RECEIVER, synth.SENDER, 5001, 40000, flags=0x10, window=3000)
-    f = synth.concat([data, acks])
+    data = synth.frames(np.array([0, 1, 2, 3]) * 10**6 + 10**6, payload=1000, seq0=500)
+    acks = receiver_acks([3_500_000, 4_800_000], [2500, 4500], [600, 1000])
+    f = synth.concat([*handshake(0, sender_scale=2, receiver_scale=7), data, acks])
+    after_handshake = Window(10**6, 10**7)
+    table = df_sanity(f, label_streams(f), after_handshake, 10**7).set_index("counter")["value"]
+    # highest byte sent at 4 ms: 500 + 4000; acked 2500 -> 2000 bytes in flight.
+    assert table["max_bytes_in_flight"] == 2000
+    # the receiver offered shift 7 and the sender offered one too: 600 << 7
+    assert table["min_advertised_window"] == 600 * 128 and table["window_scale_unknown_streams"] == 0
+    # with the handshake in the window, its SYN-ACK's 65160 (never scaled) is the smallest
     table = df_sanity(f, label_streams(f), frame_window(f), 10**7).set_index("counter")["value"]
-    # highest byte sent at 3 ms: 500 + 4000; acked 2500 -> 2000 bytes in flight.
-    assert table["max_bytes_in_flight"] == 2000 and table["min_advertised_window"] == 3000
+    assert table["min_advertised_window"] == 65160
+
+
+def test_window_scale_needs_both_ends_and_the_handshake() -> None:
+    data = synth.frames(np.array([1, 2]) * 10**6, payload=1000, seq0=500)
+    acks = receiver_acks([3_000_000], [1500], [600])
+    # the sender offered no scale: the receiver's shift is not in effect (RFC 7323)
+    f = synth.concat([*handshake(0, sender_scale=-1, receiver_scale=7), data, acks])
+    table = df_sanity(f, label_streams(f), Window(10**6, 10**7), 10**7).set_index("counter")["value"]
+    assert table["min_advertised_window"] == 600
+    # a second stream seen without its handshake: its scale is unknown, so its windows are left out
+    other = synth.frame_table(np.array([3_500_000]), np.array([0]), np.array([8]), np.array([1]), synth.RECEIVER,
+                              synth.SENDER, 5002, 40002, flags=0x10, window=5)
+    other_data = synth.frames(np.array([2_500_000]), payload=100, sport=40002, dport=5002)
+    f2 = synth.concat([*handshake(0, sender_scale=3, receiver_scale=7), data, acks, other_data, other])
+    table = df_sanity(f2, label_streams(f2), Window(10**6, 10**7), 10**7).set_index("counter")["value"]
+    assert table["min_advertised_window"] == 600 * 128 and table["window_scale_unknown_streams"] == 1
+    # frames that carry no wscale column: nothing is known
+    bare = f.drop(columns="wscale")
+    table = df_sanity(bare, label_streams(bare), Window(10**6, 10**7), 10**7).set_index("counter")["value"]
+    assert table["min_advertised_window"] == -1 and table["window_scale_unknown_streams"] == 1

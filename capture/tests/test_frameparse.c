@@ -58,6 +58,56 @@ static void test_ipv4_tcp(void)
     CHECK_EQ_LL(fp_parse(DLT_EN10MB, frame, len, len - 1, &f), FP_MALFORMED);
 }
 
+/* A SYN's TCP options (12 bytes after the 20-byte header of eth_ipv4_tcp's frame) */
+static uint32_t syn_with_options(const uint8_t opts[12])
+{
+    uint32_t len = eth_ipv4_tcp(0, 0, 0);
+    frame[14 + 20 + 13] = 0x02;  /* SYN */
+    memcpy(frame + 14 + 20 + 20, opts, 12);
+    return len;
+}
+
+static void test_syn_window_scale(void)
+{
+    struct fp_fields f;
+    uint32_t len = eth_ipv4_tcp(0, 0, 100);
+    CHECK_EQ_LL(fp_parse(DLT_EN10MB, frame, len, len, &f), FP_OK);
+    CHECK_EQ_LL(f.wscale, -1);  /* not a SYN */
+    /* MSS 1460, NOP, WS 7, SACK permitted, EOL: what Linux sends, less the timestamps */
+    const uint8_t linux_like[12] = {2, 4, 0x05, 0xb4, 1, 3, 3, 7, 4, 2, 0, 0};
+    len = syn_with_options(linux_like);
+    CHECK_EQ_LL(fp_parse(DLT_EN10MB, frame, len, len, &f), FP_OK);
+    CHECK_EQ_LL(f.wscale, 7);
+    CHECK_EQ_LL(f.flags, 0x02);
+    /* options cut by the snap length: the frame is kept, the scale is unknown */
+    CHECK_EQ_LL(fp_parse(DLT_EN10MB, frame, 14 + 20 + 26, len, &f), FP_OK);
+    CHECK_EQ_LL(f.wscale, -1);
+    /* a shift above 14 counts as 14 */
+    const uint8_t too_big[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 15};
+    len = syn_with_options(too_big);
+    CHECK_EQ_LL(fp_parse(DLT_EN10MB, frame, len, len, &f), FP_OK);
+    CHECK_EQ_LL(f.wscale, 14);
+    /* WS 0 is a scale (no shift), not its absence */
+    const uint8_t zero[12] = {3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    len = syn_with_options(zero);
+    CHECK_EQ_LL(fp_parse(DLT_EN10MB, frame, len, len, &f), FP_OK);
+    CHECK_EQ_LL(f.wscale, 0);
+    /* a zero option length ends the search; so does EOL before the option */
+    const uint8_t bad_len[12] = {2, 0, 3, 3, 5, 0, 0, 0, 0, 0, 0, 0};
+    len = syn_with_options(bad_len);
+    CHECK_EQ_LL(fp_parse(DLT_EN10MB, frame, len, len, &f), FP_OK);
+    CHECK_EQ_LL(f.wscale, -1);
+    const uint8_t after_eol[12] = {0, 3, 3, 5, 0, 0, 0, 0, 0, 0, 0, 0};
+    len = syn_with_options(after_eol);
+    CHECK_EQ_LL(fp_parse(DLT_EN10MB, frame, len, len, &f), FP_OK);
+    CHECK_EQ_LL(f.wscale, -1);
+    /* an option running past the header */
+    const uint8_t overrun[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3};
+    len = syn_with_options(overrun);
+    CHECK_EQ_LL(fp_parse(DLT_EN10MB, frame, len, len, &f), FP_OK);
+    CHECK_EQ_LL(f.wscale, -1);
+}
+
 static void test_vlan_and_superpacket(void)
 {
     struct fp_fields f;
@@ -170,6 +220,7 @@ static void test_addrdict(void)
 
 HW_TEST_MAIN(
     test_ipv4_tcp();
+    test_syn_window_scale();
     test_vlan_and_superpacket();
     test_other_kinds();
     test_ipv6_udp_raw_and_sll();

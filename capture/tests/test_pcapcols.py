@@ -125,12 +125,13 @@ def test_dtypes_and_categories(write) -> None:
     df = read_pcap(write("s.pcap", pcap_bytes(frames)))
     want = {"frame": "int64", "t_ns": "int64", "wire_len": "int64", "cap_len": "int64", "ip_len": "int64",
             "proto": "uint8", "sport": "uint16", "dport": "uint16", "seq": "uint32", "ack": "uint32",
-            "flags": "uint8", "window": "uint16", "payload_len": "int64"}
+            "flags": "uint8", "window": "uint16", "payload_len": "int64", "wscale": "int8"}
     assert {c: str(df[c].dtype) for c in want} == want
     assert isinstance(df["src"].dtype, pd.CategoricalDtype) and isinstance(df["dst"].dtype, pd.CategoricalDtype)
     assert df["dst"].astype(str).tolist() == ["198.18.0.2"] * 3 + ["198.18.0.1"]
     last = df.iloc[-1]
     assert (last["flags"], last["window"], last["payload_len"], last["ack"]) == (0x10, 65535, 0, 7)
+    assert df["wscale"].tolist() == [-1] * 4  # no SYN among them
 
 
 def test_link_types_vlan_sll2_raw_and_pcapng(write) -> None:
@@ -264,7 +265,8 @@ def test_unsupported_and_usage(tmp_path: Path) -> None:
 
 TSHARK_FIELDS = ["frame.number", "frame.time_epoch", "frame.len", "frame.cap_len", "ip.len", "ipv6.plen",
                  "tcp.srcport", "tcp.dstport", "udp.srcport", "udp.dstport", "tcp.len", "udp.length",
-                 "tcp.seq_raw", "tcp.ack_raw", "tcp.window_size_value", "_ws.malformed", "_ws.expert"]
+                 "tcp.seq_raw", "tcp.ack_raw", "tcp.window_size_value", "tcp.flags.syn", "tcp.options.wscale.shift",
+                 "_ws.malformed", "_ws.expert"]
 
 
 def tshark_table(path: Path) -> pd.DataFrame:
@@ -284,6 +286,7 @@ def epoch_ns(text: str) -> int:
 def test_corpus_matches_tshark(shared_corpus: Path) -> None:
     files = sorted((shared_corpus / "pcap").iterdir())
     assert files
+    syns_with_scale = 0
     for path in files:
         if path.name in UNSUPPORTED:
             with pytest.raises(InputError) as info:
@@ -309,11 +312,16 @@ def test_corpus_matches_tshark(shared_corpus: Path) -> None:
                 assert row.payload_len == int(t["tcp.len"]), where
                 assert (row.seq, row.ack) == (int(t["tcp.seq_raw"]), int(t["tcp.ack_raw"] or 0)), where
                 assert row.window == int(t["tcp.window_size_value"]), where
+                syn = t["tcp.flags.syn"] in ("1", "True")
+                shift = min(int(t["tcp.options.wscale.shift"]), 14) if syn and t["tcp.options.wscale.shift"] else -1
+                assert row.wscale == shift, where
+                syns_with_scale += shift >= 0
             else:
                 assert row.payload_len == ip_len - (ip_len - row.payload_len), where
         # frames tshark calls malformed are never rows
         bad = set(ts.index[ts["_ws.malformed"] != ""])
         assert not bad & set(df["frame"]), path
+    assert syns_with_scale > 0  # the corpus has handshakes that offer a scale: the comparison is not vacuous
     # files whose contents are known
     bad_version = read_pcap(shared_corpus / "pcap" / "ipv6-bad-version.pcap")
     assert bad_version.attrs["malformed"] == [2, 4] and bad_version.attrs["skipped"] == {"icmpv6": 2}

@@ -49,7 +49,8 @@ KINDS: dict[str, tuple[str, str]] = {
         "impossible intervals, retransmissions, window vs flight, and the run's loss counters",
         "columns: counter, value. Counters: frames, frame_gaps, impossible_intervals (gap shorter than\n"
         "(1 - --tolerance) x the serialization time at --link-rate, in each stream's data direction),\n"
-        "impossible_share, tcp_retransmissions, min_advertised_window (raw field), max_bytes_in_flight,\n"
+        "impossible_share, tcp_retransmissions, min_advertised_window (bytes, scaled by the window scale\n"
+        "of the handshake), window_scale_unknown_streams (handshake not captured), max_bytes_in_flight,\n"
         "capture_drops, trace_overruns, tracer_misses, log_overflows, sieve_failures, unclean_exits,\n"
         "loss.* (each manifest counter), marked (1 when a loss is non-zero)."),
 }

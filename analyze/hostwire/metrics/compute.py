@@ -177,9 +177,9 @@ def _sanity(source: Source, window: Window, args: Any) -> tuple[pd.DataFrame, bo
     frames: pd.DataFrame | None = None
     labelled = None
     if source.frames is not None or not source.is_run:
-        frames = clip(source.need_frames(), window)
-        require_rows(frames, "frames", window)
-        try:
+        frames = source.need_frames()
+        require_rows(clip(frames, window), "frames", window)
+        try:  # all frames, not only the window's: the handshakes before it give the window scales
             labelled = label_streams(frames)
         except InputError:
             labelled = None

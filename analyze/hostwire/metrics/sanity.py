@@ -65,15 +65,49 @@ def impossible_intervals(frames: pd.DataFrame, window: Window, link_rate_bps: fl
     return int((gap < (1.0 - tolerance) * serialization_ns).sum()), int(len(gap))
 
 
+TCP_SYN = 0x02
+
+
+def advertised_window_bytes(labelled: pd.DataFrame) -> tuple[np.ndarray, int]:
+    """The window each labelled frame advertises, in bytes: the raw 16-bit field shifted left by
+    the scale its sender offered in its SYN, when both ends of the connection offered one (RFC
+    7323: else neither side scales); a SYN's own window is never scaled. NaN for the frames of a
+    stream whose handshake (both SYNs) is not in the frames, since its scale is unknown, or when
+    the frames carry no `wscale` column. Also returns the number of such streams."""
+    n_streams = len(labelled["stream"].cat.categories)
+    if "wscale" not in labelled.columns or "flags" not in labelled.columns or len(labelled) == 0:
+        return np.full(len(labelled), np.nan), n_streams if len(labelled) else 0
+    code = labelled["stream"].cat.codes.to_numpy().astype(np.int64)
+    key = code * 2 + labelled["data_dir"].to_numpy().astype(np.int64)  # (stream, direction)
+    syn = (labelled["flags"].to_numpy().astype(np.int64) & TCP_SYN) != 0
+    # per (stream, direction): the shift its last SYN offered, -1 for none; -2: no SYN seen
+    offered = np.full(2 * n_streams, -2, dtype=np.int64)
+    last = pd.Series(labelled["wscale"].to_numpy()[syn].astype(np.int64)).groupby(key[syn]).last()
+    offered[last.index.to_numpy()] = last.to_numpy()
+    pair = offered.reshape(n_streams, 2)
+    known = (pair != -2).all(axis=1)
+    scaling = (pair >= 0).all(axis=1)
+    shift = np.where(scaling[:, None], pair, 0).reshape(-1)[key]
+    shift[syn] = 0
+    value = labelled["window"].to_numpy().astype(np.float64) * np.exp2(shift)
+    value[~known[code]] = np.nan
+    present = np.bincount(code, minlength=n_streams) > 0
+    return value, int((present & ~known).sum())
+
+
 def flight_counters(labelled: pd.DataFrame, window: Window) -> dict[str, int]:
-    """Retransmitted data frames; the smallest window the receivers advertised (the raw 16-bit field,
-    unscaled) and the most bytes in flight (highest byte sent minus highest byte acknowledged, for
-    streams under 2 GiB)."""
-    lab = clip(labelled, window)
+    """Retransmitted data frames; the smallest window the receivers advertised, in bytes (scaled;
+    -1 when no receiver frame of a stream with a known scale is in the window), with the number of
+    streams left out because their handshake is not in the capture; and the most bytes in flight
+    (highest byte sent minus highest byte acknowledged, for streams under 2 GiB)."""
+    scaled, unknown_scale = advertised_window_bytes(labelled)  # the handshakes precede the window
+    lab = clip(labelled.assign(_window_bytes=scaled), window)
     data = delivered_bytes(lab)
     out = {"tcp_retransmissions": int(data["retransmit"].sum()) if len(data) else 0}
     rev = lab[~lab["data_dir"].to_numpy()]
-    out["min_advertised_window"] = int(rev["window"].min()) if len(rev) else -1
+    rev_bytes = rev["_window_bytes"].dropna()
+    out["min_advertised_window"] = int(rev_bytes.min()) if len(rev_bytes) else -1
+    out["window_scale_unknown_streams"] = unknown_scale
     if len(data) == 0 or len(rev) == 0:
         out["max_bytes_in_flight"] = 0
         return out

@@ -67,7 +67,7 @@ def frames(t_ns: np.ndarray, payload: int | np.ndarray = 1448, sport: int = 4000
 
 def frame_table(t_ns: np.ndarray, payload: np.ndarray, seq: np.ndarray, ack: np.ndarray, src: str, dst: str,
                 sport: int, dport: int, headers: int = 52, start_frame: int = 0, flags: int = 0x18,
-                window: int = 65535) -> pd.DataFrame:
+                window: int = 65535, wscale: int = -1) -> pd.DataFrame:
     n = len(t_ns)
     ip_len = np.asarray(payload, dtype=np.int64) + headers
     return pd.DataFrame({
@@ -79,7 +79,7 @@ def frame_table(t_ns: np.ndarray, payload: np.ndarray, seq: np.ndarray, ack: np.
         "sport": np.full(n, sport, np.int64), "dport": np.full(n, dport, np.int64),
         "seq": np.asarray(seq, dtype=np.uint32), "ack": np.asarray(ack, dtype=np.uint32),
         "flags": np.full(n, flags, np.uint8), "window": np.full(n, window, np.uint16),
-        "payload_len": np.asarray(payload, dtype=np.int64),
+        "payload_len": np.asarray(payload, dtype=np.int64), "wscale": np.full(n, wscale, np.int8),
     })
 
 
