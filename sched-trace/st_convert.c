@@ -569,7 +569,10 @@ static int sys_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
         p->active = 1;
         p->t_enter = (long long)rec->ts;
         snprintf(p->call, sizeof(p->call), "%s", call);
-        p->has_fd = get_num(sc->tep, ev, rec, "fd", &p->fd);
+        /* sendfile's fd is the one it writes to, as hw-iotrace records it */
+        p->has_fd = get_num(sc->tep, ev, rec, "fd", &p->fd) || get_num(sc->tep, ev, rec, "out_fd", &p->fd);
+        if (p->has_fd)  /* an "unsigned int fd" field: the program passed an int (-1 is -1) */
+            p->fd = (int32_t)(uint32_t)p->fd;
         p->has_req = get_num(sc->tep, ev, rec, "count", &p->req) ||
                      get_num(sc->tep, ev, rec, "len", &p->req) ||
                      get_num(sc->tep, ev, rec, "size", &p->req);

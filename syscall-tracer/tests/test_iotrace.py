@@ -241,24 +241,61 @@ def parse_strace(path: Path) -> pd.DataFrame:
     return df.assign(t_enter_ns=(df.t * 1e9).astype("int64"))
 
 
-@pytest.mark.privileged("ptrace")
-def test_backends_match_strace(build_dir: Path, tmp_path: Path) -> None:
-    hw_iotrace, prog = tools(build_dir)
+def strace_reference(prog: Path, tmp_path: Path) -> pd.DataFrame:
+    """What strace -f -ttt -T records of the known-I/O program."""
     strace_out = tmp_path / "strace.txt"
     subprocess.run(["strace", "-f", "-ttt", "-T", "-s", "4", "-e", f"trace={CALLS}", "-o", strace_out, prog,
                     tmp_path], check=True, capture_output=True, timeout=TIMEOUT)
     ref = parse_strace(strace_out)
     assert len(ref) >= len(KNOWN_PARENT) + len(KNOWN_CHILD)
+    return ref
 
-    def seqs(df: pd.DataFrame) -> list[list[tuple]]:
-        order = df.groupby("pid", sort=False)["t_enter_ns"].min().sort_values().index
-        return [list(zip(g.call, g.fd, g.req_bytes, g.result.astype(int))) for g in (df[df.pid == p] for p in order)]
+
+def seqs(df: pd.DataFrame) -> list[list[tuple]]:
+    """Each process's (call, fd, req_bytes, result), processes in order of first call."""
+    order = df.groupby("pid", sort=False)["t_enter_ns"].min().sort_values().index
+    return [list(zip(g.call, g.fd, g.req_bytes, g.result.astype(int))) for g in (df[df.pid == p] for p in order)]
+
+
+@pytest.mark.privileged("ptrace")
+def test_backends_match_strace(build_dir: Path, tmp_path: Path) -> None:
+    _, prog = tools(build_dir)
+    ref = strace_reference(prog, tmp_path)
 
     ptrace_df, _, _ = run_known(build_dir, tmp_path)
     # everything from exec on, the dynamic loader's reads included
     assert seqs(between_markers(ptrace_df, from_start=False)) == seqs(between_markers(ref, from_start=False))
     preload_df, _, _ = run_known(build_dir, tmp_path, "--preload")
     assert seqs(between_markers(preload_df)) == seqs(between_markers(ref))
+
+
+# the calls hw-schedtrace -s records from tracefs; for the vector calls tracefs has no byte count
+TRACEFS_CALLS = ("read", "write", "readv", "writev", "sendto", "sendmsg", "recvfrom", "recvmsg", "sendfile")
+VECTOR_CALLS = ("readv", "writev", "sendmsg", "recvmsg")
+
+
+@pytest.mark.privileged("ptrace", "tracefs")
+def test_tracefs_backend_matches_strace(build_dir: Path, tmp_path: Path) -> None:
+    """The third backend, hw-schedtrace's syscall events, on the same program: the same calls
+    (of those it records), fds, sizes and results as strace, the child's included."""
+    _, prog = tools(build_dir)
+    ref = strace_reference(prog, tmp_path)
+    out = tmp_path / "tracefs"
+    proc = subprocess.run([build_dir / "bin" / "hw-schedtrace", "-o", out, "-s", "--", prog, tmp_path],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    df = read_syscalls(out / "syscalls.tsv")
+    assert "# backend: tracefs\n" in (out / "syscalls.tsv").read_text()
+    known = [c for c, *_ in KNOWN_PARENT + KNOWN_CHILD if c in TRACEFS_CALLS]
+    assert len(known) >= 20  # the comparison covers most of the known sequence
+
+    def comparable(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = between_markers(frame)
+        frame = frame[frame.call.isin(TRACEFS_CALLS)]
+        return frame.assign(req_bytes=frame.req_bytes.where(~frame.call.isin(VECTOR_CALLS), -1))
+
+    assert seqs(comparable(df)) == seqs(comparable(ref))
+    assert (df.fd_kind == "unknown").all()  # tracefs does not say what an fd is
 
 
 # ---- signals, attach, errors ----
