@@ -16,6 +16,7 @@ import pytest
 import hostwire
 
 from hostwire.metrics.streams import label_streams
+from hostwire.resources import df_cpu_use
 from hostwire.topology import list_namespaces
 
 
@@ -129,6 +130,12 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
     windows = [int(w) for n, w in (line.split("\t") for line in out.splitlines()) if w and int(n) in acks]
     assert len(windows) == len(acks) > 100
     assert counters["min_advertised_window"] == min(windows) and counters["window_scale_unknown_streams"] == 0
+    # The host's CPU use: the sender host's CPU runs two sieves through the window, never idle.
+    assert record.manifest["resources"]["samples"] >= 30 and record.manifest["resources"]["read_errors"] == 0
+    use = df_cpu_use(run.df_resources())
+    sender_cpu = use[(use["cpu"] == 0) & (use["t_start_ns"] >= start) & (use["t_end_ns"] <= end)]
+    assert len(sender_cpu) >= 20
+    assert float((1 - sender_cpu["busy_share"] - sender_cpu["steal_share"]).mean()) < 0.15
     # Fairness on the run counts the receivers' bytes, exactly as the benchmark reported them.
     fairness = table("fairness", record.directory)
     received = {r["index"]: r["bytes_window"] for r in record.bench.summary["receivers"]}

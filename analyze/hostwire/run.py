@@ -83,6 +83,16 @@ class Run:
             return pd.DataFrame(columns=["t_ns", "t_raw_ns", "bytes", "role", "stream"])
         return pd.concat(frames, ignore_index=True).sort_values("t_ns", kind="stable").reset_index(drop=True)
 
+    def df_resources(self) -> pd.DataFrame:
+        """The host's /proc/stat samples during the run (see hostwire.resources); pass them to
+        hostwire.resources.df_cpu_use for busy and stolen shares per interval."""
+        path = self.path / "raw" / "resources.tsv"
+        if not path.exists():
+            raise InputError(f"{path}: missing: this run has no resource samples")
+        from hostwire.resources import read_resources
+
+        return read_resources(path)
+
     def df_frames(self) -> pd.DataFrame:
         """The wire capture's frames with `t_ns` on the run's clock (see hostwire.pcap.read_pcap)."""
         pcap = self.path / "raw" / "wire.pcap"

@@ -23,6 +23,7 @@ from hostwire import collectors
 from hostwire.bench import BenchResult, run_benchmark
 from hostwire.errors import HostwireError, Terminated, UsageError
 from hostwire.paths import REPO_ROOT
+from hostwire.resources import ResourceSampler
 from hostwire.topology import LinkSpec, Topology, run_cmd
 
 log = logging.getLogger(__name__)
@@ -172,7 +173,12 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
                                     receiver_cpus=point.receiver_cpus)
             with topology if topology is not None else nullcontext():
                 manifest["host"] = host_facts(topology)
-                record.bench = _run_with_collectors(partial / "raw", point, topology, manifest)
+                sampler = ResourceSampler(partial / "raw" / "resources.tsv")
+                sampler.start()
+                try:
+                    record.bench = _run_with_collectors(partial / "raw", point, topology, manifest)
+                finally:
+                    manifest["resources"] = sampler.stop()
         _fill_from_bench(manifest, record.bench)
         record.status, record.reason = _judge(record.bench, manifest)
     except (KeyboardInterrupt, Terminated):

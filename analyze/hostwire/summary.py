@@ -88,8 +88,30 @@ def format_run_metrics(run_dir: Path) -> str:
                      f"{goodput.loc['all', 'bit_s'] / 1e6:.2f} Mbit/s (bytes read within the window)")
     except (HostwireError, KeyError):
         pass
+    lines.extend(_cpu_use_lines(run_dir))
     lines.append(f"more: hostwire metrics {{intervals,bursts,idc,hurst,contract,fairness,goodput,sanity}} {run_dir}")
     return "\n".join(lines)
+
+
+def _cpu_use_lines(run_dir: Path) -> list[str]:
+    """Busy and stolen shares of each CPU over the logging window, from raw/resources.tsv."""
+    from hostwire.run import load_run
+    from hostwire.errors import HostwireError
+    from hostwire.resources import df_cpu_use
+
+    try:
+        run = load_run(run_dir)
+        start, end = run.window_ns()
+        use = df_cpu_use(run.df_resources())
+    except HostwireError:
+        return []
+    inside = use[(use["t_start_ns"] >= start) & (use["t_end_ns"] <= end) & (use["cpu"] >= 0)]
+    if inside.empty:
+        return []
+    shares = inside.groupby("cpu")[["busy_share", "steal_share"]].mean()
+    parts = [f"CPU {cpu} busy {100 * row.busy_share:.0f} %, stolen {100 * row.steal_share:.0f} %"
+             for cpu, row in shares.iterrows()]
+    return ["host in the window: " + "; ".join(parts)]
 
 
 def _count(sanity: pd.Series, key: str) -> str:
