@@ -15,7 +15,9 @@ import pytest
 
 import hostwire
 
+from hostwire.metrics.clockcheck import df_wire_clock_check
 from hostwire.metrics.streams import label_streams
+from hostwire.metrics.window import Window
 from hostwire.resources import df_cpu_use
 from hostwire.topology import list_namespaces
 
@@ -130,6 +132,15 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
     windows = [int(w) for n, w in (line.split("\t") for line in out.splitlines()) if w and int(n) in acks]
     assert len(windows) == len(acks) > 100
     assert counters["min_advertised_window"] == min(windows) and counters["window_scale_unknown_streams"] == 0
+    # The capture's clock agrees with the clock exchange that crossed the wire; a capture mapped
+    # 1 ms off would not.
+    assert counters["check.wire_clock_start"] == 1 and counters["check.wire_clock_end"] == 1
+    assert abs(counters["wire_clock_residual_ns"]) <= counters["wire_clock_bound_ns"] <= 100_000
+    frames = run.df_frames()
+    port = int(run.bench.summary["receiver_ports"]["udp"])
+    check = df_wire_clock_check(frames.assign(t_ns=frames["t_ns"] + 1_000_000), run.bench.df_clock_sync(), port,
+                                Window(start, end)).set_index("phase")
+    assert check.loc["start", "matched"] == check.loc["start", "samples"] > 0 and not check.loc["start", "ok"]
     # The host's CPU use: the sender host's CPU runs two sieves through the window, never idle.
     assert record.manifest["resources"]["samples"] >= 30 and record.manifest["resources"]["read_errors"] == 0
     use = df_cpu_use(run.df_resources())

@@ -51,6 +51,7 @@ KINDS: dict[str, tuple[str, str]] = {
         "(1 - --tolerance) x the serialization time at --link-rate, in each stream's data direction),\n"
         "impossible_share, tcp_retransmissions, min_advertised_window (bytes, scaled by the window scale\n"
         "of the handshake), window_scale_unknown_streams (handshake not captured), max_bytes_in_flight,\n"
+        "wire_clock_residual_ns and wire_clock_bound_ns (a run's capture clock against its clock exchange),\n"
         "capture_drops, trace_overruns, tracer_misses, log_overflows, sieve_failures, unclean_exits,\n"
         "loss.* (each manifest counter), marked (1 when a loss is non-zero)."),
 }

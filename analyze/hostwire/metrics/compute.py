@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError, UsageError
-from hostwire.metrics import bursts, cells, contract, fairness, goodput, hurst, idc, intervals, sanity
+from hostwire.metrics import bursts, cells, clockcheck, contract, fairness, goodput, hurst, idc, intervals, sanity
 from hostwire.metrics.inputs import Source, open_input
 from hostwire.metrics.streams import data_frames, delivered_bytes, label_streams, select_streams, stream_names
 from hostwire.metrics.window import Window, clip, narrow, require_rows
@@ -183,7 +183,10 @@ def _sanity(source: Source, window: Window, args: Any) -> tuple[pd.DataFrame, bo
             labelled = label_streams(frames)
         except InputError:
             labelled = None
-    table = sanity.df_sanity(frames, labelled, window, rate, source.manifest, args.tolerance)
+    wire_clock = None
+    if frames is not None and source.clock_sync is not None and source.sync_port is not None:
+        wire_clock = clockcheck.df_wire_clock_check(frames, source.clock_sync, source.sync_port, window)
+    table = sanity.df_sanity(frames, labelled, window, rate, source.manifest, args.tolerance, wire_clock)
     marked = bool(table.loc[table["counter"] == "marked", "value"].iloc[0])
     return table, marked
 

@@ -22,6 +22,8 @@ class Source:
     frames: pd.DataFrame | None
     window: Window
     writes: pd.DataFrame | None = None
+    clock_sync: pd.DataFrame | None = None  # a run's clock exchanges (hw-bench main.tsv)
+    sync_port: int | None = None            # the receiver's UDP port they went to
     received: pd.DataFrame | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
     no_frames_reason: str = ""
@@ -85,8 +87,19 @@ def _open_run(path: Path) -> Source:
     writes = _optional(run, "df_writes")
     received = _optional(run, "df_received")
     manifest = dict(getattr(run, "manifest", {}) or {})
+    clock_sync, sync_port = _clock_exchange(run)
     return Source(path=path, frames=frames, window=Window(int(start), int(end)), writes=writes,
-                  received=received, manifest=manifest, no_frames_reason=reason)
+                  received=received, manifest=manifest, no_frames_reason=reason, clock_sync=clock_sync,
+                  sync_port=sync_port)
+
+
+def _clock_exchange(run: Any) -> tuple[pd.DataFrame | None, int | None]:
+    """The benchmark's clock exchanges and the UDP port they went to; (None, None) for a run
+    whose logs do not have them."""
+    try:
+        return run.bench.df_clock_sync(), int(run.bench.summary["receiver_ports"]["udp"])
+    except (AttributeError, HostwireError, KeyError, TypeError, ValueError):
+        return None, None
 
 
 def _optional(run: Any, method: str) -> pd.DataFrame | None:

@@ -184,9 +184,13 @@ def _flatten(node: Any, prefix: str, counters: dict[str, int], checks: dict[str,
 
 
 def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window: Window, link_rate_bps: float,
-              manifest: Mapping[str, Any] | None = None, tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
-    """Rows counter, value; the last row `marked` is 1 when a loss counter is non-zero. Without
-    frames (a run without a capture) the frame counters are left out."""
+              manifest: Mapping[str, Any] | None = None, tolerance: float = DEFAULT_TOLERANCE,
+              wire_clock: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rows counter, value; the last row `marked` is 1 when a loss counter is non-zero or a check
+    failed. Without frames (a run without a capture) the frame counters are left out.
+    `wire_clock` is the table of hostwire.metrics.clockcheck (a run's capture against its clock
+    exchange): its start phase gives wire_clock_residual_ns and wire_clock_bound_ns, and each
+    phase a check (check.wire_clock_<phase>, counted in failed_checks)."""
     counters: dict[str, float] = {}
     if frames is not None:
         impossible, gaps = impossible_intervals(labelled if labelled is not None else frames, window,
@@ -200,6 +204,12 @@ def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window
     if labelled is not None:
         counters.update(flight_counters(labelled, window))
     losses = manifest_counters(manifest)
+    if wire_clock is not None:
+        for row in wire_clock.itertuples():
+            if row.phase == "start":
+                counters.update(wire_clock_residual_ns=row.residual_ns, wire_clock_bound_ns=row.bound_ns)
+            losses[f"check.wire_clock_{row.phase}"] = int(row.ok)
+            losses["failed_checks"] += int(not row.ok)
     counters.update(losses)
     loss_keys = [name for name, _ in LOSS_CATEGORIES] + ["unclean_exits", "failed_checks"]
     marked = any(losses[k] for k in loss_keys) or any(v for k, v in losses.items() if k.startswith("loss."))
