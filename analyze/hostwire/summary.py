@@ -10,8 +10,8 @@ from hostwire.bench import BenchResult
 
 
 def df_bench_summary(bench: BenchResult) -> pd.DataFrame:
-    """One row per process: role, kind (send, background), pid, bytes sent or received (whole run and within the window),
-    writes or sieve rounds within the window, LF received, exit."""
+    """One row per process: role, kind (send, background), pid, bytes sent or received (whole run
+    and within the window), writes or sieve rounds within the window, LF received, exit."""
     summary = bench.summary
     received = {r["index"]: r for r in summary.get("receivers", [])}
     rows = []
@@ -79,6 +79,11 @@ def format_run_metrics(run_dir: Path) -> str:
             f"wire: {int(sanity['frames'])} frames captured, {int(sanity.get('capture_drops', 0))} dropped; "
             f"impossible intervals {100 * sanity.get('impossible_share', 0):.2f} %; "
             f"TCP retransmissions {int(sanity.get('tcp_retransmissions', 0))}")
+    if "wire_clock_residual_ns" in sanity and not pd.isna(sanity["wire_clock_residual_ns"]):
+        ok = all(sanity.get(f"check.wire_clock_{p}", 1) == 1 for p in ("start", "end"))
+        residual, bound = sanity["wire_clock_residual_ns"] / 1e3, sanity["wire_clock_bound_ns"] / 1e3
+        lines.append(f"capture clock against the clock exchange on the wire: residual {residual:+.1f} us within "
+                     f"+-{bound:.1f} us ({'agrees' if ok else 'DISAGREES: the capture is misaligned'})")
     lines.append(f"losses: trace overruns {_count(sanity, 'trace_overruns')}, tracer misses "
                  f"{_count(sanity, 'tracer_misses')}, log overflows {_count(sanity, 'log_overflows')}")
     try:

@@ -38,9 +38,9 @@ def impossible_intervals(frames: pd.DataFrame, window: Window, link_rate_bps: fl
     address) whose gap is shorter than (1 - tolerance) x the serialization time of the smaller of
     the two frames at the link rate (wire length, or IP length + 14 without it). Only the data
     direction counts (of each stream when the frames are labelled, else the directions carrying
-    payload): the emulated link shapes it, not the ACKs coming back. The tolerance absorbs stamp jitter of a few microseconds and the shaper's bucket slack
-    (a tbf bucket of 1600 bytes lets a 1514-byte frame leave 6 % early); a catch-up burst of a
-    late timer is far below it."""
+    payload): the emulated link shapes it, not the ACKs coming back. The tolerance absorbs stamp
+    jitter of a few microseconds and the shaper's bucket slack (a tbf bucket of 1600 bytes lets a
+    1514-byte frame leave 6 % early); a catch-up burst of a late timer is far below it."""
     if not 0 <= tolerance < 1:
         raise UsageError(f"--tolerance {tolerance}: expected a fraction in [0, 1)")
     f = clip(frames, window)
