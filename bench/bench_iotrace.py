@@ -2,15 +2,15 @@
 
 The workload (iotrace-write-loop) times N one-byte writes to /dev/null (a traced call), or N
 getppid() calls (a call no tracer selects), with CLOCK_MONOTONIC around its loop. Each
-configuration runs REPS times, alternating, and keeps its fastest run (the machine is shared:
-the minimum is the least disturbed). Printed: ns per call, ns added over the bare loop, and the
-added cost as a fraction of strace's; then the same fraction round by round (the configurations
-of one round run back to back, so a round's ratio is less disturbed than a ratio of two
-minima taken minutes apart). Environment: IOTRACE_BENCH_CALLS (default 1000000),
-IOTRACE_BENCH_REPS (default 3), IOTRACE_BENCH_CPU (default 0): every configuration, tracer and
-traced program alike, runs on that one CPU, as hostwire runs a tracer beside the sender host's processes (a tracer on another CPU pays a
-cross-CPU wake-up at every stop: measured here, about 22 us per traced call instead of 8, and
-strace likewise). IOTRACE_BENCH_CPU=none leaves placement to the scheduler.
+configuration runs REPS times, alternating, and keeps its fastest run (the machine is shared: the
+minimum is the least disturbed). Printed: ns per call, ns added over the bare loop, and the added
+cost as a fraction of strace's; then the same fraction round by round (the configurations of one
+round run back to back, so a round's ratio is less disturbed than a ratio of two minima taken
+minutes apart). Environment: IOTRACE_BENCH_CALLS (default 1000000), IOTRACE_BENCH_REPS (default
+3), IOTRACE_BENCH_CPU (default 0): every configuration, tracer and traced program alike, runs on
+that one CPU, as hostwire runs a tracer beside the sender host's processes (a tracer on another
+CPU pays a cross-CPU wake-up at every stop: measured here, about 22 us per traced call instead of
+8, and strace likewise). IOTRACE_BENCH_CPU=none leaves placement to the scheduler.
 
 Two references bound what any ptrace tracer can reach here: iotrace-ptrace-floor does nothing
 per traced call but the two stops (wait for the seccomp entry stop, resume to the exit stop, wait,

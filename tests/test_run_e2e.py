@@ -142,7 +142,7 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
                                 Window(start, end)).set_index("phase")
     assert check.loc["start", "matched"] == check.loc["start", "samples"] > 0 and not check.loc["start", "ok"]
     # The host's CPU use: the sender host's CPU runs two sieves through the window, never idle.
-    assert record.manifest["resources"]["samples"] >= 30 and record.manifest["resources"]["read_errors"] == 0
+    assert record.manifest["resources"]["samples"] >= 30 and record.manifest["resources"]["errors"] == 0
     use = df_cpu_use(run.df_resources())
     sender_cpu = use[(use["cpu"] == 0) & (use["t_start_ns"] >= start) & (use["t_end_ns"] <= end)]
     assert len(sender_cpu) >= 20

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 import numpy as np
 import pandas as pd
 
-from hostwire.errors import InputError
+from hostwire.errors import HostwireError, InputError
 from hostwire.tsv import read_tsv
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,10 @@ class ResourceSampler:
         self._out: TextIO | None = None
 
     def start(self) -> None:
-        self._out = open(self.path, "w", encoding="utf-8")
+        try:
+            self._out = open(self.path, "w", encoding="utf-8")
+        except OSError as err:
+            raise HostwireError(f"{self.path}: failed to create: {err.strerror}") from None
         self._out.write("# format: hostwire-tsv 1\n# kind: resources\n# source: /proc/stat\n"
                         "# clock: CLOCK_MONOTONIC\n"
                         f"# interval_ns: {round(self.interval_s * 1e9)}\n# tick_ns: {self.tick_ns}\n"
@@ -83,7 +86,7 @@ class ResourceSampler:
         if self._out is not None:
             self._out.close()
             self._out = None
-        return {"samples": self.samples, "interval_ns": round(self.interval_s * 1e9), "read_errors": self.errors}
+        return {"samples": self.samples, "interval_ns": round(self.interval_s * 1e9), "errors": self.errors}
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -100,9 +103,14 @@ class ResourceSampler:
             return
         cpus, system = parse_proc_stat(text, self.tick_ns)
         tail = "\t".join(str(system[name]) for name in SYSTEM_FIELDS)
-        self._out.write("".join(f"{t_ns}\t{cpu}\t" + "\t".join(map(str, times)) + f"\t{tail}\n"
-                                for cpu, times in cpus))
-        self._out.flush()
+        try:
+            self._out.write("".join(f"{t_ns}\t{cpu}\t" + "\t".join(map(str, times)) + f"\t{tail}\n"
+                                    for cpu, times in cpus))
+            self._out.flush()
+        except OSError as err:  # a full disk costs samples, not the run
+            self.errors += 1
+            log.warning("resources: failed to write %s: %s", self.path, err.strerror)
+            return
         self.samples += 1
 
 

@@ -50,7 +50,8 @@ def test_shares_per_interval_hand_computed() -> None:
     df = samples([
         (0, 0, [10, 0, 5, 100, 0, 0, 0, 0], 1000),
         (0, 1, [0, 0, 0, 115, 0, 0, 0, 0], 1000),
-        (100_000_000, 0, [40, 10, 15, 110, 0, 5, 5, 15], 6000),   # +30 user +10 nice +10 sys +10 idle +5 irq +5 softirq +15 steal
+        # +30 user, +10 nice, +10 system, +10 idle, +5 irq, +5 softirq, +15 steal
+        (100_000_000, 0, [40, 10, 15, 110, 0, 5, 5, 15], 6000),
         (100_000_000, 1, [0, 0, 0, 215, 0, 0, 0, 0], 6000),      # idle throughout
         (150_000_000, 0, [40, 10, 15, 160, 0, 5, 5, 15], 6500),   # idle throughout
         (150_000_000, 1, [50, 0, 0, 215, 0, 0, 0, 0], 6500),      # busy throughout
@@ -82,7 +83,7 @@ def test_sampler_sees_a_cpu_kept_busy(tmp_path: Path) -> None:
     finally:
         info = sampler.stop()
     df = read_resources(path)
-    assert info["samples"] == df["t_ns"].nunique() and info["read_errors"] == 0
+    assert info["samples"] == df["t_ns"].nunique() and info["errors"] == 0
     assert 20 <= info["samples"] <= 60  # 1.7 s at 50 ms, plus the first and last
     assert set(df["cpu"]) == {-1, *range(os.cpu_count() or 1)}
     assert (df.groupby("cpu")["t_ns"].diff().dropna() > 0).all()

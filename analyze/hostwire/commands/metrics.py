@@ -53,7 +53,8 @@ KINDS: dict[str, tuple[str, str]] = {
         "of the handshake), window_scale_unknown_streams (handshake not captured), max_bytes_in_flight,\n"
         "wire_clock_residual_ns and wire_clock_bound_ns (a run's capture clock against its clock exchange),\n"
         "capture_drops, trace_overruns, tracer_misses, log_overflows, sieve_failures, unclean_exits,\n"
-        "loss.* (each manifest counter), marked (1 when a loss is non-zero)."),
+        "loss.* (each manifest counter), failed_checks and check.* (1 ok, 0 failed), marked (1 when a\n"
+        "loss is non-zero or a check failed)."),
 }
 
 EXAMPLES = """examples:
