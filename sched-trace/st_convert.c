@@ -569,8 +569,9 @@ static int sys_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
         p->active = 1;
         p->t_enter = (long long)rec->ts;
         snprintf(p->call, sizeof(p->call), "%s", call);
-        /* sendfile's fd is the one it writes to, as hw-iotrace records it */
-        p->has_fd = get_num(sc->tep, ev, rec, "fd", &p->fd) || get_num(sc->tep, ev, rec, "out_fd", &p->fd);
+        /* sendfile's and splice's fd is the one they write to, as hw-iotrace records it */
+        p->has_fd = get_num(sc->tep, ev, rec, "fd", &p->fd) || get_num(sc->tep, ev, rec, "out_fd", &p->fd) ||
+                    get_num(sc->tep, ev, rec, "fd_out", &p->fd);
         if (p->has_fd)  /* an "unsigned int fd" field: the program passed an int (-1 is -1) */
             p->fd = (int32_t)(uint32_t)p->fd;
         p->has_req = get_num(sc->tep, ev, rec, "count", &p->req) ||
@@ -642,9 +643,13 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
     }
     setvbuf(sc.out, NULL, _IOFBF, 1 << 20);
     fprintf(sc.out, "# format: hostwire-tsv 1\n# kind: syscalls\n# backend: tracefs\n"
-            "# clock: CLOCK_MONOTONIC\n# tool: hw-schedtrace\n"
-            "# calls: read,write,readv,writev,sendto,sendmsg,recvfrom,recvmsg,sendfile\n"
-            "t_enter_ns\tt_exit_ns\tpid\ttid\tcall\tfd\treq_bytes\tresult\tfd_kind\tfd_desc\tunfinished\n");
+            "# clock: CLOCK_MONOTONIC\n# tool: hw-schedtrace\n# calls: ");
+    for (size_t i = 0; i < st_n_io_calls; i++) {
+        char call[32];
+        call_name(st_io_calls[i], 0, call, sizeof(call));
+        fprintf(sc.out, "%s%s", i ? "," : "", call);
+    }
+    fprintf(sc.out, "\nt_enter_ns\tt_exit_ns\tpid\ttid\tcall\tfd\treq_bytes\tresult\tfd_kind\tfd_desc\tunfinished\n");
     if (iterate(&dat, sys_record, &sc, st, err) < 0) {
         if (!err->msg[0])
             st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : ENOMEM));

@@ -10,6 +10,11 @@ unsigned st_buffer_page_size(const struct st_buffer *buf);
 const char *st_buffer_cmdlines(const struct st_buffer *buf);
 const char *st_buffer_tgids(const struct st_buffer *buf);
 
+/* The I/O system calls recorded with --syscalls: hw-iotrace's default set, by tracepoint name
+ * (sys_enter_<name>, sys_exit_<name>; sendfile's is sendfile64). */
+extern const char *const st_io_calls[];
+extern const size_t st_n_io_calls;
+
 /* TSV text escaping: tab, newline, carriage return and backslash become \t \n \r \\. */
 void st_tsv_escape(char *out, size_t len, const char *in, size_t inlen);
 #endif

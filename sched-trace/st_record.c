@@ -24,9 +24,11 @@ static const char *const sched_events[] = {
     "net:net_dev_queue", "net:net_dev_xmit", "net:netif_receive_skb", "sock:inet_sock_set_state",
     "?tcp:tcp_probe",   /* '?': where the kernel has it */
 };
-static const char *const io_calls[] = {
-    "read", "write", "readv", "writev", "sendto", "sendmsg", "recvfrom", "recvmsg", "sendfile64",
+const char *const st_io_calls[] = {
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "sendto", "sendmsg", "sendmmsg",
+    "recvfrom", "recvmsg", "sendfile64", "splice", "connect", "accept", "accept4", "close",
 };
+const size_t st_n_io_calls = sizeof(st_io_calls) / sizeof(st_io_calls[0]);
 
 struct recording {
     const struct st_config *cfg;
@@ -113,12 +115,12 @@ static int build_specs(struct recording *s, struct st_err *err)
         snprintf(suffix, sizeof(suffix), "%s%ssys", cfg->suffix ? cfg->suffix : "", cfg->suffix ? "-" : "");
         sy->suffix = suffix;
         sy->record_tgid = true;
-        for (size_t i = 0; i < sizeof(io_calls) / sizeof(io_calls[0]); i++) {
+        for (size_t i = 0; i < st_n_io_calls; i++) {
             char name[64];
-            snprintf(name, sizeof(name), "syscalls:sys_enter_%s", io_calls[i]);
+            snprintf(name, sizeof(name), "syscalls:sys_enter_%s", st_io_calls[i]);
             if (add_event(sy, name, err) < 0)
                 return -1;
-            snprintf(name, sizeof(name), "syscalls:sys_exit_%s", io_calls[i]);
+            snprintf(name, sizeof(name), "syscalls:sys_exit_%s", st_io_calls[i]);
             if (add_event(sy, name, err) < 0)
                 return -1;
         }
