@@ -288,10 +288,13 @@ int hw_run_receiver(const struct hw_receiver_config *cfg)
             continue;
         if (pfd[1].revents & POLLIN)
             hw_sync_serve_one(udp_fd);
-        if (pfd[0].revents & POLLIN)
-            accept_connection(&st, listen_fd, udp_fd);
+        /* The window before new connections: main sends it before any sender connects, so it is
+         * queued by the time their connections are, and a receiving process forked before reading
+         * it would log nothing in the window. */
         if (st.control_fd >= 0 && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)) && handle_control(&st))
             break;
+        if (pfd[0].revents & POLLIN)
+            accept_connection(&st, listen_fd, udp_fd);
     }
     if (receiver_stop) {
         for (int i = 0; i < st.child_count; i++)

@@ -119,7 +119,10 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
     assert counters["tracer_misses"] == 0 and counters["log_overflows"] == 0
     assert counters["unclean_exits"] == 0 and counters["sieve_failures"] == 0
     assert counters["frames"] > 2000  # 10 Mbit/s for 3 s is about 2500 full frames
-    assert counters["impossible_share"] < 0.01
+    # A broken shaper puts 50 % (plain tbf) to 90 % (htb) of the gaps below the wire time; the
+    # receiver-side stamps of a sound link jitter with that CPU's load (0 to 0.3 % on a quiet
+    # host, up to 6 % measured while the host was busy with other work).
+    assert counters["impossible_share"] < 0.1
     # The smallest window the receivers advertised, scaled, as tshark calculates it from the handshake.
     run = hostwire.load_run(record.directory)
     start, end = run.window_ns()
