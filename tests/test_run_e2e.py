@@ -126,7 +126,8 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
     # The smallest window the receivers advertised, scaled, as tshark calculates it from the handshake.
     run = hostwire.load_run(record.directory)
     start, end = run.window_ns()
-    lab = label_streams(run.df_frames())
+    frames = run.df_frames()
+    lab = label_streams(frames)
     t = lab["t_ns"].to_numpy()
     acks = set(lab["frame"][(t >= start) & (t <= end) & ~lab["data_dir"].to_numpy()].tolist())
     out = subprocess.run(["tshark", "-n", "-r", str(record.directory / "raw" / "wire.pcap"), "-T", "fields",
@@ -139,7 +140,6 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
     # 1 ms off would not.
     assert counters["check.wire_clock_start"] == 1 and counters["check.wire_clock_end"] == 1
     assert abs(counters["wire_clock_residual_ns"]) <= counters["wire_clock_bound_ns"] <= 100_000
-    frames = run.df_frames()
     port = int(run.bench.summary["receiver_ports"]["udp"])
     check = df_wire_clock_check(frames.assign(t_ns=frames["t_ns"] + 1_000_000), run.bench.df_clock_sync(), port,
                                 Window(start, end)).set_index("phase")

@@ -55,6 +55,7 @@ class ResourceSampler:
             raise ValueError(f"interval_s {interval_s}: expected a positive number of seconds")
         self.path = Path(path)
         self.interval_s = interval_s
+        self.interval_ns = round(interval_s * 1e9)
         self.proc_stat = proc_stat
         self.tick_ns = 10**9 // os.sysconf("SC_CLK_TCK")
         self.samples = 0
@@ -70,7 +71,7 @@ class ResourceSampler:
             raise HostwireError(f"{self.path}: failed to create: {err.strerror}") from None
         self._out.write("# format: hostwire-tsv 1\n# kind: resources\n# source: /proc/stat\n"
                         "# clock: CLOCK_MONOTONIC\n"
-                        f"# interval_ns: {round(self.interval_s * 1e9)}\n# tick_ns: {self.tick_ns}\n"
+                        f"# interval_ns: {self.interval_ns}\n# tick_ns: {self.tick_ns}\n"
                         f"# cpus: {os.cpu_count()}\n" + "\t".join(COLUMNS) + "\n")
         self._sample()
         self._thread = threading.Thread(target=self._loop, name="hostwire-resources", daemon=True)
@@ -86,7 +87,7 @@ class ResourceSampler:
         if self._out is not None:
             self._out.close()
             self._out = None
-        return {"samples": self.samples, "interval_ns": round(self.interval_s * 1e9), "errors": self.errors}
+        return {"samples": self.samples, "interval_ns": self.interval_ns, "errors": self.errors}
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
