@@ -119,10 +119,6 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
     assert counters["tracer_misses"] == 0 and counters["log_overflows"] == 0
     assert counters["unclean_exits"] == 0 and counters["sieve_failures"] == 0
     assert counters["frames"] > 2000  # 10 Mbit/s for 3 s is about 2500 full frames
-    # A broken shaper puts 50 % (plain tbf) to 90 % (htb) of the gaps below the wire time; the
-    # receiver-side stamps of a sound link jitter with that CPU's load (0 to 0.3 % on a quiet
-    # host, up to 6 % measured while the host was busy with other work).
-    assert counters["impossible_share"] < 0.1
     # The smallest window the receivers advertised, scaled, as tshark calculates it from the handshake.
     run = hostwire.load_run(record.directory)
     start, end = run.window_ns()
@@ -150,6 +146,12 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
     sender_cpu = use[(use["cpu"] == 0) & (use["t_start_ns"] >= start) & (use["t_end_ns"] <= end)]
     assert len(sender_cpu) >= 20
     assert float((1 - sender_cpu["busy_share"] - sender_cpu["steal_share"]).mean()) < 0.15
+    # A broken shaper puts 50 % (plain tbf) to 90 % (htb) of the gaps below the wire time. The
+    # capture's stamps of a sound link jitter with its CPU's load: 0 to 0.3 % on a quiet host,
+    # 6 % with 4 % of that CPU stolen by the hypervisor, 27 % with 14 % stolen (measured here).
+    capture_cpu = use[(use["cpu"] == 1) & (use["t_start_ns"] >= start) & (use["t_end_ns"] <= end)]
+    stolen = float(capture_cpu["steal_share"].mean())
+    assert counters["impossible_share"] < (0.1 if stolen < 0.02 else 0.5), f"{stolen:.1%} of the capture CPU stolen"
     # Fairness on the run counts the receivers' bytes, exactly as the benchmark reported them.
     fairness = table("fairness", record.directory)
     received = {r["index"]: r["bytes_window"] for r in record.bench.summary["receivers"]}
