@@ -186,12 +186,12 @@ static int write_json(const struct wirecap_opts *opts, const char *json_path, co
     fprintf(f, "  \"stop_reason\": \"%s\",\n  \"error\": ", res->stop_reason);
     json_str(f, error);
     fputs("\n}\n", f);
-    if (fflush(f) != 0 || ferror(f)) {
-        fclose(f);
+    /* A half-written file (disk full) is removed, so nothing incomplete is left looking whole. */
+    int failed = fflush(f) != 0 || ferror(f);
+    if (fclose(f) != 0 || failed || rename(tmp, json_path) < 0) {
+        unlink(tmp);
         return -1;
     }
-    if (fclose(f) != 0 || rename(tmp, json_path) < 0)
-        return -1;
     return 0;
 }
 

@@ -31,6 +31,7 @@ class BackgroundTool:
     log_path: Path
     ready_text: str
     stop_timeout_s: float = 120.0
+    cwd: Path | None = None  # where relative output names land (the run's raw/, so files name no path)
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     returncode: int | None = None
 
@@ -38,7 +39,7 @@ class BackgroundTool:
         log.debug("starting %s: %s", self.name, " ".join(self.argv))
         with open(self.log_path, "wb") as stderr:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=stderr, preexec_fn=die_with_parent)
+                                         stderr=stderr, preexec_fn=die_with_parent, cwd=self.cwd)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.ready_text in self._log_text():
@@ -78,10 +79,10 @@ class BackgroundTool:
 
 
 def wirecap(raw: Path, interface: str, netns: str | None, cpus: str | None) -> BackgroundTool:
-    argv = [*taskset_prefix(cpus), str(paths.tool("hw-wirecap")), "-i", interface, "-o", str(raw / "wire.pcap")]
+    argv = [*taskset_prefix(cpus), str(paths.tool("hw-wirecap")), "-i", interface, "-o", "wire.pcap"]
     if netns:
         argv += ["-n", netns]
-    return BackgroundTool("hw-wirecap", argv, raw / "wirecap.log", "capturing on")
+    return BackgroundTool("hw-wirecap", argv, raw / "wirecap.log", "capturing on", cwd=raw)
 
 
 def schedtrace(raw: Path, cpus: str | None, syscall_pid: int | None = None) -> BackgroundTool:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from hostwire import topology
+from hostwire import manifest, topology
+from hostwire.errors import HostwireError
 
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 LIBRARIES = ("libpcap", "libtracefs", "libtraceevent")
@@ -104,9 +106,54 @@ def stale_instances() -> list[Path]:
     return stale
 
 
+def killed_runs() -> list[tuple[Path, Path]]:
+    """(registry entry, run directory) of runs whose runner is gone without marking them."""
+    found = []
+    for entry, run_dir, runner in manifest.registered_runs():
+        if not manifest.runner_alive(runner):
+            found.append((entry, run_dir))
+    return found
+
+
+def mark_killed_run(run_dir: Path) -> str | None:
+    """Gives a killed run's `running` manifest its status (partial, "runner killed") and the
+    window it really recorded; returns what was done, None when there was nothing to mark."""
+    path = run_dir / manifest.MANIFEST_NAME
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("status") != "running":
+        return None
+    status, reason = manifest.effective_status(data)
+    if status == "running":  # its runner still runs
+        return None
+    data["status"], data["reason"] = status, reason
+    try:
+        from hostwire.run import Run
+
+        start, end = Run(run_dir, data).window_ns()
+        data["window_ns_recorded"] = [int(start), int(end)]
+    except Exception as err:  # noqa: BLE001 - a run too damaged for a window is still marked
+        data["window_ns_recorded"] = None
+        data["window_error"] = str(err)
+    manifest.write_json_atomic(path, data)
+    return f"marked run {run_dir} partial ({reason})"
+
+
 def cleanup() -> list[str]:
-    """Remove stale hw* namespaces (their veths and qdiscs go with them) and tracefs instances."""
+    """Remove stale hw* namespaces (their veths and qdiscs go with them) and tracefs instances;
+    mark the runs of killed runners."""
     removed = [f"namespace {ns}" for ns in topology.remove_namespaces(topology.stale_namespaces())]
+    for entry, run_dir in killed_runs():
+        try:
+            done = mark_killed_run(run_dir)
+        except HostwireError as err:
+            removed.append(f"could not mark run {run_dir}: {err}")
+            continue
+        if done:
+            removed.append(done)
+        manifest.unregister_live(entry)
     for inst in stale_instances():
         try:
             inst.rmdir()
@@ -114,3 +161,11 @@ def cleanup() -> list[str]:
         except OSError as err:
             removed.append(f"tracefs instance {inst.name} (could not remove: {err.strerror})")
     return removed
+
+
+def leftovers() -> list[str]:
+    """What killed runs left behind, one line each (what `cleanup` would remove or mark)."""
+    lines = [f"stale network namespace {ns}" for ns in topology.stale_namespaces()]
+    lines += [f"stale tracefs instance {inst.name}" for inst in stale_instances()]
+    lines += [f"run {run_dir} not marked (its runner was killed)" for _, run_dir in killed_runs()]
+    return lines

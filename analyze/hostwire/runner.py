@@ -5,12 +5,14 @@ there, marked in its manifest, and is never deleted."""
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 import os
 import platform
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -22,14 +24,25 @@ import hostwire
 from hostwire import collectors
 from hostwire.bench import BenchResult, run_benchmark
 from hostwire.errors import HostwireError, Terminated, UsageError
+from hostwire.manifest import (MANIFEST_FORMAT, MANIFEST_NAME, register_live, runner_identity, unregister_live,
+                               write_json_atomic)
 from hostwire.paths import REPO_ROOT
 from hostwire.resources import ResourceSampler
-from hostwire.topology import LinkSpec, Topology, run_cmd
+from hostwire.topology import LinkSpec, Topology, parse_cpu_list, run_cmd
 
 log = logging.getLogger(__name__)
 
-MANIFEST_FORMAT = "hostwire-run 1"
 SYSCALL_BACKENDS = ("none", "tracefs", "ptrace", "preload")
+
+
+# Limits of hw-bench main's options (benchmark/main.c): checked here too, so that a bad point is
+# refused before any namespace, collector or process starts.
+MAX_PROCESSES_EACH = 1000
+MAX_PROCESSES = 1024
+SIEVE_LOG2_RANGE = (1, 30)
+MAX_IO_SIZE = 64 << 20
+LOG_CAPACITY_RANGE = (1, 1 << 28)
+CAPTURE_SIDES = ("tx", "rx")
 
 
 @dataclass
@@ -38,7 +51,7 @@ class RunPoint:
 
     senders: int = 2
     background: int = 2
-    sieve_log2: int = 18
+    sieve_log2: int = 20  # hw-bench main's own default: one round over 1 MiB
     read_size: int = 8192
     write_size: int | None = None
     warmup_s: float = 1.0
@@ -50,27 +63,56 @@ class RunPoint:
     sender_cpus: str = "0"
     receiver_cpus: str = "1"
     log_capacity: int = 262144
-    capture: bool = True  # hw-wirecap on the receiver's interface
+    capture: bool = True  # hw-wirecap on the link
+    # Where the capture taps the link: "tx", the sender's end (stamps taken as the shaper hands
+    # each frame to the veth, the closest to a wire; capture/README.md), or "rx", the receiver's.
+    capture_side: str = "tx"
     kernel_trace: bool = True  # hw-schedtrace: scheduler and network events
     syscalls: str = "none"  # I/O system calls of the benchmark: none, tracefs, ptrace or preload
 
     def validate(self) -> None:
-        if self.senders < 0 or self.background < 0 or self.senders + self.background == 0:
-            raise UsageError("a run needs at least one sending or background process")
-        if self.syscalls not in SYSCALL_BACKENDS:
-            raise UsageError(f"syscalls {self.syscalls!r}: expected one of {', '.join(SYSCALL_BACKENDS)}")
-        if self.topology not in ("netns", "loopback"):
-            raise UsageError(f"topology {self.topology!r}: expected netns or loopback")
-        if self.duration_s <= 0:
-            raise UsageError("duration must be longer than 0 s")
+        """Raises UsageError naming the first parameter that hw-bench, the topology or the
+        collectors would refuse, so that nothing starts for a point that cannot run."""
+        _whole(self, "senders", 0, MAX_PROCESSES_EACH)
+        _whole(self, "background", 0, MAX_PROCESSES_EACH)
+        if self.senders + self.background == 0:
+            raise UsageError("senders = 0 and background = 0: a run needs at least one process")
+        if self.senders + self.background > MAX_PROCESSES:
+            raise UsageError(f"senders + background = {self.senders + self.background}: "
+                             f"at most {MAX_PROCESSES} processes in all")
+        _whole(self, "sieve_log2", *SIEVE_LOG2_RANGE)
+        _whole(self, "read_size", 1, MAX_IO_SIZE)
+        if self.write_size is not None:
+            _whole(self, "write_size", 1, MAX_IO_SIZE)
+        _whole(self, "log_capacity", *LOG_CAPACITY_RANGE)
+        for name, least in (("warmup_s", 0.0), ("duration_s", None), ("quiet_s", 0.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise UsageError(f"{name} = {value!r}: expected a number of seconds")
+            if (least is None and value <= 0) or (least is not None and value < least):
+                raise UsageError(f"{name} = {value!r}: expected " + ("more than 0 s" if least is None else "0 s or more"))
+        for name, allowed in (("syscalls", SYSCALL_BACKENDS), ("topology", ("netns", "loopback")),
+                              ("capture_side", CAPTURE_SIDES)):
+            if getattr(self, name) not in allowed:
+                raise UsageError(f"{name} = {getattr(self, name)!r}: expected one of {', '.join(allowed)}")
+        for name in ("capture", "kernel_trace"):
+            if not isinstance(getattr(self, name), bool):
+                raise UsageError(f"{name} = {getattr(self, name)!r}: expected true or false")
         LinkSpec(self.link_rate, self.link_qdisc).tc_args("x")  # raises on a bad rate or qdisc
         cpus = os.cpu_count() or 1
-        from hostwire.topology import parse_cpu_list
-
         for name in ("sender_cpus", "receiver_cpus"):
-            for cpu in parse_cpu_list(getattr(self, name)):
+            listed = parse_cpu_list(getattr(self, name))
+            if not listed:
+                raise UsageError(f"{name} = {getattr(self, name)!r}: expected at least one CPU")
+            for cpu in listed:
                 if cpu >= cpus:
                     raise UsageError(f"{name} = {getattr(self, name)!r}: this machine has CPUs 0..{cpus - 1}")
+
+
+def _whole(point: RunPoint, name: str, least: int, most: int) -> None:
+    value = getattr(point, name)
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise UsageError(f"{name} = {value!r}: expected a whole number from {least} to {most}")
 
 
 @contextmanager
@@ -140,32 +182,54 @@ class RunRecord:
     bench: BenchResult | None = None
 
 
+class _RunLog(logging.FileHandler):
+    """raw/runner.log. A write that fails (disk full) ends the log quietly, never the run."""
+
+    failure: str | None = None
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        if self.failure is None:
+            self.failure = f"{self.baseFilename}: {sys.exc_info()[1]}"
+        self.setLevel(logging.CRITICAL + 1)
+
+
 def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[str, Any] | None = None) -> RunRecord:
     """Records one run into run_root/run_id (via run_id.partial). Never raises for a failure of the
-    benchmark itself: the run is kept and marked; raises only for bad arguments."""
+    benchmark or a collector: the run is kept and marked. Raises UsageError for bad arguments and
+    HostwireError when the run directory or its manifest cannot be written (disk full, read-only),
+    after tearing everything down; what was recorded stays, marked `running` until
+    `hostwire doctor --cleanup` marks it."""
     point.validate()
     run_root = Path(run_root)
     final = run_root / run_id
     partial = run_root / f"{run_id}.partial"
-    if final.exists():
-        raise UsageError(f"{final} exists already; choose another run id")
-    (partial / "raw" / "bench").mkdir(parents=True, exist_ok=True)
+    for existing in (final, partial):
+        if existing.exists():
+            raise UsageError(f"{existing} exists already; choose another run id")
     record = RunRecord(run_id=run_id, directory=partial)
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,
         "run_id": run_id,
+        "status": "running",
+        "reason": "",
+        "runner": runner_identity(),
         "config": config or {},
         "point": asdict(point),
         "tools": {"hostwire": hostwire.__version__},
         "git_revision": git_revision(),
+        "host": host_facts(None),
         "start": {"realtime_ns": time.time_ns(), "monotonic_ns": time.monotonic_ns()},
         "losses": {},
         "exit": {},
     }
-    runner_log = logging.FileHandler(partial / "raw" / "runner.log")
+    _create_run_dir(partial, manifest)
+    manifest_path = partial / MANIFEST_NAME
+    live = register_live(partial)
+    runner_log = _RunLog(partial / "raw" / "runner.log")
     runner_log.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logging.getLogger("hostwire").addHandler(runner_log)
     topology: Topology | None = None
+    manifest_error: HostwireError | None = None
     try:
         with sigterm_unwinds():
             if point.topology == "netns":
@@ -173,12 +237,16 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
                                     receiver_cpus=point.receiver_cpus)
             with topology if topology is not None else nullcontext():
                 manifest["host"] = host_facts(topology)
+                link_start = topology.qdisc_stats() if topology is not None else None
+                _update(manifest_path, manifest)
                 sampler = ResourceSampler(partial / "raw" / "resources.tsv")
                 sampler.start()
                 try:
                     record.bench = _run_with_collectors(partial / "raw", point, topology, manifest)
                 finally:
                     manifest["resources"] = sampler.stop()
+                    if topology is not None:
+                        _record_shaper(manifest, link_start, topology.qdisc_stats())
         _fill_from_bench(manifest, record.bench)
         record.status, record.reason = _judge(record.bench, manifest)
     except (KeyboardInterrupt, Terminated):
@@ -190,14 +258,69 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
         manifest["end"] = {"realtime_ns": time.time_ns(), "monotonic_ns": time.monotonic_ns()}
         manifest["status"] = record.status
         manifest["reason"] = record.reason
+        if runner_log.failure:
+            manifest["runner_log_error"] = runner_log.failure
         record.manifest = manifest
-        (partial / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         logging.getLogger("hostwire").removeHandler(runner_log)
         runner_log.close()
-        if record.status == "complete":
+        try:
+            write_json_atomic(manifest_path, manifest)
+        except HostwireError as err:
+            manifest_error = err
+        if manifest_error is None:
+            unregister_live(live)
+    if manifest_error is not None:
+        raise HostwireError(f"{manifest_error}; the run's data stays in {partial}, marked 'running' "
+                            "until 'hostwire doctor --cleanup' marks it")
+    if record.status == "complete":
+        try:
             partial.rename(final)
-            record.directory = final
+        except OSError as err:
+            raise HostwireError(f"failed to rename {partial} to {final.name}: {err.strerror or err}") from None
+        record.directory = final
+        if record.bench is not None:
+            record.bench.directory = final / "raw" / "bench"
     return record
+
+
+def _create_run_dir(partial: Path, manifest: dict[str, Any]) -> None:
+    """Makes `partial` with its first manifest inside: built under a hidden name and renamed, so
+    that no run directory ever exists without a manifest, even when the runner is killed."""
+    building = partial.with_name(f".{partial.name}.{os.getpid()}")
+    try:
+        (building / "raw" / "bench").mkdir(parents=True)
+    except OSError as err:
+        raise HostwireError(f"failed to create {partial}: {err.strerror or err}") from None
+    try:
+        write_json_atomic(building / MANIFEST_NAME, manifest)
+        building.rename(partial)
+    except (HostwireError, OSError) as err:
+        shutil.rmtree(building, ignore_errors=True)  # nothing was recorded yet
+        if isinstance(err, HostwireError):
+            raise HostwireError(str(err).replace(str(building), str(partial))) from None
+        raise HostwireError(f"failed to create {partial}: {err.strerror or err}") from None
+
+
+def _update(path: Path, manifest: dict[str, Any]) -> None:
+    """An intermediate manifest write: a failure is logged, the run goes on (the final write
+    reports it)."""
+    try:
+        write_json_atomic(path, manifest)
+    except HostwireError as err:
+        log.warning("%s", err)
+
+
+def _record_shaper(manifest: dict[str, Any], start: dict[str, int] | None, end: dict[str, int] | None) -> None:
+    """The shaper's counters over the run (tc -s at start and end): drops are losses on the path
+    and mark the run; overlimits (frames held back by the rate, normal for a shaper) and requeues
+    are kept beside them."""
+    manifest["link"] = {"qdisc_start": start, "qdisc_end": end}
+    if start is None or end is None:
+        manifest["losses"]["qdisc_drops"] = None
+        return
+    manifest["losses"]["qdisc_drops"] = end.get("drops", 0) - start.get("drops", 0)
+    manifest["link"]["qdisc_overlimits"] = end.get("overlimits", 0) - start.get("overlimits", 0)
+    manifest["link"]["qdisc_packets"] = end.get("packets", 0) - start.get("packets", 0)
 
 
 def _fill_from_bench(manifest: dict[str, Any], bench: BenchResult | None) -> None:
@@ -238,7 +361,8 @@ def _run_with_collectors(raw: Path, point: RunPoint, topology: Topology | None,
     wrapper: list[str] | None = None
     try:
         if point.capture:
-            iface, netns = (topology.rx_dev, topology.rx_ns) if topology is not None else ("lo", None)
+            iface, netns = ("lo", None) if topology is None else (
+                (topology.tx_dev, topology.tx_ns) if point.capture_side == "tx" else (topology.rx_dev, topology.rx_ns))
             tool = collectors.wirecap(raw, iface, netns, point.receiver_cpus)
             tool.start()
             started.append(tool)

@@ -7,6 +7,7 @@ a live one still uses. The veth and the qdiscs live inside the namespaces and go
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -174,6 +175,21 @@ class Topology:
         for ns in (self.tx_ns, self.rx_ns):
             run_cmd(["ip", "netns", "del", ns], check=False)
         self.up_done = False
+
+    def qdisc_stats(self) -> dict[str, int] | None:
+        """The counters of the sender's root egress qdisc (`tc -s -j`; a root's counters cover
+        its children): packets, bytes, drops, overlimits, requeues, backlog, qlen; None when tc
+        cannot tell."""
+        proc = run_cmd(["tc", "-s", "-j", "qdisc", "show", "dev", self.tx_dev], netns=self.tx_ns, check=False)
+        try:
+            qdiscs = json.loads(proc.stdout) if proc.returncode == 0 else None
+        except ValueError:
+            qdiscs = None
+        if not isinstance(qdiscs, list):
+            return None
+        keys = ("packets", "bytes", "drops", "overlimits", "requeues", "backlog", "qlen")
+        root = next((q for q in qdiscs if isinstance(q, dict) and q.get("root")), None)
+        return None if root is None else {key: int(root.get(key, 0) or 0) for key in keys}
 
     def qdisc_text(self) -> str:
         return run_cmd(["tc", "qdisc", "show", "dev", self.tx_dev], netns=self.tx_ns, check=False).stdout.strip()

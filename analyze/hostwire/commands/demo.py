@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     point = RunPoint(senders=args.senders, background=args.background, duration_s=args.duration,
                      warmup_s=args.warmup, link_rate=args.rate,
                      topology="loopback" if args.loopback else "netns")
+    point.validate()  # a bad point is refused before anything is said or started
     run_id = time.strftime("%Y%m%d-%H%M%S")
     sys.stderr.write(f"hostwire: recording run {run_id} ({point.warmup_s:g} s warm-up, "
                      f"{point.duration_s:g} s window) ...\n")

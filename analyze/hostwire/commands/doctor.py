@@ -12,14 +12,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "doctor",
         help="check root, tracefs, namespaces, ptrace, libraries, CPUs; --cleanup removes leftovers",
-        description="Lists each facility hostwire needs that this machine lacks, once, with the fix. "
-        "Exit 0 when nothing is missing, 1 otherwise.",
+        description="Lists each facility hostwire needs that this machine lacks, once, with the fix, "
+        "and what killed runs left behind (namespaces, tracefs instances, runs not yet marked). "
+        "Exit 0 when nothing is missing or left, 1 otherwise.",
         epilog="examples:\n  hostwire doctor\n  hostwire doctor --cleanup",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--cleanup", action="store_true",
                         help="remove stale hw* namespaces (with their veths and qdiscs) and hw-* tracefs "
-                        "instances left by killed runs")
+                        "instances left by killed runs, and mark those runs partial ('runner killed')")
     parser.set_defaults(func=run)
 
 
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         if not finding.ok and finding.fix:
             line += f"  -> fix: {finding.fix}"
         out.write(line + "\n")
-    stale = doctor.stale_instances()
-    if stale:
-        out.write(f"stale tracefs instances: {', '.join(p.name for p in stale)} -> hostwire doctor --cleanup\n")
-    return 1 if missing else 0
+    leftovers = doctor.leftovers()
+    for line in leftovers:
+        out.write(f"LEFT    {line} -> fix: hostwire doctor --cleanup\n")
+    return 1 if missing or leftovers else 0

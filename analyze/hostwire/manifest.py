@@ -1,0 +1,131 @@
+"""The run manifest (DESIGN.md section 7): its format, its atomic writes, and how a reader tells a
+run in progress from one whose runner was killed.
+
+A run's manifest exists from its first second: the runner writes it with status `running` and
+its own identity (pid, process start time, boot id) before anything starts, replaces it
+atomically (temporary file, fsync, rename) as the run goes on, and gives it its final status at
+the end. A runner killed with SIGKILL leaves a `running` manifest whose runner is gone; readers
+report such a run as `partial` ("runner killed"), and `hostwire doctor --cleanup` writes that
+status into it. Live runs are also listed in a registry of small files under /run/hostwire, so
+that doctor finds the runs of a killed runner wherever their output directory was.
+
+This module imports nothing of the recording side, so reading a run never does."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from hostwire.errors import HostwireError
+
+MANIFEST_FORMAT = "hostwire-run 1"
+MANIFEST_NAME = "manifest.json"
+REGISTRY_DIR = Path(os.environ.get("HOSTWIRE_REGISTRY", "/run/hostwire/live"))
+KILLED_REASON = "runner killed"
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Writes data as JSON to path through a temporary file and a rename, so the path holds either
+    the old or the new content, never a half-written one. A failure (disk full, read-only) removes
+    the temporary file and raises HostwireError naming the path."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    text = json.dumps(data, indent=2) + "\n"
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise HostwireError(f"failed to write {path}: {err.strerror or err}") from None
+
+
+def boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The start time of a process in clock ticks since boot (/proc/PID/stat field 22): with the
+    pid it names one process, even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count from its closing one.
+    fields = stat[stat.rindex(")") + 2:].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def runner_identity() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"pid": pid, "start_ticks": process_start_ticks(pid), "boot_id": boot_id()}
+
+
+def runner_alive(runner: Any) -> bool:
+    """Whether the process described by a manifest's `runner` entry still runs."""
+    if not isinstance(runner, dict) or not isinstance(runner.get("pid"), int):
+        return False
+    if runner.get("boot_id") and runner.get("boot_id") != boot_id():
+        return False
+    ticks = process_start_ticks(runner["pid"])
+    return ticks is not None and ticks == runner.get("start_ticks")
+
+
+def effective_status(manifest: dict[str, Any]) -> tuple[str, str]:
+    """(status, reason) of a run as a reader should take it: a `running` manifest whose runner is
+    gone is a partial run killed before it could mark itself."""
+    status = str(manifest.get("status", "unknown"))
+    reason = str(manifest.get("reason", "") or "")
+    if status == "running" and not runner_alive(manifest.get("runner")):
+        return "partial", f"{KILLED_REASON} (pid {manifest.get('runner', {}).get('pid', '?')} is gone)"
+    return status, reason
+
+
+def _registry_entry(run_dir: Path) -> Path:
+    digest = hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:12]
+    return REGISTRY_DIR / f"{os.getpid()}-{digest}.json"
+
+
+def register_live(run_dir: Path) -> Path | None:
+    """Lists a run in progress in the registry; returns the entry (None when it cannot be written:
+    the run goes on, only doctor's search for it after a kill is lost)."""
+    entry = _registry_entry(run_dir)
+    try:
+        REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(entry, {"run_dir": str(run_dir.resolve()), "runner": runner_identity()})
+    except (OSError, HostwireError):
+        return None
+    return entry
+
+
+def unregister_live(entry: Path | None) -> None:
+    if entry is not None:
+        try:
+            entry.unlink()
+        except OSError:
+            pass
+
+
+def registered_runs() -> list[tuple[Path, Path, dict[str, Any]]]:
+    """(entry, run directory, runner) of every registered run."""
+    found = []
+    for entry in sorted(REGISTRY_DIR.glob("*.json")) if REGISTRY_DIR.is_dir() else []:
+        try:
+            data = json.loads(entry.read_text())
+            found.append((entry, Path(data["run_dir"]), data.get("runner", {})))
+        except (OSError, ValueError, KeyError, TypeError):
+            found.append((entry, Path(), {}))
+    return found
