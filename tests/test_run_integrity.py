@@ -66,7 +66,8 @@ def processes_mentioning(text: str) -> list[int]:
     ({"quiet_s": float("nan")}, "quiet_s"),
     ({"senders": "2"}, "senders = '2'"),
     ({"capture_side": "middle"}, "capture_side = 'middle'"),
-    ({"link_rate": "fast"}, "link rate 'fast'"),
+    ({"link_rate": "fast"}, "link_rate = 'fast': expected a number and a unit"),
+    ({"link_qdisc": "red"}, "link_qdisc = 'red': expected tbf, tbf-peak, htb or none"),
     ({"sender_cpus": "99"}, "sender_cpus = '99'"),
 ])
 def test_impossible_points_are_refused_with_the_parameter_named(change: dict, named: str) -> None:

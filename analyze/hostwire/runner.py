@@ -28,7 +28,7 @@ from hostwire.manifest import (MANIFEST_FORMAT, MANIFEST_NAME, register_live, ru
                                write_json_atomic)
 from hostwire.paths import REPO_ROOT
 from hostwire.resources import ResourceSampler
-from hostwire.topology import LinkSpec, Topology, parse_cpu_list, run_cmd
+from hostwire.topology import LinkSpec, Topology, parse_cpu_list, parse_rate, run_cmd
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,14 @@ class RunPoint:
         for name in ("capture", "kernel_trace"):
             if not isinstance(getattr(self, name), bool):
                 raise UsageError(f"{name} = {getattr(self, name)!r}: expected true or false")
-        LinkSpec(self.link_rate, self.link_qdisc).tc_args("x")  # raises on a bad rate or qdisc
+        try:
+            parse_rate(self.link_rate)
+        except UsageError as err:
+            raise UsageError(f"link_rate = {self.link_rate!r}: {str(err).split(': ', 1)[-1]}") from None
+        try:
+            LinkSpec(self.link_rate, self.link_qdisc).tc_args("x")
+        except UsageError as err:
+            raise UsageError(f"link_qdisc = {self.link_qdisc!r}: {str(err).split(': ', 1)[-1]}") from None
         cpus = os.cpu_count() or 1
         for name in ("sender_cpus", "receiver_cpus"):
             listed = parse_cpu_list(getattr(self, name))

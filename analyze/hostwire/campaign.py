@@ -1,0 +1,185 @@
+"""A campaign (DESIGN.md sections 2 and 7): every run of a config's grid, each recorded by
+hostwire.runner.record_run into `<campaign dir>/<run-id>/`, with `campaign.json` beside them.
+
+Each run is keyed by a hash of its resolved parameters, its repetition and the host's facts
+(kernel, CPU, clock source, and the link and offload settings the topology applies), so
+`--resume` skips the complete runs whose key matches and records the rest again; what a failed or
+interrupted attempt recorded is kept, renamed `<run-id>.partial-<k>`. A failed run is recorded
+and the campaign goes on."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hostwire import manifest as manifest_mod
+from hostwire.campaign_config import CampaignConfig
+from hostwire.errors import HostwireError, UsageError
+from hostwire.runner import RunPoint, host_facts, record_run
+
+log = logging.getLogger(__name__)
+
+CAMPAIGN_FORMAT = "hostwire-campaign 1"
+CAMPAIGN_FILE = "campaign.json"
+# Host facts that change what a run measures, and that are known before it starts.
+KEY_FACTS = ("kernel_release", "machine", "cpus", "cpu_model", "clocksource")
+# What the topology sets up identically for every run (topology.py): part of the key, so that a
+# change of these settings is a different run.
+TOPOLOGY_SETTINGS = {"offloads": "tso gso gro tx rx off", "mtu": 1500}
+
+
+@dataclass
+class PlannedRun:
+    index: int
+    run_id: str
+    key: str
+    repetition: int
+    point: RunPoint
+
+    def describe(self) -> str:
+        p = self.point
+        return (f"M={p.senders} N={p.background} {p.link_rate} {p.link_qdisc} syscalls={p.syscalls} "
+                f"rep {self.repetition + 1}")
+
+
+@dataclass
+class CampaignResult:
+    directory: Path
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.runs if r.get("status") != "complete"]
+
+
+def run_key(point: RunPoint, repetition: int, facts: dict[str, Any]) -> str:
+    material = {
+        "point": asdict(point),
+        "repetition": repetition,
+        "host": {k: facts.get(k) for k in KEY_FACTS},
+        "topology": TOPOLOGY_SETTINGS,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def plan(config: CampaignConfig, facts: dict[str, Any] | None = None) -> list[PlannedRun]:
+    """The campaign's runs in the order they will be recorded."""
+    facts = facts if facts is not None else host_facts(None)
+    order = [(rep, i, point) for rep in range(config.repetitions) for i, point in enumerate(config.points())]
+    if config.order == "shuffled":
+        random.Random(config.seed).shuffle(order)
+    planned = []
+    for index, (rep, i, point) in enumerate(order):
+        key = run_key(point, rep, facts)
+        run_id = f"p{i:03d}-M{point.senders}-N{point.background}-r{rep + 1}-{key[:8]}"
+        planned.append(PlannedRun(index=index, run_id=run_id, key=key, repetition=rep, point=point))
+    return planned
+
+
+def complete_run(directory: Path, key: str) -> bool:
+    """Whether directory holds a complete run recorded under this key."""
+    try:
+        data = json.loads((directory / manifest_mod.MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return False
+    return data.get("status") == "complete" and data.get("config", {}).get("run_key") == key
+
+
+def _keep_aside(partial: Path) -> Path:
+    """Renames an earlier attempt's `.partial` directory so a new attempt can start; never
+    deletes what it recorded."""
+    k = 1
+    while (aside := partial.with_name(f"{partial.name}-{k}")).exists():
+        k += 1
+    partial.rename(aside)
+    return aside
+
+
+def _write_campaign(directory: Path, config: CampaignConfig, planned: list[PlannedRun],
+                    runs: dict[str, dict[str, Any]], state: str) -> None:
+    manifest_mod.write_json_atomic(directory / CAMPAIGN_FILE, {
+        "format": CAMPAIGN_FORMAT,
+        "name": config.name,
+        "state": state,
+        "config": config.resolved(),
+        "host": host_facts(None),
+        "runs": [runs.get(p.run_id, {"run_id": p.run_id, "key": p.key, "status": "pending",
+                                     "point": asdict(p.point), "repetition": p.repetition})
+                 for p in planned],
+    })
+
+
+def run_campaign(config: CampaignConfig, directory: Path, *, resume: bool = False,
+                 progress: Callable[[PlannedRun, int, int], None] | None = None) -> CampaignResult:
+    """Records every planned run into directory. `progress(run, done, total)` is called before
+    each run. Raises UsageError when directory holds another campaign's runs and resume is
+    off; KeyboardInterrupt and Terminated propagate after campaign.json is written."""
+    planned = plan(config)
+    directory.mkdir(parents=True, exist_ok=True)
+    existing = [p for p in directory.iterdir() if not p.name.startswith(".") and p.name != CAMPAIGN_FILE]
+    if existing and not resume:
+        raise UsageError(f"{directory} holds runs already; --resume continues that campaign, "
+                         "or choose another --out")
+    runs: dict[str, dict[str, Any]] = {}
+    state = "running"
+    _write_campaign(directory, config, planned, runs, state)
+    try:
+        for done, item in enumerate(planned):
+            final = directory / item.run_id
+            entry = {"run_id": item.run_id, "key": item.key, "point": asdict(item.point),
+                     "repetition": item.repetition}
+            if resume and complete_run(final, item.key):
+                runs[item.run_id] = {**entry, "status": "complete", "reason": "", "resumed": True}
+                continue
+            if final.exists():  # a run directory that is not this key's complete run
+                raise HostwireError(f"{final} exists but is not a complete run of this campaign's point; "
+                                    "move it away and resume")
+            partial = final.with_name(final.name + ".partial")
+            if partial.exists():
+                aside = _keep_aside(partial)
+                log.info("kept the earlier attempt of %s as %s", item.run_id, aside.name)
+            if progress is not None:
+                progress(item, done, len(planned))
+            run_config = {**config.resolved(), "run_key": item.key, "run_index": item.index,
+                          "repetition": item.repetition}
+            try:
+                record = record_run(directory, item.run_id, item.point, config=run_config)
+                runs[item.run_id] = {**entry, "status": record.status, "reason": record.reason}
+            except UsageError:
+                raise
+            except HostwireError as err:  # the run directory could not be written: go on
+                runs[item.run_id] = {**entry, "status": "failed", "reason": str(err)}
+            if runs[item.run_id]["status"] != "complete":
+                log.warning("run %s %s: %s", item.run_id, runs[item.run_id]["status"], runs[item.run_id]["reason"])
+            _write_campaign(directory, config, planned, runs, state)
+        state = "complete"
+    except BaseException:
+        state = "interrupted"
+        raise
+    finally:
+        _write_campaign(directory, config, planned, runs, state)
+    return CampaignResult(directory=directory, runs=[runs[p.run_id] for p in planned])
+
+
+def dry_run_lines(config: CampaignConfig) -> list[str]:
+    planned = plan(config)
+    lines = [f"{len(planned)} runs of campaign {config.name!r} ({config.order}"
+             + (f", seed {config.seed}" if config.order == "shuffled" else "") + ")"]
+    total_s = 0.0
+    for item in planned:
+        p = item.point
+        total_s += p.warmup_s + p.duration_s + p.quiet_s + ESTIMATED_OVERHEAD_S
+        lines.append(f"{item.index + 1:4d}  {item.run_id}  {item.describe()}")
+    lines.append(f"estimated time: {time.strftime('%H:%M:%S', time.gmtime(total_s))}")
+    return lines
+
+
+# Set-up, collectors and teardown of one run, measured on the default topology (about 2 s).
+ESTIMATED_OVERHEAD_S = 2.5

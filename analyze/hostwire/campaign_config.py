@@ -1,0 +1,183 @@
+"""Campaign configuration files (configs/*.toml): a grid of run points, checked in full before
+anything starts. Every error names the file, the line and the key, and what was expected.
+
+    [campaign]
+    name = "quick"            # default: the file's stem
+    repetitions = 1           # runs of each grid point
+    order = "as-written"      # or "shuffled" (with `seed`; the seed used is recorded)
+    seed = 1997
+
+    [defaults]                # any run-point parameter (hostwire.runner.RunPoint), one value
+    duration_s = 3.0
+
+    [grid]                    # any run-point parameter, a list of values: the cross product
+    senders = [1, 2, 5]
+    background = [0, 2]
+
+The grid is expanded in the order its keys are written, the last key varying fastest."""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import math
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from hostwire.errors import UsageError
+from hostwire.runner import RunPoint
+
+CAMPAIGN_KEYS = {"name": str, "repetitions": int, "order": str, "seed": int}
+ORDERS = ("as-written", "shuffled")
+SECTIONS = ("campaign", "defaults", "grid")
+POINT_FIELDS = {f.name: f for f in fields(RunPoint)}
+
+
+@dataclass
+class CampaignConfig:
+    path: Path
+    name: str
+    repetitions: int = 1
+    order: str = "as-written"
+    seed: int = 1997
+    defaults: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+
+    def points(self) -> list[RunPoint]:
+        """The grid's points (defaults applied), in the order written, last key fastest."""
+        base = replace(RunPoint(), **self.defaults)
+        keys = list(self.grid)
+        return [replace(base, **dict(zip(keys, values))) for values in itertools.product(*self.grid.values())]
+
+    def resolved(self) -> dict[str, Any]:
+        """The config with every default filled in, as recorded in campaign.json and manifests."""
+        return {
+            "campaign": {"name": self.name, "repetitions": self.repetitions, "order": self.order,
+                         "seed": self.seed, "file": str(self.path)},
+            "defaults": asdict(replace(RunPoint(), **self.defaults)),
+            "grid": self.grid,
+        }
+
+
+class _Locator:
+    """Finds the line of a key in a section of the TOML text (tomllib keeps no positions)."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+
+    def line_of(self, section: str | None, key: str | None = None) -> int:
+        current = None
+        for number, raw in enumerate(self.lines, start=1):
+            line = raw.strip()
+            header = re.fullmatch(r"\[\s*([A-Za-z0-9_.-]+)\s*\]\s*(#.*)?", line)
+            if header:
+                current = header.group(1)
+                if key is None and current == section:
+                    return number
+                continue
+            if key is not None and current == section and re.match(rf"{re.escape(key)}\s*=", line):
+                return number
+        return 0
+
+    def error(self, section: str | None, key: str | None, message: str) -> UsageError:
+        # A top-level name is a [section] header, or a key written before any header.
+        line = self.line_of(section, key) or (self.line_of(key) if section is None else 0)
+        where = f"{self.path}:{line}" if line else str(self.path)
+        name = f"{section}.{key}" if section and key else (section or key or "")
+        return UsageError(f"{where}: {name}: {message}" if name else f"{where}: {message}")
+
+
+def _closest(word: str, choices: list[str]) -> str:
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    return f" (did you mean {match[0]!r}?)" if match else f" (expected one of: {', '.join(choices)})"
+
+
+def _check_value(loc: _Locator, section: str, key: str, value: Any) -> Any:
+    """A run-point parameter's value against the field's type; returns it (ints accepted for
+    float fields)."""
+    spec = POINT_FIELDS[key]
+    default = spec.default
+    kind = type(default) if default is not None else int  # write_size: int or None
+    if isinstance(value, bool) != (kind is bool):
+        raise loc.error(section, key, f"expected {_type_name(kind)}, got {value!r}")
+    if kind is float and isinstance(value, int):
+        value = float(value)
+    if not isinstance(value, kind):
+        raise loc.error(section, key, f"expected {_type_name(kind)}, got {type(value).__name__} {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise loc.error(section, key, f"expected a finite number, got {value!r}")
+    return value
+
+
+def _type_name(kind: type) -> str:
+    return {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}.get(kind, kind.__name__)
+
+
+def load_config(path: str | Path) -> CampaignConfig:
+    """Reads and checks a campaign file: unknown keys (with the closest valid one), wrong types,
+    impossible values (every grid point is validated) and a missing file are UsageErrors that name
+    the file, line and key."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such campaign file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path}: cannot read: {getattr(err, 'strerror', None) or err}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"{path}: not valid TOML: {err}") from None
+    loc = _Locator(path, text)
+    for section, value in data.items():
+        if section not in SECTIONS:
+            raise loc.error(None, section, "unknown section or key" + _closest(section, list(SECTIONS)))
+        if not isinstance(value, dict):
+            raise loc.error(None, section, "expected a [section]")
+    config = CampaignConfig(path=path, name=path.stem)
+    for key, value in data.get("campaign", {}).items():
+        if key not in CAMPAIGN_KEYS:
+            raise loc.error("campaign", key, "unknown key" + _closest(key, list(CAMPAIGN_KEYS)))
+        kind = CAMPAIGN_KEYS[key]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise loc.error("campaign", key, f"expected {_type_name(kind)}, got {value!r}")
+        setattr(config, key, value)
+    if config.repetitions < 1:
+        raise loc.error("campaign", "repetitions", f"expected 1 or more, got {config.repetitions}")
+    if config.order not in ORDERS:
+        raise loc.error("campaign", "order", f"expected one of {', '.join(ORDERS)}, got {config.order!r}")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", config.name):
+        raise loc.error("campaign", "name", "expected 1 to 64 letters, digits, '_', '.' or '-'")
+    for key, value in data.get("defaults", {}).items():
+        if key not in POINT_FIELDS:
+            raise loc.error("defaults", key, "unknown key" + _closest(key, list(POINT_FIELDS)))
+        config.defaults[key] = _check_value(loc, "defaults", key, value)
+    for key, values in data.get("grid", {}).items():
+        if key not in POINT_FIELDS:
+            raise loc.error("grid", key, "unknown key" + _closest(key, list(POINT_FIELDS)))
+        if not isinstance(values, list) or not values:
+            raise loc.error("grid", key, f"expected a non-empty list of values, got {values!r}")
+        config.grid[key] = [_check_value(loc, "grid", key, v) for v in values]
+    _validate_points(loc, config)
+    return config
+
+
+def _validate_points(loc: _Locator, config: CampaignConfig) -> None:
+    """Every point is checked as the runner would, so that a bad one stops the campaign before
+    its first run; the error names the key the failing parameter came from."""
+    for point in config.points():
+        try:
+            point.validate()
+        except UsageError as err:
+            message = str(err)
+            name = message.split(" ", 1)[0]
+            section = "grid" if name in config.grid else "defaults" if name in config.defaults else None
+            if section is None:  # a combination (senders + background) or a derived check
+                section = "grid" if config.grid else "defaults"
+                key = next((k for k in ("senders", "background") if k in config.grid or k in config.defaults), None)
+                raise loc.error(section, key, message) from None
+            raise loc.error(section, name, message.split(": ", 1)[-1]) from None

@@ -1,0 +1,84 @@
+"""hostwire run CONFIG.toml: record every run of a campaign's grid."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hostwire.paths import REPO_ROOT
+
+EPILOG = """examples:
+  hostwire run configs/quick.toml
+  hostwire run configs/quick.toml --dry-run
+  hostwire run configs/paper.toml --out /var/tmp/paper --resume
+
+exit status: 0 every run complete, 1 a run failed or was partial (the campaign goes on and
+records the others), 2 a bad config or option (nothing started), 130/143 interrupted (the
+running run is torn down and kept, marked partial; --resume continues)."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run", help="record a campaign: every run of a config's grid (configs/*.toml)",
+        description="Records each point of CONFIG's grid (cross product of its [grid] lists, "
+        "[defaults] for the rest, [campaign] repetitions and order) into the campaign directory, "
+        "one run directory each, with campaign.json beside them. The config is checked in full "
+        "before anything starts.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("config", metavar="CONFIG", type=Path, help="campaign file (TOML)")
+    parser.add_argument("-o", "--output", "--out", dest="out", type=Path, metavar="DIR",
+                        help="campaign directory (default: runs/<campaign name>)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue a campaign: skip its complete runs whose key matches, redo the rest")
+    parser.add_argument("--dry-run", action="store_true", help="list the runs in order and the estimated time")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (one log line per run)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hostwire.campaign import dry_run_lines, run_campaign
+    from hostwire.campaign_config import load_config
+
+    config = load_config(args.config)
+    if args.dry_run:
+        sys.stdout.write("\n".join(dry_run_lines(config)) + "\n")
+        return 0
+    directory = args.out if args.out is not None else REPO_ROOT / "runs" / config.name
+    bar = _ProgressBar(disabled=args.no_progress or not sys.stderr.isatty())
+    try:
+        result = run_campaign(config, directory, resume=args.resume, progress=bar.update)
+    finally:
+        bar.close()
+    failed = result.failed
+    sys.stdout.write(f"campaign {config.name}: {len(result.runs) - len(failed)} of {len(result.runs)} runs "
+                     f"complete in {directory}\n")
+    for entry in failed:
+        sys.stdout.write(f"  {entry['run_id']}: {entry['status']}: {entry['reason']}\n")
+    return 1 if failed else 0
+
+
+class _ProgressBar:
+    """Run i of n, the point and the ETA (tqdm); without a terminal, one log line per run."""
+
+    def __init__(self, disabled: bool) -> None:
+        self.disabled = disabled
+        self.bar = None
+
+    def update(self, item: object, done: int, total: int) -> None:
+        import logging
+
+        if self.disabled:
+            logging.getLogger("hostwire").info("run %d of %d: %s", done + 1, total, item.describe())  # type: ignore[attr-defined]
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
+        self.bar.n = done
+        self.bar.set_description(f"run {done + 1}/{total} {item.describe()}")  # type: ignore[attr-defined]
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
