@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 
 from hostwire.bench import BenchResult
-from hostwire.errors import InputError
-from hostwire.runner import MANIFEST_FORMAT
+from hostwire.errors import HostwireError, InputError
+from hostwire.manifest import MANIFEST_FORMAT, effective_status
 from hostwire.versioned import read_json
 
 SUPPORTED_MANIFEST_VERSION = int(MANIFEST_FORMAT.split()[1])
@@ -30,18 +30,95 @@ class Run:
 
     @property
     def status(self) -> str:
-        return str(self.manifest.get("status", "unknown"))
+        """complete, partial or failed; a run whose runner was killed before it could mark it is
+        partial (see hostwire.manifest.effective_status)."""
+        return effective_status(self.manifest)[0]
+
+    @property
+    def reason(self) -> str:
+        return effective_status(self.manifest)[1]
 
     @property
     def losses(self) -> dict[str, Any]:
         return dict(self.manifest.get("losses", {}))
 
-    def window_ns(self) -> tuple[int, int]:
-        """The logging window (start, end) in ns."""
+    def window_ns(self, last_frame_ns: int | None = None) -> tuple[int, int]:
+        """The logging window (start, end) in ns. For a complete run whose manifest holds it: the
+        logging window. Otherwise (a run interrupted, partial or failed, or a manifest without
+        window_ns) the window that was recorded: from the planned start up to the last recorded
+        event, never beyond the planned end. The last recorded event is the latest record of the
+        benchmark's process logs (send-*, recv-*, bg-*) or `last_frame_ns` (a caller that read the
+        capture gives its last frame carrying payload); with none, the window is empty.
+        window_warning() says when and why the window was cut."""
+        start, end = self.planned_window_ns()
+        if not self.window_is_recorded_only():
+            return start, end
+        candidates = [t for t in (self.last_record_ns(), last_frame_ns) if t is not None]
+        if not candidates:
+            return start, start
+        return start, max(start, min(end, max(candidates)))
+
+    def planned_window_ns(self) -> tuple[int, int]:
+        """The logging window as planned: the manifest's window_ns, else bench.json's, else the
+        `# window_start_ns` / `# window_end_ns` headers of the benchmark's logs."""
         window = self.manifest.get("window_ns")
         if window:
             return int(window[0]), int(window[1])
-        return self.bench.window_ns
+        try:
+            return self.bench.window_ns
+        except (HostwireError, KeyError, TypeError, ValueError):
+            pass
+        from hostwire.tsv import read_header
+
+        for path in self._process_logs():
+            try:
+                meta = read_header(path)[0]
+                return int(meta["window_start_ns"]), int(meta["window_end_ns"])
+            except (HostwireError, KeyError, ValueError):
+                continue
+        raise InputError(f"{self.path}: the run has no logging window (no window_ns in manifest.json, "
+                         "no readable raw/bench/bench.json, no window in the logs' headers)")
+
+    def window_is_recorded_only(self) -> bool:
+        """True when the planned window cannot be trusted to have been recorded: the run is not
+        complete or its manifest has no window_ns."""
+        return self.status != "complete" or not self.manifest.get("window_ns")
+
+    def window_warning(self, last_frame_ns: int | None = None) -> str | None:
+        """Why the window is cut to what was recorded (None for a complete run's full window)."""
+        if not self.window_is_recorded_only():
+            return None
+        start, end = self.planned_window_ns()
+        got = self.window_ns(last_frame_ns)
+        why = (f"the run is {self.status}" + (f" ({self.reason})" if self.reason else "")
+               if self.status != "complete" else "the manifest has no window_ns")
+        if got[1] >= end:
+            return f"{why}: its events reach the planned end of the window ({(end - start) / 1e9:.6g} s)"
+        return (f"{why}: the window is what was recorded, {(got[1] - got[0]) / 1e9:.6g} s of the planned "
+                f"{(end - start) / 1e9:.6g} s")
+
+    def last_record_ns(self) -> int | None:
+        """The latest stamp in the benchmark's process logs (records of a damaged log up to its
+        damage); None without any record."""
+        cached: int | None | bool = getattr(self, "_last_record", False)
+        if cached is False:
+            from hostwire.tsv import read_tsv
+
+            last: int | None = None
+            for path in self._process_logs():
+                try:
+                    df = read_tsv(path, {"t_ns": "int64"}, keep_damaged=True).df
+                except HostwireError:
+                    continue
+                if "t_ns" in df.columns and len(df):
+                    value = int(pd.to_numeric(df["t_ns"], errors="coerce").max())
+                    last = value if last is None else max(last, value)
+            self._last_record = cached = last
+        return cached  # type: ignore[return-value]
+
+    def _process_logs(self) -> list[Path]:
+        directory = self.path / "raw" / "bench"
+        return sorted(p for p in directory.glob("*-*.tsv") if p.stem.split("-")[0] in ("send", "recv", "bg"))
 
     def df_writes(self) -> pd.DataFrame:
         """The senders' write() calls: `t_ns` (start of the call), `t_end_ns`, `pid`, `role`,

@@ -71,9 +71,10 @@ def format_run_metrics(run_dir: Path) -> str:
 
     lines = []
     try:
-        sanity = table("sanity", run_dir).set_index("counter")["value"]
+        result = table("sanity", run_dir)
     except HostwireError as err:
         return f"metrics: {err}"
+    sanity = result.set_index("counter")["value"]
     if "frames" in sanity:
         lines.append(
             f"wire: {int(sanity['frames'])} frames captured, {int(sanity.get('capture_drops', 0))} dropped; "
@@ -85,17 +86,38 @@ def format_run_metrics(run_dir: Path) -> str:
         lines.append(f"capture clock against the clock exchange on the wire: residual {residual:+.1f} us within "
                      f"+-{bound:.1f} us ({'agrees' if ok else 'DISAGREES: the capture is misaligned'})")
     lines.append(f"losses: trace overruns {_count(sanity, 'trace_overruns')}, tracer misses "
-                 f"{_count(sanity, 'tracer_misses')}, log overflows {_count(sanity, 'log_overflows')}")
+                 f"{_count(sanity, 'tracer_misses')}, log overflows {_count(sanity, 'log_overflows')}, "
+                 f"shaper drops {_count(sanity, 'shaper_drops')}")
     try:
         fairness = table("fairness", run_dir).set_index("stream")
         goodput = table("goodput", run_dir).set_index("stream")
-        lines.append(f"Jain's fairness index {fairness.loc['all', 'jain']:.4f}; goodput "
-                     f"{goodput.loc['all', 'bit_s'] / 1e6:.2f} Mbit/s (bytes read within the window)")
+        lines.extend(_goodput_lines(goodput.loc["all"], fairness.loc["all"], sanity))
     except (HostwireError, KeyError):
         pass
+    if sanity.get("marked"):
+        lines.append("marked: " + "; ".join(result.attrs.get("marked_by", [])))
     lines.extend(_cpu_use_lines(run_dir))
     lines.append(f"more: hostwire metrics {{intervals,bursts,idc,hurst,contract,fairness,goodput,sanity}} {run_dir}")
     return "\n".join(lines)
+
+
+def _goodput_lines(goodput: pd.Series, fairness: pd.Series, sanity: pd.Series) -> list[str]:
+    """Goodput on the wire (unique payload bytes first seen in the window) and as the receivers
+    read it, against the link's physical maximum; Jain's index of each."""
+    if goodput.get("basis", "wire") == "wire":
+        text = f"goodput {goodput['bit_s'] / 1e6:.2f} Mbit/s on the wire (unique payload bytes in the window)"
+        if "app_bit_s" in goodput:
+            text += f", {goodput['app_bit_s'] / 1e6:.2f} Mbit/s read by the receivers"
+    else:
+        text = f"goodput {goodput['bit_s'] / 1e6:.2f} Mbit/s read by the receivers (no capture)"
+    if "goodput_max_bit_s" in sanity and not pd.isna(sanity["goodput_max_bit_s"]):
+        text += f"; link maximum {sanity['goodput_max_bit_s'] / 1e6:.2f} Mbit/s"
+        if sanity.get("goodput_above_max"):
+            text += " (a figure above it: see marked)"
+    jain = f"Jain's fairness index {fairness['jain']:.4f}"
+    if fairness.get("basis") == "app" and "wire_jain" in fairness and not pd.isna(fairness["wire_jain"]):
+        jain += f" (bytes read), {fairness['wire_jain']:.4f} on the wire"
+    return [text, jain]
 
 
 def _cpu_use_lines(run_dir: Path) -> list[str]:

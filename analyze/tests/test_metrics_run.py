@@ -95,7 +95,7 @@ def test_on_a_run_the_logs_name_the_streams_not_the_capture(monkeypatch: pytest.
     received = pd.DataFrame({"t_ns": [2 * 10**6, 4 * 10**6], "bytes": [1000, 2000], "stream": [a, a]})
     source = Source(path=Path("run"), frames=frames, window=Window(0, 10 * 10**6), writes=writes,
                     received=received, manifest={})
-    monkeypatch.setattr(compute, "open_input", lambda path: source)
+    monkeypatch.setattr(compute, "open_input", lambda path, **options: source)
     table = compute.table("fairness", "run").set_index("stream")
     assert table["bytes"].to_dict() == {a: 3000, b: 0, "all": 3000}
     assert (table["n"] == 2).all() and table.loc["all", "jain"] == pytest.approx(0.5)

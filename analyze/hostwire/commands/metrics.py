@@ -39,12 +39,16 @@ KINDS: dict[str, tuple[str, str]] = {
         "tau_min_ns, bt_ns, bounded_by_trace (the smallest SCR whose MBS_min <= M)."),
     "fairness": (
         "Jain's fairness index over the streams and bytes delivered per stream",
-        "columns: stream, n, jain, bytes (delivered in the window: on a run from the receivers' logs, every\n"
-        "sender's stream listed, a starved one with 0; on a pcap the new payload bytes of each TCP\n"
-        "connection, retransmitted bytes counted once)."),
+        "columns: stream, n, jain, bytes. On a pcap bytes are the unique payload bytes first seen on the\n"
+        "wire within the window, as for goodput; a starved connection with 0. On a run they are the\n"
+        "receivers' reads within the window (every sender's stream listed, a starved one with 0), basis\n"
+        "= app, and with a capture wire_bytes and wire_jain (the wire figure) stand beside them."),
     "goodput": (
-        "bytes delivered within the window per second",
-        "columns: stream, bytes (delivered, as for fairness), seconds (window length), bit_s."),
+        "unique payload bytes on the wire within the window per second, and the receivers' figure",
+        "columns: stream, bytes (unique payload bytes per stream: the union of the frames' sequence\n"
+        "ranges, each byte counted once at the time it first crossed the wire, if within the window),\n"
+        "seconds (window length), bit_s. On a run also basis (wire, or app without a capture: bytes and\n"
+        "bit_s are then the receivers'), app_bytes and app_bit_s (the receivers' reads within the window)."),
     "sanity": (
         "impossible intervals, retransmissions, window vs flight, and the run's loss counters",
         "columns: counter, value. Counters: frames, frame_gaps, impossible_intervals (gap shorter than\n"
@@ -53,8 +57,13 @@ KINDS: dict[str, tuple[str, str]] = {
         "of the handshake), window_scale_unknown_streams (handshake not captured), max_bytes_in_flight,\n"
         "wire_clock_residual_ns and wire_clock_bound_ns (a run's capture clock against its clock exchange),\n"
         "capture_drops, trace_overruns, tracer_misses, log_overflows, sieve_failures, unclean_exits,\n"
-        "loss.* (each manifest counter), failed_checks and check.* (1 ok, 0 failed), marked (1 when a\n"
-        "loss is non-zero or a check failed)."),
+        "shaper_drops (mark) and shaper_overlimits (never mark), loss.* (each manifest counter),\n"
+        "failed_checks and check.* (1 ok, 0 failed); data_frames, retransmitted_share (marks above\n"
+        "--max-retransmit-share), zero_window_advertisements (zero window with data outstanding: marks);\n"
+        "window_ns, window_planned_ns, incomplete_run, window_cut (mark); goodput_wire_bit_s,\n"
+        "goodput_app_bit_s, goodput_max_bit_s (payload share of the line rate for the window's frames),\n"
+        "goodput_above_max (marks); damaged_sources and damage.<file>.byte_offset|line|frame (mark: a\n"
+        "damaged capture or log is read up to its damage); marked (1 when anything above marks the run)."),
 }
 
 EXAMPLES = """examples:
@@ -63,6 +72,7 @@ EXAMPLES = """examples:
   hostwire metrics contract wire.pcap --link-rate 10mbit --points 50
   hostwire metrics contract runs/quick/r1 --mbs 32 --cells-from write
   hostwire metrics fairness runs/quick/r1 --from 0.5 --to 10
+  hostwire metrics goodput runs/quick/r1 --partial
   hostwire metrics sanity runs/quick/r1 --check"""
 
 
@@ -97,6 +107,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream", action="append", metavar="NAME|PORT",
                    help="only this stream (full name or a port of either end); repeatable")
     p.add_argument("--json", action="store_true", help="JSON records instead of CSV")
+    p.add_argument("--partial", action="store_true",
+                   help="compute on the intact part of a damaged capture or log (default: stop, naming the file "
+                   "and where it is damaged); the result is marked and each damage named on stderr. sanity "
+                   "always reads what it can and counts the damage")
 
 
 def _options_intervals(p: argparse.ArgumentParser) -> None:
@@ -159,7 +173,14 @@ def _options_sanity(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link-rate", help="line rate for impossible intervals (default: the run's, else 10mbit)")
     p.add_argument("--tolerance", type=float, default=0.05,
                    help="a gap counts as impossible below (1 - tolerance) x the serialization time (default 0.05)")
-    p.add_argument("--check", action="store_true", help="exit 1 when the run is marked (a loss is non-zero)")
+    p.add_argument("--frame-overhead", type=int, default=0, metavar="BYTES",
+                   help="bytes the link spends per frame beyond the captured frame, for the goodput maximum "
+                   "(default 0: the emulated link's shaper counts the Ethernet header and IP packet; a real "
+                   "Ethernet: 24 = preamble, FCS and inter-frame gap)")
+    p.add_argument("--max-retransmit-share", type=float, default=0.01, metavar="FRACTION",
+                   help="retransmitted share of the data frames above which the run is marked (default 0.01)")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 when the run is marked, naming what marked it")
 
 
 _UNITS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9}
@@ -188,8 +209,12 @@ def run(args: argparse.Namespace) -> int:
 
     table, marked = compute.compute(args.kind, args)
     _write(table, args.json, sys.stdout)
+    if args.kind != "sanity":  # sanity carries these in its counters
+        for warning in table.attrs.get("warnings", []):
+            sys.stderr.write(f"hostwire: warning: {warning}\n")
     if getattr(args, "check", False) and marked:
-        sys.stderr.write("hostwire: the run is marked: a loss counter is non-zero\n")
+        causes = "; ".join(table.attrs.get("marked_by", [])) or "see the counters"
+        sys.stderr.write(f"hostwire: the run is marked: {causes}\n")
         return 1
     return 0
 

@@ -31,13 +31,32 @@ def link_rate_bps(text: str | None, source: Source) -> int:
 
 
 def compute(kind: str, args: Any) -> tuple[pd.DataFrame, bool]:
-    """The table of one metric kind and whether the run is marked (sanity only)."""
-    source = open_input(args.input)
+    """The table of one metric kind and whether its result is marked: for sanity, the run is
+    marked; for the others, the result stands on a damaged source (--partial) or on a window cut
+    to what an incomplete run recorded. table.attrs holds `warnings` (one line each: what the
+    result is short of), `damaged_sources` (file, message, byte_offset / line / frame) and
+    `marked`; sanity's also `marked_by`."""
+    partial = bool(getattr(args, "partial", False))
+    source = open_input(args.input, keep_damaged=partial or kind == "sanity")
     window = narrow(source.window, args.from_s, args.to_s)
     if kind == "sanity":
-        return _sanity(source, window, args)
-    if source.is_run and (source.frames is None or (kind in ("fairness", "goodput") and source.received is not None)):
-        return _from_run_logs(kind, source, window, args), False
+        table, marked = _sanity(source, window, args)
+    else:
+        table = _compute(kind, source, window, args)
+        marked = bool(source.damaged or source.window_cut)
+    table.attrs.update(warnings=list(source.warnings), damaged_sources=[d.as_dict() for d in source.damaged],
+                       marked=marked)
+    return table, marked
+
+
+def _compute(kind: str, source: Source, window: Window, args: Any) -> pd.DataFrame:
+    if kind in ("fairness", "goodput"):
+        wire, app = _delivered(source, window, args.stream)
+        if kind == "fairness":
+            return fairness.df_fairness(wire, app)
+        return goodput.df_goodput(wire, window, app)
+    if source.is_run and source.frames is None:
+        return _from_run_logs(kind, source, window, args)
     labelled = select_streams(label_streams(source.need_frames()), args.stream)
     names = stream_names(labelled)
     # On a run the senders' and receivers' logs name the data streams; a capture also holds the
@@ -46,33 +65,27 @@ def compute(kind: str, args: Any) -> tuple[pd.DataFrame, bool]:
     writes = _writes(source, run_names if args.stream else None)
     if kind == "intervals":
         if args.hist:
-            return intervals.df_interval_histogram(labelled, window, writes, args.per_decade), False
-        return intervals.df_intervals(labelled, window, writes), False
+            return intervals.df_interval_histogram(labelled, window, writes, args.per_decade)
+        return intervals.df_intervals(labelled, window, writes)
     if kind == "bursts":
-        return bursts.df_bursts(labelled, window, args.theta_factor, args.theta), False
+        return bursts.df_bursts(labelled, window, args.theta_factor, args.theta)
     if kind in ("idc", "hurst"):
         table = idc.df_idc(labelled, window, args.bytes, args.points, args.t_min, args.t_max)
         if kind == "idc":
-            return table, False
+            return table
         fit_from = args.fit_from
         if fit_from is None and args.fit_to is None:
             ts = table["t_ns"].to_numpy().astype(np.float64)
             fit_from = int(np.sqrt(ts.min() * ts.max()))
-        return hurst.df_hurst(table, fit_from, args.fit_to), False
+        return hurst.df_hurst(table, fit_from, args.fit_to)
     if kind == "contract":
-        return _contract(source, labelled, writes, window, args), False
-    if kind in ("fairness", "goodput"):
-        per = _delivered(source, labelled, window, run_names)
-        if kind == "fairness":
-            return fairness.df_fairness(per), False
-        return goodput.df_goodput(per, window), False
+        return _contract(source, labelled, writes, window, args)
     raise UsageError(f"unknown metric kind {kind!r}")
 
 
 def _from_run_logs(kind: str, source: Source, window: Window, args: Any) -> pd.DataFrame:
-    """What the benchmark's logs give without the capture: fairness and goodput (always from the
-    receivers' logs on a run) and, for a run without a capture, write intervals and the contract
-    of the writes."""
+    """What the benchmark's logs give without the capture: write intervals and the contract of the
+    writes."""
     names = _run_streams(source, args.stream)
     writes = _writes(source, names)
     if kind == "intervals" and writes is not None:
@@ -83,9 +96,6 @@ def _from_run_logs(kind: str, source: Source, window: Window, args: Any) -> pd.D
             return intervals.summarize(wg, "write")
     if kind == "contract" and args.cells_from == "write":
         return _contract(source, None, writes, window, args)
-    if kind in ("fairness", "goodput") and source.received is not None:
-        per = _delivered(source, None, window, names)
-        return fairness.df_fairness(per) if kind == "fairness" else goodput.df_goodput(per, window)
     source.need_frames()
     raise AssertionError("unreachable")
 
@@ -117,24 +127,35 @@ def _writes(source: Source, names: Sequence[str] | None) -> pd.DataFrame | None:
     return w
 
 
-def _delivered(source: Source, labelled: pd.DataFrame | None, window: Window, names: list[str]) -> pd.Series:
-    """Bytes delivered per stream within the window: on a run, from the receivers' logs, for every
-    stream of `names` (the senders' and receivers' streams, after --stream), a starved one with 0;
-    on a pcap, the new payload bytes on the wire of every stream of the capture."""
+def _delivered(source: Source, window: Window,
+               wanted: Sequence[str] | None) -> tuple[pd.Series | None, pd.Series | None]:
+    """Bytes delivered per stream within the window: (wire, app). wire: the unique payload bytes
+    first seen on the wire within the window (hostwire.metrics.goodput), None without a capture;
+    app: the receivers' reads within the window, None on a bare capture. On a run both list every
+    stream the senders' and receivers' logs name (after --stream), a starved one with 0; on a
+    bare capture every TCP connection (after --stream)."""
+    names = _run_streams(source, wanted) if source.is_run else None
+    app = None
     if source.received is not None:
         rec = source.received
-        if "stream" in rec.columns:
+        if "stream" in rec.columns and names is not None:
             rec = rec[rec["stream"].astype(str).isin(set(names)).to_numpy()]
-        return fairness.bytes_per_stream(rec, window, names)
-    if labelled is None:
-        source.need_frames()
-    assert labelled is not None
-    lab = clip(labelled, window)
-    if len(lab) == 0:
+        app = fairness.bytes_per_stream(rec, window, names)
+    if source.frames is None:
+        if app is None:
+            source.need_frames()
+        return None, app
+    if names is not None:  # a run: its logs name the streams; a capture without TCP carried none of them
+        try:
+            labelled = label_streams(source.frames)
+        except InputError:
+            return pd.Series(0, index=sorted(names), dtype=np.int64), app
+        return goodput.wire_bytes_per_stream(delivered_bytes(labelled), window, names), app
+    labelled = select_streams(label_streams(source.frames), wanted)
+    if len(clip(labelled, window)) == 0:
         raise InputError(f"no TCP frames in the window {window.describe()}")
-    data = delivered_bytes(lab)
-    per = data.groupby(data["stream"].astype(str), sort=True)["new_bytes"].sum()
-    return per.reindex(sorted(set(names) | set(per.index)), fill_value=0).astype(np.int64)
+    per = goodput.wire_bytes_per_stream(delivered_bytes(labelled), window)
+    return per.reindex(sorted(set(stream_names(labelled)) | set(per.index)), fill_value=0).astype(np.int64), None
 
 
 def _contract(source: Source, labelled: pd.DataFrame | None, writes: pd.DataFrame | None, window: Window,
@@ -173,22 +194,42 @@ def _contract(source: Source, labelled: pd.DataFrame | None, writes: pd.DataFram
 
 
 def _sanity(source: Source, window: Window, args: Any) -> tuple[pd.DataFrame, bool]:
+    if not 0 <= args.max_retransmit_share <= 1:
+        raise UsageError(f"--max-retransmit-share {args.max_retransmit_share}: expected a fraction in [0, 1]")
+    if args.frame_overhead < 0:
+        raise UsageError(f"--frame-overhead {args.frame_overhead}: expected bytes >= 0")
     rate = link_rate_bps(args.link_rate, source)
     frames: pd.DataFrame | None = None
     labelled = None
     if source.frames is not None or not source.is_run:
         frames = source.need_frames()
-        require_rows(clip(frames, window), "frames", window)
         try:  # all frames, not only the window's: the handshakes before it give the window scales
             labelled = label_streams(frames)
-        except InputError:
+        except InputError:  # no TCP frame (a run without senders): the TCP counters are zeros
             labelled = None
     wire_clock = None
     if frames is not None and source.clock_sync is not None and source.sync_port is not None:
         wire_clock = clockcheck.df_wire_clock_check(frames, source.clock_sync, source.sync_port, window)
-    table = sanity.df_sanity(frames, labelled, window, rate, source.manifest, args.tolerance, wire_clock)
+    names = _run_streams(source, None) if source.is_run else None
+    received = source.received
+    if received is not None and "stream" in received.columns and names is not None:
+        received = received[received["stream"].astype(str).isin(set(names)).to_numpy()]
+    context = sanity.Context(
+        status=source.status, reason=source.reason, window_cut=source.window_cut,
+        planned_window=source.planned_window, damaged=source.damaged, received=received, streams=names,
+        link_rate_known=_link_rate_known(args.link_rate, source), frame_overhead=args.frame_overhead,
+        max_retransmit_share=args.max_retransmit_share, base=str(source.path) if source.is_run else "")
+    table = sanity.df_sanity(frames, labelled, window, rate, source.manifest, args.tolerance, wire_clock, context)
     marked = bool(table.loc[table["counter"] == "marked", "value"].iloc[0])
     return table, marked
+
+
+def _link_rate_known(text: str | None, source: Source) -> bool:
+    """A rate given on the command line, or the shaped link of a run (not loopback)."""
+    if text is not None:
+        return True
+    point = source.manifest.get("point") if source.manifest else None
+    return isinstance(point, dict) and "link_rate" in point and point.get("topology") != "loopback"
 
 
 def table(kind: str, input_path: str | Path, **options: Any) -> pd.DataFrame:

@@ -1,26 +1,37 @@
 """Sanity counters of a run (DESIGN.md section 8): frame gaps shorter than the serialization time at
 the link rate ("impossible intervals"), TCP retransmissions, minimum advertised window against bytes
 in flight from the capture; capture drops, trace overruns, tracer misses, log-buffer overflows,
-sieve check failures and unclean child exits from the run's manifest. A non-zero loss marks the run."""
+sieve check failures, shaper drops and unclean child exits from the run's manifest; damaged
+sources, an incomplete run or a cut window; heavy loss on the wire (retransmitted share, zero
+windows while data was outstanding) and goodput figures above the link's physical maximum. Any of
+these marks the run; `marked_by` (DataFrame.attrs) names what did."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hostwire.errors import UsageError
+from hostwire.metrics import goodput
+from hostwire.metrics.damage import DamagedSource
+from hostwire.metrics.fairness import bytes_per_stream
 from hostwire.metrics.streams import delivered_bytes
 from hostwire.metrics.window import Window, clip
 
 COLUMNS = ["counter", "value"]
 # The DESIGN.md category of a manifest loss counter, from its name as the runner writes it
 # (wire_ps_drop, <buffer>_lost_events, <buffer>_missed_in_stream, syscalls_lost,
-# syscalls_unfinished, bench_log_overflow, sieve_check_failures); first match wins, and a counter
-# of another name is kept under loss.<name> and still marks the run when non-zero.
+# syscalls_unfinished, bench_log_overflow, sieve_check_failures, qdisc_drops, qdisc_overlimits);
+# first match wins, and a counter of another name is kept under loss.<name> and still marks the
+# run when non-zero. The shaper's drops are losses on the path; its overlimits (frames held back
+# by the rate) are what a shaper does, counted but never marking.
 LOSS_CATEGORIES: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("shaper_drops", lambda k: k.startswith("qdisc") and "drop" in k),
+    ("shaper_overlimits", lambda k: k.startswith("qdisc") and "overlimit" in k),
     ("capture_drops", lambda k: k.startswith("wire_") or "drop" in k),
     ("trace_overruns", lambda k: k.endswith(("_lost_events", "_missed_in_stream")) or "overrun" in k),
     ("tracer_misses", lambda k: k.startswith("syscalls_") or "miss" in k),
@@ -29,7 +40,33 @@ LOSS_CATEGORIES: tuple[tuple[str, Callable[[str], bool]], ...] = (
 )
 
 
+INFORMATIONAL = frozenset({"shaper_overlimits"})  # categories that never mark the run
+
 DEFAULT_TOLERANCE = 0.05
+DEFAULT_MAX_RETRANSMIT_SHARE = 0.01  # retransmitted share of the data frames that marks a run
+GOODPUT_SLACK_FRAMES = 2  # frames a window may hold beyond the line rate: one at each end
+
+
+@dataclass
+class Context:
+    """What sanity knows beyond the frames and the manifest. `status` is the run's (None for a
+    bare capture); `window_cut` says why the window is shorter than planned (None: it is not);
+    `damaged` lists the damaged sources; `received` holds the receivers' reads (t_ns, stream,
+    bytes) and `streams` the run's data streams (None: every stream of the capture);
+    `link_rate_known` is false when the rate is a guess (a bare capture without --link-rate, an
+    unshaped loopback run): no goodput figure is then held against it."""
+
+    status: str | None = None
+    reason: str = ""
+    window_cut: str | None = None
+    planned_window: Window | None = None
+    damaged: Sequence[DamagedSource] = ()
+    received: pd.DataFrame | None = None
+    streams: list[str] | None = None
+    link_rate_known: bool = True
+    frame_overhead: int = 0
+    max_retransmit_share: float = DEFAULT_MAX_RETRANSMIT_SHARE
+    base: str = ""  # file names are shown relative to this directory
 
 
 def impossible_intervals(frames: pd.DataFrame, window: Window, link_rate_bps: float,
@@ -95,19 +132,35 @@ def advertised_window_bytes(labelled: pd.DataFrame) -> tuple[np.ndarray, int]:
     return value, int((present & ~known).sum())
 
 
-def flight_counters(labelled: pd.DataFrame, window: Window) -> dict[str, int]:
-    """Retransmitted data frames; the smallest window the receivers advertised, in bytes (scaled;
-    -1 when no receiver frame of a stream with a known scale is in the window), with the number of
-    streams left out because their handshake is not in the capture; and the most bytes in flight
-    (highest byte sent minus highest byte acknowledged, for streams under 2 GiB)."""
+TCP_RST = 0x04
+TCP_ACK = 0x10
+
+
+def flight_counters(labelled: pd.DataFrame, window: Window, delivered: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Data frames in the window and the retransmitted ones among them (a data frame starting below
+    the highest byte sent before it in its stream, the frames before the window included) and
+    their share; the smallest window the receivers advertised, in bytes (scaled; -1 when no
+    receiver frame of a stream with a known scale is in the window), with the number of streams
+    left out because their handshake is not in the capture; the most bytes in flight (highest
+    byte sent minus highest byte acknowledged, for streams under 2 GiB); and the receiver frames
+    in the window that advertise a zero window while data is outstanding. `delivered` is
+    delivered_bytes(labelled) when the caller has it."""
     scaled, unknown_scale = advertised_window_bytes(labelled)  # the handshakes precede the window
+    data_all = delivered if delivered is not None else delivered_bytes(labelled)
+    data_in = clip(data_all, window)
+    retransmitted = int(data_in["retransmit"].sum()) if len(data_in) else 0
+    out: dict[str, Any] = {
+        "data_frames": int(len(data_in)),
+        "tcp_retransmissions": retransmitted,
+        "retransmitted_share": retransmitted / len(data_in) if len(data_in) else 0.0,
+    }
     lab = clip(labelled.assign(_window_bytes=scaled), window)
-    data = delivered_bytes(lab)
-    out = {"tcp_retransmissions": int(data["retransmit"].sum()) if len(data) else 0}
+    data = data_frames_of(lab)
     rev = lab[~lab["data_dir"].to_numpy()]
     rev_bytes = rev["_window_bytes"].dropna()
     out["min_advertised_window"] = int(rev_bytes.min()) if len(rev_bytes) else -1
     out["window_scale_unknown_streams"] = unknown_scale
+    out["zero_window_advertisements"] = zero_windows(labelled, window)
     if len(data) == 0 or len(rev) == 0:
         out["max_bytes_in_flight"] = 0
         return out
@@ -133,6 +186,42 @@ def flight_counters(labelled: pd.DataFrame, window: Window) -> dict[str, int]:
     return out
 
 
+def data_frames_of(labelled: pd.DataFrame) -> pd.DataFrame:
+    return labelled[labelled["is_data"].to_numpy()]
+
+
+def zero_windows(labelled: pd.DataFrame, window: Window) -> int:
+    """Receiver frames within the window that advertise a zero window (the raw field is 0, so no
+    scale is needed) and acknowledge less than the highest byte sent before them in their stream
+    (the frames before the window count for what was sent): the receiver stopped the sender with
+    data outstanding. SYN and RST frames do not count (an RST carries window 0). Sequence
+    numbers are taken relative to each stream's first data byte (streams under 4 GiB)."""
+    if len(labelled) == 0:
+        return 0
+    data_dir = labelled["data_dir"].to_numpy()
+    is_data = labelled["is_data"].to_numpy()
+    codes = labelled["stream"].cat.codes.to_numpy().astype(np.int64)
+    n_streams = len(labelled["stream"].cat.categories)
+    first_idx = np.full(n_streams, len(codes), dtype=np.int64)
+    data_idx = np.flatnonzero(is_data)
+    np.minimum.at(first_idx, codes[data_idx], data_idx)
+    has_data = first_idx < len(codes)
+    seq = labelled["seq"].to_numpy().astype(np.int64)
+    base = np.zeros(n_streams, dtype=np.int64)
+    base[has_data] = seq[first_idx[has_data]]
+    b = base[codes]
+    sent = np.where(is_data, (seq - b) % 2**32 + labelled["payload_len"].to_numpy().astype(np.int64), -1)
+    high_sent = pd.Series(sent).groupby(codes).cummax().to_numpy()
+    flags = labelled["flags"].to_numpy().astype(np.int64) if "flags" in labelled.columns else \
+        np.full(len(codes), TCP_ACK, dtype=np.int64)
+    acked = (labelled["ack"].to_numpy().astype(np.int64) - b) % 2**32
+    t = labelled["t_ns"].to_numpy()
+    zero = (~data_dir & has_data[codes] & (labelled["window"].to_numpy().astype(np.int64) == 0)
+            & ((flags & TCP_ACK) != 0) & ((flags & (TCP_RST | TCP_SYN)) == 0)
+            & (high_sent > acked) & (high_sent >= 0) & (t >= window.start_ns) & (t <= window.end_ns))
+    return int(zero.sum())
+
+
 def manifest_counters(manifest: Mapping[str, Any] | None) -> dict[str, int]:
     """The loss counters of a run's manifest: each numeric counter of `losses` as `loss.<name>`,
     their sums per DESIGN.md category, `unknown_losses` (counters the run could not read: null),
@@ -148,16 +237,27 @@ def manifest_counters(manifest: Mapping[str, Any] | None) -> dict[str, int]:
     unknown: list[str] = []
     _flatten(manifest.get("losses", {}), "", leaves, checks, unknown)
     for key, value in leaves.items():
-        for name, matches in LOSS_CATEGORIES:
-            if matches(key.lower()):
-                out[name] += value
-                break
+        name = loss_category(key)
+        if name is not None:
+            out[name] += value
+    link = manifest.get("link")
+    overlimits = link.get("qdisc_overlimits") if isinstance(link, Mapping) else None
+    if not any(loss_category(k) == "shaper_overlimits" for k in leaves) and isinstance(overlimits, int):
+        out["shaper_overlimits"] += overlimits  # the runner keeps them beside the losses
     out["unclean_exits"] = _unclean(manifest.get("exit", {}))
     out["failed_checks"] = sum(1 for ok in checks.values() if not ok)
     out["unknown_losses"] = len(unknown)
     out.update({f"loss.{k}": v for k, v in leaves.items()})
     out.update({f"check.{k}": v for k, v in checks.items()})
     return out
+
+
+def loss_category(key: str) -> str | None:
+    """The category of a manifest loss counter (None: uncategorised)."""
+    for name, matches in LOSS_CATEGORIES:
+        if matches(key.lower()):
+            return name
+    return None
 
 
 def _unclean(node: Any) -> int:
@@ -185,13 +285,18 @@ def _flatten(node: Any, prefix: str, counters: dict[str, int], checks: dict[str,
 
 def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window: Window, link_rate_bps: float,
               manifest: Mapping[str, Any] | None = None, tolerance: float = DEFAULT_TOLERANCE,
-              wire_clock: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Rows counter, value; the last row `marked` is 1 when a loss counter is non-zero or a check
-    failed. Without frames (a run without a capture) the frame counters are left out.
-    `wire_clock` is the table of hostwire.metrics.clockcheck (a run's capture against its clock
-    exchange): its start phase gives wire_clock_residual_ns and wire_clock_bound_ns, and each
-    phase a check (check.wire_clock_<phase>, counted in failed_checks)."""
-    counters: dict[str, float] = {}
+              wire_clock: pd.DataFrame | None = None, context: Context | None = None) -> pd.DataFrame:
+    """Rows counter, value; the last row `marked` is 1 when anything in docs/metrics.md's list
+    marks the run, and table.attrs["marked_by"] names each cause in one phrase. Without frames (a
+    run without a capture) the frame counters are left out; frames without TCP (a run without
+    senders) give zeros. `wire_clock` is the table of hostwire.metrics.clockcheck (a run's capture
+    against its clock exchange): its start phase gives wire_clock_residual_ns and
+    wire_clock_bound_ns, and each phase a check (check.wire_clock_<phase>, counted in
+    failed_checks). `context` carries the run's status, window, damaged sources and receivers'
+    reads (see Context)."""
+    ctx = context if context is not None else Context()
+    counters: dict[str, Any] = {}
+    delivered = delivered_bytes(labelled) if labelled is not None else None
     if frames is not None:
         impossible, gaps = impossible_intervals(labelled if labelled is not None else frames, window,
                                                 link_rate_bps, tolerance)
@@ -201,8 +306,25 @@ def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window
             "impossible_intervals": impossible,
             "impossible_share": impossible / gaps if gaps else 0.0,
         })
-    if labelled is not None:
-        counters.update(flight_counters(labelled, window))
+        if labelled is not None:
+            counters.update(flight_counters(labelled, window, delivered))
+        else:  # no TCP frame: nothing was retransmitted, advertised or in flight
+            counters.update(data_frames=0, tcp_retransmissions=0, retransmitted_share=0.0, min_advertised_window=-1,
+                            window_scale_unknown_streams=0, zero_window_advertisements=0, max_bytes_in_flight=0)
+    counters["window_ns"] = window.length_ns
+    if ctx.planned_window is not None:
+        counters["window_planned_ns"] = ctx.planned_window.length_ns
+    if ctx.status is not None:
+        counters["incomplete_run"] = int(ctx.status != "complete")
+    counters["window_cut"] = int(ctx.window_cut is not None)
+    goodput_counters, above = _goodput_counters(frames, labelled, delivered, window, link_rate_bps, ctx)
+    counters.update(goodput_counters)
+    counters["damaged_sources"] = len(ctx.damaged)
+    for d in ctx.damaged:
+        name = _relative(d.file, ctx.base)
+        for what in ("byte_offset", "line", "frame"):
+            if getattr(d, what) is not None:
+                counters[f"damage.{name}.{what}"] = getattr(d, what)
     losses = manifest_counters(manifest)
     if wire_clock is not None:
         for row in wire_clock.itertuples():
@@ -211,7 +333,92 @@ def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window
             losses[f"check.wire_clock_{row.phase}"] = int(row.ok)
             losses["failed_checks"] += int(not row.ok)
     counters.update(losses)
-    loss_keys = [name for name, _ in LOSS_CATEGORIES] + ["unclean_exits", "failed_checks"]
-    marked = any(losses[k] for k in loss_keys) or any(v for k, v in losses.items() if k.startswith("loss."))
-    counters["marked"] = int(bool(marked))
-    return pd.DataFrame(list(counters.items()), columns=COLUMNS)
+    reasons = marking_reasons(counters, ctx, above)
+    counters["marked"] = int(bool(reasons))
+    table = pd.DataFrame(list(counters.items()), columns=COLUMNS)
+    table.attrs["marked_by"] = reasons
+    table.attrs["damaged_sources"] = [d.as_dict() for d in ctx.damaged]
+    return table
+
+
+def _relative(file: str, base: str) -> str:
+    if base and file.startswith(base.rstrip("/") + "/"):
+        return file[len(base.rstrip("/")) + 1:]
+    return file
+
+
+def _goodput_counters(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, delivered: pd.DataFrame | None,
+                      window: Window, link_rate_bps: float, ctx: Context) -> tuple[dict[str, Any], str]:
+    """goodput_wire_bit_s (unique payload bytes first seen in the window, of the run's streams or of
+    every stream), goodput_app_bit_s (the receivers' reads), goodput_max_bit_s (the payload share
+    of the line rate for the sizes of the window's data frames, see hostwire.metrics.goodput) and
+    goodput_above_max: how many of these figures exceed the maximum by more than the slack of
+    GOODPUT_SLACK_FRAMES frames over the window. The maximum only where the link rate is known.
+    Also returns a phrase naming the figures above the maximum ("" when none is)."""
+    out: dict[str, Any] = {}
+    if window.length_ns <= 0:
+        return out, ""
+    figures: dict[str, float] = {}
+    if frames is not None:
+        wire = 0.0
+        if delivered is not None and len(delivered):
+            wire = float(goodput.wire_bytes_per_stream(delivered, window, ctx.streams).sum())
+        figures["wire"] = goodput.goodput_bps(wire, window)
+        out["goodput_wire_bit_s"] = figures["wire"]
+    if ctx.received is not None:
+        app = float(bytes_per_stream(ctx.received, window, ctx.streams).sum())
+        figures["app"] = goodput.goodput_bps(app, window)
+        out["goodput_app_bit_s"] = figures["app"]
+    if not ctx.link_rate_known:
+        return out, ""
+    data = clip(data_frames_of(labelled), window) if labelled is not None else None
+    if data is not None and len(data):
+        wire_len = (data["wire_len"] if "wire_len" in data.columns else data["ip_len"] + 14).to_numpy()
+        payload = data["payload_len"].to_numpy()
+    else:
+        wire_len = payload = np.zeros(0, np.int64)
+    most = goodput.max_payload_bps(wire_len, payload, link_rate_bps, ctx.frame_overhead)
+    largest = int(payload.max()) if len(payload) else goodput.FULL_FRAME_PAYLOAD
+    slack = GOODPUT_SLACK_FRAMES * largest * 8 * 1e9 / window.length_ns
+    out["goodput_max_bit_s"] = most
+    out["goodput_above_max"] = sum(1 for v in figures.values() if v > most + slack)
+    above = [f"{k} {v / 1e6:.3f} Mbit/s" for k, v in figures.items() if v > most + slack]
+    return out, (f"{', '.join(above)} above the link's maximum {most / 1e6:.3f} Mbit/s" if above else "")
+
+
+def marking_reasons(counters: Mapping[str, Any], ctx: Context | None = None, goodput_above: str = "") -> list[str]:
+    """What marks the run, one phrase each naming the counter (empty: the run is not marked);
+    `goodput_above` says which goodput figures exceed the link's maximum."""
+    ctx = ctx if ctx is not None else Context()
+    reasons = []
+    for name, _ in LOSS_CATEGORIES:
+        if name not in INFORMATIONAL and counters.get(name):
+            keys = [k[5:] for k, v in counters.items()
+                    if k.startswith("loss.") and v and loss_category(k[5:]) == name]
+            reasons.append(f"{name} {counters[name]}" + (f" ({', '.join(keys)})" if keys else ""))
+    for key, value in counters.items():
+        if key.startswith("loss.") and value and loss_category(key[5:]) is None:
+            reasons.append(f"{key} {value}")
+    if counters.get("unclean_exits"):
+        reasons.append(f"unclean_exits {counters['unclean_exits']}")
+    if counters.get("failed_checks"):
+        failed = [k for k, v in counters.items() if k.startswith("check.") and v == 0]
+        reasons.append(f"failed_checks {counters['failed_checks']} ({', '.join(failed)})")
+    if ctx.damaged:
+        reasons.append(f"damaged_sources {len(ctx.damaged)} ("
+                       + "; ".join(f"{_relative(d.file, ctx.base)} at {d.where()}" for d in ctx.damaged) + ")")
+    if counters.get("incomplete_run"):
+        reasons.append(f"incomplete_run (status {ctx.status}" + (f": {ctx.reason}" if ctx.reason else "") + ")")
+    if counters.get("window_cut"):
+        reasons.append(f"window_cut ({ctx.window_cut})")
+    share = counters.get("retransmitted_share", 0.0)
+    if share > ctx.max_retransmit_share:
+        reasons.append(f"retransmitted_share {100 * share:.2f} % above {100 * ctx.max_retransmit_share:g} % "
+                       f"({counters.get('tcp_retransmissions')} of {counters.get('data_frames')} data frames)")
+    if counters.get("zero_window_advertisements"):
+        reasons.append(f"zero_window_advertisements {counters['zero_window_advertisements']} "
+                       "(a receiver advertised a zero window with data outstanding)")
+    if counters.get("goodput_above_max"):
+        reasons.append(f"goodput_above_max {counters['goodput_above_max']}"
+                       + (f" ({goodput_above})" if goodput_above else ""))
+    return reasons

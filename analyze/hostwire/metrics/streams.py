@@ -139,29 +139,124 @@ def unwrap_seq(seq: np.ndarray, group: np.ndarray) -> np.ndarray:
     return seq[base] + csum - csum[base]
 
 
+TCP_SYN = 0x02
+
+
 def delivered_bytes(labelled: pd.DataFrame) -> pd.DataFrame:
-    """Per data frame of labelled (already windowed) frames: `new_bytes`, the payload bytes beyond the
-    highest byte seen before in its stream (retransmitted bytes count 0), and `retransmit` (the frame
-    starts below that highest byte). Returns the data frames with these two columns."""
+    """Per data frame of labelled frames: `new_bytes`, the payload bytes of the frame that no
+    earlier frame of its stream carried (each byte of the stream's sequence space counts once, at
+    the time it first crossed the wire: the union of the [seq, seq + payload) ranges, so a
+    retransmission counts 0, a segment lost before the capture point counts when it is sent
+    again, and overlapping segments count their new part only); `retransmit` (the frame starts
+    below the highest byte seen before in its stream). Pass the whole capture, not a window of
+    it: a byte seen before the window is not new inside it. Sequence numbers are unwrapped per
+    stream (32-bit wraparound); a SYN's payload starts at seq + 1. Returns the data frames with
+    these two columns, time-ordered."""
     data = data_frames(labelled)
     if len(data) == 0:
         return data.assign(new_bytes=np.zeros(0, np.int64), retransmit=np.zeros(0, bool))
     data = data.assign(_code=data["stream"].cat.codes.to_numpy()).sort_values(["_code", "t_ns"], kind="stable")
-    code = data["_code"].to_numpy()
+    code = data["_code"].to_numpy().astype(np.int64)
     start = unwrap_seq(data["seq"].to_numpy(), code)
+    if "flags" in data.columns:
+        start = start + ((data["flags"].to_numpy().astype(np.int64) & TCP_SYN) != 0)
     end = start + data["payload_len"].to_numpy().astype(np.int64)
-    # Highest end seen before each frame in its stream (the stream's first start for its first frame).
+    prev_max, _ = _previous_max_end(code, start, end)
+    retrans = start < prev_max
+    new = first_coverage(code, start, end, prev_max)
+    out = data.assign(new_bytes=new, retransmit=retrans).drop(columns="_code")
+    return out.sort_values("t_ns", kind="stable")
+
+
+def _previous_max_end(code: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows sorted by group, then time: the highest end of the earlier rows of the same group (the
+    row's own start for a group's first row), and which rows are first of their group."""
     first = np.ones(len(code), dtype=bool)
     first[1:] = code[1:] != code[:-1]
     group_id = np.cumsum(first) - 1
     # Offset each group so one global running maximum stays within its group.
-    span = int((end.max() - start.min()) + 1)
-    shifted = end - start.min() + group_id * span
-    run_max = np.maximum.accumulate(shifted) - group_id * span + start.min()
+    low = int(min(start.min(), end.min()))
+    span = int(max(start.max(), end.max()) - low + 1)
+    shifted = end - low + group_id * span
+    run_max = np.maximum.accumulate(shifted) - group_id * span + low
     prev_max = np.empty_like(run_max)
     prev_max[1:] = run_max[:-1]
     prev_max[first] = start[first]
-    new = np.clip(end - np.maximum(prev_max, start), 0, None)
-    retrans = start < prev_max
-    out = data.assign(new_bytes=new, retransmit=retrans).drop(columns="_code")
-    return out.sort_values("t_ns", kind="stable")
+    return prev_max, first
+
+
+def first_coverage(group: np.ndarray, start: np.ndarray, end: np.ndarray,
+                   prev_max: np.ndarray | None = None) -> np.ndarray:
+    """For intervals [start, end) sorted by group, then time: the length of the part of each that
+    no earlier interval of its group covers. A row starting at or above the highest end before it
+    (the in-order case) is new as a whole; the groups holding any other row go through an exact
+    first-cover computation over their elementary segments (see _first_cover)."""
+    group = np.asarray(group, dtype=np.int64)
+    start = np.asarray(start, dtype=np.int64)
+    end = np.maximum(np.asarray(end, dtype=np.int64), start)
+    new = end - start
+    if len(start) == 0:
+        return new
+    if prev_max is None:
+        prev_max, _ = _previous_max_end(group, start, end)
+    behind = start < prev_max
+    if not behind.any():
+        return new
+    # rows are sorted by group: a group needs the exact pass when any of its rows is behind
+    change = np.ones(len(group), dtype=bool)
+    change[1:] = group[1:] != group[:-1]
+    gid = np.cumsum(change) - 1
+    rows = np.flatnonzero(np.bincount(gid, weights=behind)[gid] > 0)
+    g, s, e = group[rows], start[rows], end[rows]
+    # One coordinate line for all these groups, each group on its own stretch of it.
+    change = np.ones(len(g), dtype=bool)
+    change[1:] = g[1:] != g[:-1]
+    gid = np.cumsum(change) - 1
+    lo = np.minimum.reduceat(s, np.flatnonzero(change))
+    hi = np.maximum.reduceat(e, np.flatnonzero(change))
+    offset = np.concatenate([[0], np.cumsum(hi - lo + 1)[:-1]])
+    shift = offset[gid] - lo[gid]
+    new[rows] = _first_cover(s + shift, e + shift)
+    return new
+
+
+def _first_cover(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Bytes of each interval [start_i, end_i) covered by no interval j < i (non-empty intervals).
+    The boundaries cut the line into elementary segments, each wholly inside or outside every
+    interval; interval i covers the segments lo_i .. hi_i - 1. Each segment belongs to the
+    earliest interval covering it: a range-minimum update of i over [lo_i, hi_i) on a segment tree
+    (O(log m) nodes per interval, one vectorized pass per tree level), then each leaf takes the
+    minimum along its path from the root."""
+    k = len(start)
+    bounds = np.sort(np.concatenate([start, end]))
+    bounds = bounds[np.concatenate([[True], bounds[1:] != bounds[:-1]])]
+    lo = np.searchsorted(bounds, start)
+    hi = np.searchsorted(bounds, end)
+    m = len(bounds) - 1
+    size = 1
+    while size < m:
+        size *= 2
+    tree = np.full(2 * size, k, dtype=np.int64)
+    rank = np.arange(k, dtype=np.int64)
+    left, right = lo + size, hi + size
+    live = np.flatnonzero(left < right)
+    while len(live):
+        li, ri, rk = left[live], right[live], rank[live]
+        odd = (li & 1) == 1
+        np.minimum.at(tree, li[odd], rk[odd])
+        li = li + odd
+        odd = (ri & 1) == 1
+        ri = ri - odd
+        np.minimum.at(tree, ri[odd], rk[odd])
+        left[live], right[live] = li >> 1, ri >> 1
+        live = live[left[live] < right[live]]
+    level = 1
+    while level < size:  # push each node's minimum down to its children
+        parents = tree[level:2 * level]
+        children = tree[2 * level:4 * level].reshape(level, 2)
+        np.minimum(children, parents[:, None], out=children)
+        level *= 2
+    owner = tree[size:size + m]
+    length = np.diff(bounds)
+    covered = owner < k
+    return np.bincount(owner[covered], weights=length[covered], minlength=k).astype(np.int64)
