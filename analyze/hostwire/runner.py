@@ -59,6 +59,10 @@ class RunPoint:
     quiet_s: float = 0.5
     link_rate: str = "10mbit"
     link_qdisc: str = LinkSpec.qdisc  # the most wire-like shaper measured here (capture/README.md)
+    # The shaper's queue in full frames (0: what 50 ms at the rate holds, tbf's usual setting).
+    # 1000 is what Linux gives an Ethernet interface (txqueuelen): a host's own frames wait for
+    # the wire instead of being dropped (capture/README.md, "The shaper's queue").
+    link_queue: int = 1000
     topology: str = "netns"  # "netns" (two namespaces) or "loopback"
     sender_cpus: str = "0"
     receiver_cpus: str = "1"
@@ -69,6 +73,9 @@ class RunPoint:
     capture_side: str = "tx"
     kernel_trace: bool = True  # hw-schedtrace: scheduler and network events
     syscalls: str = "none"  # I/O system calls of the benchmark: none, tracefs, ptrace or preload
+
+    def link(self) -> LinkSpec:
+        return LinkSpec(self.link_rate, self.link_qdisc, queue_frames=self.link_queue or None)
 
     def validate(self) -> None:
         """Raises UsageError naming the first parameter that hw-bench, the topology or the
@@ -85,6 +92,7 @@ class RunPoint:
         if self.write_size is not None:
             _whole(self, "write_size", 1, MAX_IO_SIZE)
         _whole(self, "log_capacity", *LOG_CAPACITY_RANGE)
+        _whole(self, "link_queue", 0, 1_000_000)
         for name, least in (("warmup_s", 0.0), ("duration_s", None), ("quiet_s", 0.0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -103,7 +111,7 @@ class RunPoint:
         except UsageError as err:
             raise UsageError(f"link_rate = {self.link_rate!r}: {str(err).split(': ', 1)[-1]}") from None
         try:
-            LinkSpec(self.link_rate, self.link_qdisc).tc_args("x")
+            self.link().tc_args("x")
         except UsageError as err:
             raise UsageError(f"link_qdisc = {self.link_qdisc!r}: {str(err).split(': ', 1)[-1]}") from None
         cpus = os.cpu_count() or 1
@@ -240,7 +248,7 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
     try:
         with sigterm_unwinds():
             if point.topology == "netns":
-                topology = Topology(link=LinkSpec(point.link_rate, point.link_qdisc),
+                topology = Topology(link=point.link(),
                                     receiver_cpus=point.receiver_cpus)
             with topology if topology is not None else nullcontext():
                 manifest["host"] = host_facts(topology)
