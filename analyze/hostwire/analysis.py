@@ -1,0 +1,248 @@
+"""`hostwire analyze CAMPAIGN`: each run's metrics and tables, computed in parallel and cached in
+the run directory (`metrics.json`, `tables/*.parquet`), and one row per run with every grid
+parameter and metric in the campaign's `summary.parquet` and `summary.csv`.
+
+The same function, `analyze_run`, runs on a local process pool or on a Dask distributed
+cluster (`--dask ADDRESS`); a run's cache is valid while no raw file is newer than it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hostwire.errors import HostwireError, InputError
+from hostwire.manifest import write_json_atomic
+
+log = logging.getLogger(__name__)
+
+METRICS_FORMAT = "hostwire-metrics 1"
+METRICS_FILE = "metrics.json"
+TABLES = ("intervals_hist", "idc", "contract")
+IDC_AT_NS = 100_000_000  # the bin length quoted in the summary (100 ms)
+
+
+def run_directories(campaign: Path) -> list[Path]:
+    """The campaign's run directories, complete or not (an attempt kept aside is left out)."""
+    if not campaign.is_dir():
+        raise InputError(f"{campaign}: no such campaign directory")
+    runs = sorted(p for p in campaign.iterdir()
+                  if p.is_dir() and not p.name.startswith(".") and (p / "manifest.json").exists()
+                  and "partial-" not in p.name and p.name not in ("plots",))
+    if not runs:
+        raise InputError(f"{campaign}: no run directories (no */manifest.json); record with 'hostwire run'")
+    return runs
+
+
+def _newest_raw_mtime(run_dir: Path) -> int:
+    newest = (run_dir / "manifest.json").stat().st_mtime_ns
+    for path in (run_dir / "raw").rglob("*"):
+        if path.is_file():
+            newest = max(newest, path.stat().st_mtime_ns)
+    return newest
+
+
+def cache_is_fresh(run_dir: Path) -> bool:
+    path = run_dir / METRICS_FILE
+    if not path.exists() or any(not (run_dir / "tables" / f"{t}.parquet").exists() for t in TABLES):
+        return False
+    return path.stat().st_mtime_ns >= _newest_raw_mtime(run_dir)
+
+
+def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
+    """One run's summary row (grid parameters and metrics), from its cache when fresh. Writes
+    metrics.json and tables/*.parquet. Never raises for a damaged run: its row says why."""
+    run_dir = Path(run_dir)
+    if not force and cache_is_fresh(run_dir):
+        data = json.loads((run_dir / METRICS_FILE).read_text())
+        return dict(data["row"])
+    row, tables = _compute(run_dir)
+    (run_dir / "tables").mkdir(exist_ok=True)
+    for name in TABLES:
+        table = tables.get(name)
+        if table is None:
+            table = pd.DataFrame()
+        table.to_parquet(run_dir / "tables" / f"{name}.parquet", index=False)
+    write_json_atomic(run_dir / METRICS_FILE, {"format": METRICS_FORMAT, "row": row})
+    return row
+
+
+def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    from hostwire.metrics.compute import table
+    from hostwire.run import load_run
+
+    run = load_run(run_dir)
+    point = run.manifest.get("point", {})
+    config = run.manifest.get("config", {})
+    row: dict[str, Any] = {
+        "run_id": run.manifest.get("run_id", run_dir.name),
+        "directory": run_dir.name,
+        "run_key": config.get("run_key"),
+        "repetition": config.get("repetition", 0),
+        "status": run.status,
+        "reason": run.reason,
+    }
+    row.update({f"{k}": v for k, v in point.items()})
+    senders, background = int(point.get("senders", 0)), int(point.get("background", 0))
+    row["mix"] = senders / (senders + background) if senders + background else math.nan
+    tables: dict[str, pd.DataFrame] = {}
+    errors: list[str] = []
+
+    def attempt(name: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except HostwireError as err:
+            errors.append(f"{name}: {err}")
+
+    def sanity() -> None:
+        t = table("sanity", run_dir, partial=True)
+        counters = dict(zip(t["counter"], t["value"]))
+        row["marked"] = int(counters.get("marked", 1))
+        for key in ("frames", "impossible_share", "tcp_retransmissions", "min_advertised_window",
+                    "capture_drops", "trace_overruns", "tracer_misses", "log_overflows", "unclean_exits",
+                    "failed_checks", "damaged_sources", "loss.qdisc_drops"):
+            if key in counters:
+                row[key.replace("loss.", "")] = _number(counters[key])
+
+    def goodput() -> None:
+        t = table("goodput", run_dir)
+        total = t[t["stream"] == "all"].iloc[0]
+        row["goodput_bit_s"] = float(total["bit_s"])
+        for column in t.columns:
+            if column not in ("stream", "bit_s", "bytes", "seconds") and column.endswith("bit_s"):
+                row[f"goodput_{column}"] = _number(total[column])
+
+    def fairness() -> None:
+        t = table("fairness", run_dir)
+        row["jain"] = float(t["jain"].iloc[0])
+        row["streams"] = int(t["n"].iloc[0])
+
+    def intervals() -> None:
+        t = table("intervals", run_dir)
+        for kind in ("frame", "write"):
+            part = t[(t["kind"] == kind) & (t["stream"] == "all")]
+            if len(part):
+                row[f"{kind}_gap_p50_ns"] = _number(part["p50_ns"].iloc[0])
+                row[f"{kind}_gap_p99_ns"] = _number(part["p99_ns"].iloc[0])
+                row[f"{kind}_gap_max_ns"] = _number(part["max_ns"].iloc[0])
+        tables["intervals_hist"] = table("intervals", run_dir, hist=True)
+
+    def idc() -> None:
+        t = table("idc", run_dir)
+        tables["idc"] = t
+        whole = t[t["stream"] == "all"]
+        if len(whole):
+            nearest = whole.iloc[int(np.argmin(np.abs(np.log(whole["t_ns"].to_numpy(float) / IDC_AT_NS))))]
+            row["idc_100ms"] = float(nearest["idc"])
+
+    def bursts() -> None:
+        t = table("bursts", run_dir)
+        whole = t[t["stream"] == "all"] if "all" in set(t["stream"]) else t
+        row["bursts"] = int(whole["bursts"].sum())
+        row["on_off_ratio"] = _number(whole["on_off_ratio"].replace(np.inf, np.nan).mean())
+
+    def contract() -> None:
+        tables["contract"] = table("contract", run_dir, points=20)
+
+    if senders > 0:
+        for name, fn in (("sanity", sanity), ("goodput", goodput), ("fairness", fairness),
+                         ("intervals", intervals), ("idc", idc), ("bursts", bursts), ("contract", contract)):
+            attempt(name, fn)
+    else:
+        attempt("sanity", sanity)
+    row.update(_host_load(run))
+    row["errors"] = "; ".join(errors)
+    if errors:
+        row["marked"] = 1
+    return row, tables
+
+
+def _host_load(run: Any) -> dict[str, Any]:
+    """Busy share of the sender's and the receiver's CPUs and the host's context switches per
+    second, over the /proc samples that fall in the logging window."""
+    try:
+        from hostwire.resources import df_cpu_use
+
+        use = df_cpu_use(run.df_resources())
+        start, end = run.window_ns()
+    except (HostwireError, KeyError, ValueError):
+        return {}
+    use = use[(use["t_start_ns"] >= start) & (use["t_end_ns"] <= end)]
+    if len(use) == 0:
+        return {}
+    out: dict[str, Any] = {}
+    point = run.manifest.get("point", {})
+    for role, cpus in (("sender", point.get("sender_cpus", "0")), ("receiver", point.get("receiver_cpus", "1"))):
+        try:
+            from hostwire.topology import parse_cpu_list
+
+            part = use[use["cpu"].isin(parse_cpu_list(str(cpus)))]
+        except HostwireError:
+            continue
+        out[f"{role}_cpu_busy"] = float(part["busy_share"].mean()) if len(part) else math.nan
+    whole = use[use["cpu"] == -1]
+    out["switches_per_s"] = float(whole["ctxt_per_s"].mean()) if len(whole) else math.nan
+    return out
+
+
+def _number(value: Any) -> Any:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return value
+    return int(number) if number.is_integer() and abs(number) < 2**53 else number
+
+
+def analyze_campaign(campaign: str | Path, *, workers: int | None = None, dask_address: str | None = None,
+                     force: bool = False, progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """Analyzes every run of a campaign and writes summary.parquet and summary.csv."""
+    campaign = Path(campaign)
+    runs = run_directories(campaign)
+    paths = [str(p) for p in runs]
+    if dask_address:
+        rows = _on_dask(dask_address, paths, force)
+    else:
+        rows = list(_on_pool(paths, force, workers, progress))
+    summary = pd.DataFrame(rows).sort_values(["senders", "background", "repetition", "run_id"],
+                                             kind="stable").reset_index(drop=True)
+    summary.to_parquet(campaign / "summary.parquet", index=False)
+    summary.to_csv(campaign / "summary.csv", index=False)
+    return summary
+
+
+def _on_pool(paths: list[str], force: bool, workers: int | None,
+             progress: Callable[[int, int], None] | None) -> Iterable[dict[str, Any]]:
+    workers = workers or min(len(paths), os.cpu_count() or 1)
+    if workers <= 1:
+        for i, path in enumerate(paths):
+            yield analyze_run(path, force)
+            if progress:
+                progress(i + 1, len(paths))
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for i, row in enumerate(pool.map(analyze_run, paths, [force] * len(paths))):
+            yield row
+            if progress:
+                progress(i + 1, len(paths))
+
+
+def _on_dask(address: str, paths: list[str], force: bool) -> list[dict[str, Any]]:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise HostwireError("--dask needs the 'distributed' package (make setup installs it)") from None
+    try:
+        client = Client(address, timeout="10s")
+    except (OSError, TimeoutError) as err:
+        raise HostwireError(f"--dask {address}: cannot reach the scheduler: {err}") from None
+    with client:
+        futures = client.map(analyze_run, paths, [force] * len(paths), pure=False)
+        return list(client.gather(futures))
