@@ -27,7 +27,7 @@ static int write_log(const struct hw_bench_config *cfg, int index, const struct 
         fprintf(f, "%lld\t%lld\t%lld\t%lld\t%d\n", (long long)ev->t_ns, (long long)ev->a, (long long)ev->b,
                 (long long)ev->c, ev->kind);
     }
-    return hw_evlog_close_tsv(f, cfg->out_dir, name);
+    return hw_evlog_close_tsv(f, cfg->out_dir, name, log->count, -1);
 }
 
 int hw_run_background(const struct hw_bench_config *cfg, int index, int64_t window_start_ns,

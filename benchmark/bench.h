@@ -7,6 +7,9 @@
 
 #define HW_BENCH_TOOL "hw-bench"
 #define HW_MAX_PROCS 1024
+/* Events a process may keep in the window: at least one (a log that can hold nothing would
+ * discard every event of the run), at most 2^28 (40 bytes each, preallocated). */
+#define HW_LOG_CAPACITY_MAX (1LL << 28)
 
 struct hw_bench_config {
     int senders;              /* M */

@@ -35,7 +35,7 @@ FILE *hw_evlog_open_tsv(const char *dir, const char *name, const char *kind, con
     FILE *f = fopen(path, "w");
     if (!f)
         return NULL;
-    fprintf(f, "# format: hostwire-tsv 1\n");
+    fprintf(f, "# format: hostwire-tsv 2\n");
     fprintf(f, "# kind: %s\n", kind);
     fprintf(f, "# clock: CLOCK_MONOTONIC\n");
     fprintf(f, "# window_start_ns: %lld\n", (long long)log->window_start_ns);
@@ -45,8 +45,27 @@ FILE *hw_evlog_open_tsv(const char *dir, const char *name, const char *kind, con
     return f;
 }
 
-int hw_evlog_close_tsv(FILE *f, const char *dir, const char *name)
+int64_t hw_evlog_sum_a(const struct hw_evlog *log)
 {
+    int64_t sum = 0;
+    for (int64_t i = 0; i < log->count; i++)
+        sum += log->events[i].a;
+    return sum;
+}
+
+void hw_tsv_put_trailer(FILE *f, int64_t records, int64_t bytes)
+{
+    if (ferror(f))
+        return;
+    if (bytes >= 0)
+        fprintf(f, "# end: records=%lld bytes=%lld\n", (long long)records, (long long)bytes);
+    else
+        fprintf(f, "# end: records=%lld\n", (long long)records);
+}
+
+int hw_evlog_close_tsv(FILE *f, const char *dir, const char *name, int64_t records, int64_t bytes)
+{
+    hw_tsv_put_trailer(f, records, bytes);
     int failed = ferror(f);
     if (fclose(f) != 0 || failed) {
         fprintf(stderr, "hw-bench: failed to write %s/%s: %s\n", dir, name, strerror(errno ? errno : EIO));

@@ -58,7 +58,15 @@ static inline int hw_evlog_add(struct hw_evlog *log, int64_t t_ns, int32_t kind,
 }
 
 /* Opens DIR/NAME for writing and prints the common header lines (format, kind, clock, window,
- * overflow). The caller adds its own "# key: value" lines and the column line. */
+ * overflow). The caller adds its own "# key: value" lines, the column line and the records. */
 FILE *hw_evlog_open_tsv(const char *dir, const char *name, const char *kind, const struct hw_evlog *log);
-int hw_evlog_close_tsv(FILE *f, const char *dir, const char *name);
+/* Ends the file with its trailer "# end: records=N[ bytes=B]" (bytes: the sum of the `bytes`
+ * column, -1 for a log without one) when everything before it was written, then closes it; a
+ * file whose writing failed gets no trailer, so no reader takes it for whole. Returns 0 or -1
+ * after naming the file on stderr. */
+int hw_evlog_close_tsv(FILE *f, const char *dir, const char *name, int64_t records, int64_t bytes);
+/* The sum of the events' `a` values (the bytes column of the sender and receiver logs). */
+int64_t hw_evlog_sum_a(const struct hw_evlog *log);
+/* Writes the trailer line (see hw_evlog_close_tsv) unless f already had an error. */
+void hw_tsv_put_trailer(FILE *f, int64_t records, int64_t bytes);
 #endif

@@ -43,7 +43,7 @@ static const char usage_main[] =
     "      --connect ADDR     receiver's IPv4 address (default 127.0.0.1)\n"
     "      --receiver-cmd CMD shell command that starts 'hw-bench receive' (default: a local one\n"
     "                         listening on ADDR); it must print the receiver's port report on stdout\n"
-    "      --log-capacity N   events kept per process in the window (default 262144)\n"
+    "      --log-capacity N   events kept per process in the window, 1..2^28 (default 262144)\n"
     "      --sync-samples N   clock exchanges at start and at end (default 16)\n"
     "  -v, --verbose          say what happens\n"
     "  -h, --help             this text\n\n"
@@ -54,7 +54,7 @@ static const char usage_main[] =
     "      --receiver-cmd 'ip netns exec hw1-rx hw-bench receive --listen 198.18.0.2 -o out'\n";
 
 static const char usage_receive[] =
-    "Usage: hw-bench receive [--listen ADDR] -o DIR [--log-capacity N]\n"
+    "Usage: hw-bench receive [--listen ADDR] -o DIR [--log-capacity N (1..2^28)]\n"
     "Reserves a TCP and a UDP port on ADDR (default 127.0.0.1), reports them on stdout (binary,\n"
     "network byte order) and serves one run of 'hw-bench main'. Logs go to DIR/recv-<i>.tsv.\n\n"
     "EXAMPLES\n"
@@ -148,7 +148,8 @@ static int cmd_main(int argc, char **argv)
         case OPT_QUIET: bad = hw_parse_duration_ns(TOOL, "--quiet", optarg, &cfg.quiet_ns); break;
         case OPT_CONNECT: cfg.connect_addr = optarg; break;
         case OPT_RECV_CMD: cfg.receiver_cmd = optarg; break;
-        case OPT_CAPACITY: bad = hw_parse_i64(TOOL, "--log-capacity", optarg, 0, 1LL << 28, &cfg.log_capacity); break;
+        case OPT_CAPACITY: bad = hw_parse_i64(TOOL, "--log-capacity", optarg, 1, HW_LOG_CAPACITY_MAX,
+                                              &cfg.log_capacity); break;
         case OPT_SYNC: bad = hw_parse_i64(TOOL, "--sync-samples", optarg, 1, 256, &v); cfg.sync_samples = (int)v; break;
         case 'v': cfg.verbose = 1; break;
         case 'h': fputs(usage_main, stdout); return 0;
@@ -163,6 +164,8 @@ static int cmd_main(int argc, char **argv)
         return usage_error("main", "-o DIR is required");
     if (cfg.senders + cfg.background > HW_MAX_PROCS)
         return usage_error("main", "at most 1024 processes in all");
+    if (cfg.senders + cfg.background == 0)
+        return usage_error("main", "-M 0 and -N 0: a run needs at least one process");
     if (cfg.duration_ns == 0)
         return usage_error("main", "--duration must be longer than 0");
     if (cfg.write_size < 0)
@@ -200,7 +203,7 @@ static int cmd_receive(int argc, char **argv)
         case OPT_LISTEN: cfg.listen_addr = optarg; break;
         case 'o': cfg.out_dir = optarg; break;
         case OPT_CAPACITY:
-            if (hw_parse_i64(TOOL, "--log-capacity", optarg, 0, 1LL << 28, &cfg.log_capacity))
+            if (hw_parse_i64(TOOL, "--log-capacity", optarg, 1, HW_LOG_CAPACITY_MAX, &cfg.log_capacity))
                 return 2;
             break;
         case 'v': cfg.verbose = 1; break;

@@ -86,7 +86,7 @@ static int write_recv_log(const struct receiver_state *st, int index, uint32_t s
         const struct hw_event *ev = &log->events[i];
         fprintf(f, "%lld\t%lld\t%lld\n", (long long)ev->t_ns, (long long)ev->b, (long long)ev->a);
     }
-    return hw_evlog_close_tsv(f, st->cfg->out_dir, name);
+    return hw_evlog_close_tsv(f, st->cfg->out_dir, name, log->count, hw_evlog_sum_a(log));
 }
 
 static int count_lf(const uint8_t *p, size_t n)

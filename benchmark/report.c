@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "evlog.h"
 #include "sieve.h"
 
 static const char *role_name(int role) { return role == HW_ROLE_SEND ? "send" : "bg"; }
@@ -80,7 +81,7 @@ int hw_write_main_log(const struct hw_run_record *run)
         fprintf(stderr, "hw-bench: failed to write %s: %s\n", path, strerror(errno));
         return -1;
     }
-    fprintf(f, "# format: hostwire-tsv 1\n# kind: bench-clock-sync\n# role: main\n# clock: CLOCK_MONOTONIC\n");
+    fprintf(f, "# format: hostwire-tsv 2\n# kind: bench-clock-sync\n# role: main\n# clock: CLOCK_MONOTONIC\n");
     fprintf(f, "# note: t1 and t4 are the sender's clock, t2 and t3 the receiver's\n");
     fprintf(f, "phase\tseq\tt1_ns\tt2_ns\tt3_ns\tt4_ns\n");
     for (int i = 0; i < run->sync_start_count; i++) {
@@ -93,6 +94,9 @@ int hw_write_main_log(const struct hw_run_record *run)
         fprintf(f, "end\t%u\t%lld\t%lld\t%lld\t%lld\n", s->seq, (long long)s->t1, (long long)s->t2,
                 (long long)s->t3, (long long)s->t4);
     }
+    int records = (run->sync_start_count > 0 ? run->sync_start_count : 0) +
+                  (run->sync_end_count > 0 ? run->sync_end_count : 0);
+    hw_tsv_put_trailer(f, records, -1);
     int failed = ferror(f);
     return fclose(f) != 0 || failed ? -1 : 0;
 }

@@ -43,7 +43,7 @@ static int write_log(const struct hw_bench_config *cfg, int index, const struct 
         const struct hw_event *ev = &log->events[i];
         fprintf(f, "%lld\t%s\t%lld\n", (long long)ev->t_ns, event_names[ev->kind], (long long)ev->a);
     }
-    return hw_evlog_close_tsv(f, cfg->out_dir, name);
+    return hw_evlog_close_tsv(f, cfg->out_dir, name, log->count, hw_evlog_sum_a(log));
 }
 
 int hw_run_sender(const struct hw_bench_config *cfg, int index, uint16_t tcp_port,

@@ -31,7 +31,7 @@ static void usage(FILE *out)
         "sched_migrate_task, sched_process_fork/exec/exit, net_dev_queue, net_dev_xmit,\n"
         "netif_receive_skb, sock:inet_sock_set_state, tcp:tcp_probe (where the kernel has it).\n"
         "\n"
-        "  -o, --output DIR         output directory (default .)\n"
+        "  -o, --output DIR         output directory, created if missing (default .)\n"
         "  -d, --duration SECONDS   stop after this long\n"
         "  -b, --buffer-kb KB       per-CPU ring buffer size (default: the kernel's)\n"
         "  -s, --syscalls           also record enter/exit of hw-iotrace's default calls: read,\n"

@@ -15,7 +15,7 @@
 #include "st.h"
 #include "st_internal.h"
 
-#define TSV_HEADER "# format: hostwire-tsv 1\n# source: hw-schedtrace\n" \
+#define TSV_HEADER "# format: hostwire-tsv 2\n# source: hw-schedtrace\n" \
                    "# clock: CLOCK_MONOTONIC (tracefs trace_clock mono)\n"
 
 struct cursor {
@@ -46,6 +46,20 @@ void st_tsv_escape(char *out, size_t len, const char *in, size_t inlen)
         }
     }
     out[o] = '\0';
+}
+
+/* The last line of a TSV: the trailer "# end: records=N" when the conversion finished, else
+ * "# damaged: REASON", so that no reader takes a file cut short by a failure for a whole one
+ * (the records before the failure stay). */
+static void close_tsv_lines(FILE *out, int ok, long long records, const char *reason)
+{
+    if (ok) {
+        fprintf(out, "# end: records=%lld\n", records);
+        return;
+    }
+    char text[sizeof(((struct st_err *)0)->msg) + 8];
+    st_tsv_escape(text, sizeof(text), reason && *reason ? reason : "conversion failed", sizeof(text));
+    fprintf(out, "# damaged: %s\n", text);
 }
 
 static int load_page(struct st_dat *dat, struct cursor *c, struct st_convert_stats *st, struct st_err *err)
@@ -208,6 +222,7 @@ struct sched_ctx {
     int maxid;
     char **cells;
     char *scratch;
+    long long lines;            /* records written */
 };
 
 static int column_index(struct sched_ctx *sc, const char *name)
@@ -372,6 +387,7 @@ static int sched_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
             fputs(sc->cells[i], sc->out);
     }
     fputc('\n', sc->out);
+    sc->lines++;
     return ferror(sc->out) ? -1 : 0;
 }
 
@@ -415,9 +431,13 @@ int st_convert_sched(const char *dat_path, const char *tsv_path, struct st_conve
     if (iterate(&dat, sched_record, &sc, st, err) < 0) {
         if (!err->msg[0])
             st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
+        close_tsv_lines(sc.out, 0, sc.lines, err->msg);
         goto out;
     }
-    rc = 0;
+    close_tsv_lines(sc.out, 1, sc.lines, NULL);
+    rc = ferror(sc.out) ? -1 : 0;
+    if (rc < 0)
+        st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
 out:
     if (sc.out && fclose(sc.out) != 0 && rc == 0) {
         st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno));
@@ -642,7 +662,7 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
         goto out;
     }
     setvbuf(sc.out, NULL, _IOFBF, 1 << 20);
-    fprintf(sc.out, "# format: hostwire-tsv 1\n# kind: syscalls\n# backend: tracefs\n"
+    fprintf(sc.out, "# format: hostwire-tsv 2\n# kind: syscalls\n# backend: tracefs\n"
             "# clock: CLOCK_MONOTONIC\n# tool: hw-schedtrace\n# calls: ");
     for (size_t i = 0; i < st_n_io_calls; i++) {
         char call[32];
@@ -653,12 +673,16 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
     if (iterate(&dat, sys_record, &sc, st, err) < 0) {
         if (!err->msg[0])
             st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : ENOMEM));
+        close_tsv_lines(sc.out, 0, st->syscalls, err->msg);
         goto out;
     }
     for (size_t i = 0; i < sc.cap; i++)
         if (sc.slots[i].tid && sc.slots[i].active)
             emit(&sc, sc.slots[i].tid, &sc.slots[i], sc.last_ts, "", 1);
-    rc = 0;
+    close_tsv_lines(sc.out, 1, st->syscalls, NULL);
+    rc = ferror(sc.out) ? -1 : 0;
+    if (rc < 0)
+        st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
 out:
     if (sc.out && fclose(sc.out) != 0 && rc == 0) {
         st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno));

@@ -474,11 +474,15 @@ out:
     return rc;
 }
 
-/* trace.dat (or syscalls.dat) -> sched.tsv (or syscalls.tsv) beside the chosen directory. */
+/* trace.dat (or syscalls.dat) -> sched.tsv (or syscalls.tsv) in outdir, created if missing. */
 int st_convert_file(const char *dat_path, const char *outdir, bool syscalls, struct st_err *err)
 {
     struct st_convert_stats st;
     char tsv[4200];
+    if (mkdir(outdir, 0755) < 0 && errno != EEXIST) {
+        st_seterr(err, "failed to create directory %s: %s", outdir, strerror(errno));
+        return -1;
+    }
     path_in(tsv, sizeof(tsv), outdir, syscalls ? "syscalls.tsv" : "sched.tsv");
     if (syscalls ? st_convert_syscalls(dat_path, tsv, &st, err) : st_convert_sched(dat_path, tsv, &st, err))
         return -1;

@@ -78,6 +78,12 @@ int hw_tsv_header(char *buf, size_t len, const char *backend, uint32_t mask, con
 #define HW_DESC_MAX 256
 #define HW_LINE_MAX (HW_DESC_MAX * 2 + 256)
 size_t hw_rec_format(char *buf, const struct hw_rec *r, int kind, const char *desc);
+/* The last line of syscalls.tsv (docs/formats.md, "Completeness"), into buf (at least
+ * HW_LINE_MAX bytes); returns its length. A complete file ends with the trailer
+ * "# end: records=N"; a file whose writer failed with "# damaged: REASON" (reason escaped as
+ * fd_desc, at most HW_DESC_MAX bytes of it), so that no reader takes it for whole. */
+size_t hw_tsv_trailer(char *buf, uint64_t records);
+size_t hw_tsv_damaged(char *buf, const char *reason);
 
 /* ---- descriptions of fds, interned (desc.c) ---- */
 struct hw_desc_tab {

@@ -728,6 +728,12 @@ int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char 
         detach(&tr, &tr.t[tr.nt - 1], 0, now);
     hw_trace_set_wake(0, HW_WAKE_NONE, 0);
     recs_flush(&tr);
+    /* the last line: the trailer when every record is in the file, else what went wrong */
+    if (!tr.write_err) {
+        char *end = tr.out + tr.out_len;  /* empty: recs_flush flushed it */
+        tr.out_len += ret ? hw_tsv_damaged(end, err) : hw_tsv_trailer(end, st->records_written);
+        out_flush(&tr);
+    }
     if (tr.write_err && !ret) {
         ret = -tr.write_err;
         snprintf(err, err_len, "failed to write %s: %s", o->out_path, strerror(tr.write_err));

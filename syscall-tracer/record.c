@@ -16,7 +16,7 @@ int hw_tsv_header(char *buf, size_t len, const char *backend, uint32_t mask, con
 {
     char calls[512];
     int n = snprintf(buf, len,
-                     "# format: hostwire-tsv 1\n"
+                     "# format: hostwire-tsv 2\n"
                      "# kind: syscalls\n"
                      "# backend: %s\n"
                      "# clock: CLOCK_MONOTONIC\n"
@@ -26,6 +26,29 @@ int hw_tsv_header(char *buf, size_t len, const char *backend, uint32_t mask, con
                      backend, HW_IOTRACE_VERSION, hw_calls_format(mask, calls, sizeof(calls)),
                      extra ? extra : "", hw_tsv_columns);
     return n < 0 || (size_t)n >= len ? -1 : n;
+}
+
+static char *put_escaped(char *p, const char *s);
+static char *put_i64(char *p, int64_t v);
+
+size_t hw_tsv_trailer(char *buf, uint64_t records)
+{
+    char *p = buf;
+    static const char head[] = "# end: records=";
+    memcpy(p, head, sizeof(head) - 1);
+    p = put_i64(p + sizeof(head) - 1, (int64_t)records);
+    *p++ = '\n';
+    return (size_t)(p - buf);
+}
+
+size_t hw_tsv_damaged(char *buf, const char *reason)
+{
+    char *p = buf;
+    static const char head[] = "# damaged: ";
+    memcpy(p, head, sizeof(head) - 1);
+    p = put_escaped(p + sizeof(head) - 1, reason && *reason ? reason : "the tracer failed");
+    *p++ = '\n';
+    return (size_t)(p - buf);
 }
 
 static char *put_str(char *p, const char *s)

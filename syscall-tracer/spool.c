@@ -99,18 +99,18 @@ int hw_spool_convert(const char *spool, const char *tsv, uint32_t mask, struct h
     fwrite(head, 1, hl > 0 ? (size_t)hl : 0, out);
     in = open(spool, O_RDONLY | O_CLOEXEC);
     if (in < 0 && errno == ENOENT)
-        goto cleanup;  /* no call was traced */
+        goto finish;  /* no call was traced */
     struct stat sb;
     if (in < 0 || fstat(in, &sb) < 0) {
         ret = -errno;
         snprintf(err, err_len, "failed to read %s: %s", spool, strerror(errno));
-        goto cleanup;
+        goto finish;
     }
     size = (size_t)sb.st_size;
     if (size && (data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, in, 0)) == MAP_FAILED) {
         ret = -errno;
         snprintf(err, err_len, "failed to map %s: %s", spool, strerror(errno));
-        goto cleanup;
+        goto finish;
     }
     for (size_t off = 0; off < size;) {
         struct hw_spool_hdr h;
@@ -156,6 +156,10 @@ int hw_spool_convert(const char *spool, const char *tsv, uint32_t mask, struct h
     }
     if (ret == -EBADMSG && !err[0])
         snprintf(err, err_len, "failed to read %s: truncated block at its end", spool);
+finish:
+    /* the last line: the trailer when every block was converted, else what went wrong (the
+     * records before the damage stay) */
+    fwrite(line, 1, ret ? hw_tsv_damaged(line, err) : hw_tsv_trailer(line, st->records_written), out);
 cleanup:
     if (out && fclose(out) != 0 && !ret) {
         ret = -errno;

@@ -16,7 +16,7 @@ import pandas as pd
 from hostwire import paths
 from hostwire.errors import HostwireError, InputError
 from hostwire.proc import die_with_parent
-from hostwire.tsv import TsvLog, read_tsv
+from hostwire.tsv import TsvFile, TsvLog, damage_entry, open_tsv, read_records, settle
 
 if TYPE_CHECKING:
     from hostwire.topology import Topology
@@ -53,43 +53,116 @@ class BenchResult:
         procs = self.summary.get("processes", [])
         return [p for p in procs if kind is None or p["kind"] == kind]
 
-    def log(self, role: str) -> TsvLog:
-        """The TSV log of one process: 'send-0', 'recv-1', 'bg-0' or 'main'."""
+    def log(self, role: str, *, keep_damaged: bool = False) -> TsvLog:
+        """The TSV log of one process: 'send-0', 'recv-1', 'bg-0' or 'main'. Besides the checks
+        of every log (hostwire.tsv: cut, trailer, field counts) the records must agree with the
+        log's own header (a receiver's reads sum to at most its bytes_total) and, when
+        bench.json is there, with the totals hw-bench main collected (events, bytes_window).
+        A log that does not raises InputError naming file and line, unless keep_damaged, which
+        returns its complete records with TsvLog.damage and df.attrs["damage"] set."""
         dtypes = {"t_ns": "int64", "t_raw_ns": "int64", "bytes": "int64", "round": "int64"}
-        return read_tsv(self.directory / f"{role}.tsv", dtypes=dtypes)
+        tsv = open_tsv(self.directory / f"{role}.tsv")
+        df = read_records(tsv, keep_damaged=keep_damaged, dtype=dtypes, na_filter=False)
+        if df.attrs["damage"] is None:
+            settle(df, self._disagreement(role, tsv, df), keep_damaged)
+        return TsvLog(path=tsv.path, meta=tsv.meta, df=df, damage=df.attrs["damage"])
+
+    def _disagreement(self, role: str, tsv: TsvFile, df: pd.DataFrame) -> dict | None:
+        """Damage entry when a whole-looking log contradicts its header or bench.json."""
+        after = tsv.line_after(len(df))
+        capacity = _int(tsv.meta.get("log_capacity"))
+        if capacity is not None and len(df) > capacity:
+            return damage_entry(tsv, after, None,
+                                f"{len(df)} records, more than the log could hold (log_capacity {capacity})")
+        if "bytes" in df.columns and "bytes_total" in tsv.meta:
+            logged, total = int(df["bytes"].sum()), _int(tsv.meta["bytes_total"])
+            if total is not None and logged > total:
+                return damage_entry(tsv, tsv.meta_lines["bytes_total"], None,
+                                    f"the reads sum to {logged} bytes, more than bytes_total {total}")
+        entry = self._summary_entry(role)
+        if entry is None:
+            return None
+        events = _int(entry.get("events"))
+        if events is not None and events != len(df):
+            return damage_entry(tsv, after, None,
+                                f"{len(df)} records, but bench.json counts {events} events logged by {role}")
+        window = _int(entry.get("bytes_window"))
+        if window is None or _int(entry.get("overflow")) != 0 or "bytes" not in df.columns:
+            return None
+        if role.startswith("recv-"):
+            logged = int(df["bytes"].sum())
+        elif role.startswith("send-"):
+            logged = int(df.loc[df["event"] == "write_end", "bytes"].sum())
+        else:
+            return None
+        if logged != window:
+            return damage_entry(tsv, after, None, f"the records hold {logged} bytes, but bench.json counts "
+                                                  f"bytes_window {window} for {role}")
+        return None
+
+    def _summary_entry(self, role: str) -> dict | None:
+        """bench.json's entry of one process, when bench.json exists and reads (a run whose main
+        was killed has none: the logs' own checks are then all there is)."""
+        if not (self.directory / "bench.json").is_file():
+            return None
+        try:
+            summary = self.summary
+        except InputError:
+            return None
+        if role.startswith("recv-"):
+            entries = summary.get("receivers", [])
+        else:
+            entries = [p for p in summary.get("processes", []) if p.get("reported", True)]
+        return next((e for e in entries if isinstance(e, dict) and e.get("role") == role), None)
 
     def roles(self, prefix: str) -> list[str]:
         found = sorted(self.directory.glob(f"{prefix}-*.tsv"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
         return [p.stem for p in found]
 
-    def df_sender_events(self) -> pd.DataFrame:
+    def df_sender_events(self, *, keep_damaged: bool = False) -> pd.DataFrame:
         """All senders' events: columns t_ns, event, bytes, role, pid, index."""
         frames = []
         for role in self.roles("send"):
-            entry = self.log(role)
+            entry = self.log(role, keep_damaged=keep_damaged)
             df = entry.df.assign(role=role, pid=int(entry.meta["pid"]), index=int(entry.meta["index"]))
             frames.append(df)
         if not frames:
             return pd.DataFrame(columns=["t_ns", "event", "bytes", "role", "pid", "index"])
-        return pd.concat(frames, ignore_index=True)
+        return _concat(frames)
 
-    def df_received(self) -> pd.DataFrame:
+    def df_received(self, *, keep_damaged: bool = False) -> pd.DataFrame:
         """All receivers' reads: columns t_ns (sender clock), t_raw_ns, bytes, role, index."""
         frames = []
         for role in self.roles("recv"):
-            entry = self.log(role)
+            entry = self.log(role, keep_damaged=keep_damaged)
             frames.append(entry.df.assign(role=role, index=int(entry.meta["index"])))
         if not frames:
             return pd.DataFrame(columns=["t_ns", "t_raw_ns", "bytes", "role", "index"])
-        return pd.concat(frames, ignore_index=True)
+        return _concat(frames)
 
-    def df_clock_sync(self) -> pd.DataFrame:
+    def df_clock_sync(self, *, keep_damaged: bool = False) -> pd.DataFrame:
         """The clock exchanges, with rtt_ns and offset_ns per sample."""
-        df = self.log("main").df
+        df = self.log("main", keep_damaged=keep_damaged).df
         return df.assign(
             rtt_ns=(df.t4_ns - df.t1_ns) - (df.t3_ns - df.t2_ns),
             offset_ns=((df.t2_ns - df.t1_ns) + (df.t3_ns - df.t4_ns)) // 2,
         )
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The logs' records together; attrs["damage"] lists the damage of every log that had some
+    (None when all were whole)."""
+    damage = [f.attrs["damage"] for f in frames if f.attrs.get("damage")]
+    df = pd.concat(frames, ignore_index=True)
+    df.attrs = {"damage": damage or None}
+    return df
 
 
 def load_bench(directory: str | Path) -> BenchResult:

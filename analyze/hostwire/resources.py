@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import HostwireError, InputError
-from hostwire.tsv import read_tsv
+from hostwire.tsv import open_tsv, read_records
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,8 @@ class ResourceSampler:
         self.tick_ns = 10**9 // os.sysconf("SC_CLK_TCK")
         self.samples = 0
         self.errors = 0
+        self.rows = 0
+        self.write_errors = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._out: TextIO | None = None
@@ -69,7 +71,7 @@ class ResourceSampler:
             self._out = open(self.path, "w", encoding="utf-8")
         except OSError as err:
             raise HostwireError(f"{self.path}: failed to create: {err.strerror}") from None
-        self._out.write("# format: hostwire-tsv 1\n# kind: resources\n# source: /proc/stat\n"
+        self._out.write("# format: hostwire-tsv 2\n# kind: resources\n# source: /proc/stat\n"
                         "# clock: CLOCK_MONOTONIC\n"
                         f"# interval_ns: {self.interval_ns}\n# tick_ns: {self.tick_ns}\n"
                         f"# cpus: {os.cpu_count()}\n" + "\t".join(COLUMNS) + "\n")
@@ -78,16 +80,32 @@ class ResourceSampler:
         self._thread.start()
 
     def stop(self) -> dict[str, Any]:
-        """Stops sampling, takes the last sample, closes the file; returns the manifest entry."""
+        """Stops sampling, takes the last sample, closes the file with its trailer (or, after a
+        failed write, a damage mark); returns the manifest entry."""
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
             self._thread = None
             self._sample()
         if self._out is not None:
-            self._out.close()
-            self._out = None
+            self._close()
         return {"samples": self.samples, "interval_ns": self.interval_ns, "errors": self.errors}
+
+    def _close(self) -> None:
+        """A failed write may have left part of a sample: then the file says so instead of
+        claiming to be complete (docs/formats.md, "Completeness")."""
+        assert self._out is not None
+        if self.write_errors:
+            last = f"# damaged: {self.write_errors} sample(s) could not be written whole\n"
+        else:
+            last = f"# end: records={self.rows} samples={self.samples}\n"
+        try:
+            self._out.write(last)
+            self._out.close()
+        except OSError as err:
+            self.errors += 1
+            log.warning("resources: failed to write %s: %s", self.path, err.strerror)
+        self._out = None
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -110,24 +128,30 @@ class ResourceSampler:
             self._out.flush()
         except OSError as err:  # a full disk costs samples, not the run
             self.errors += 1
+            self.write_errors += 1
             log.warning("resources: failed to write %s: %s", self.path, err.strerror)
             return
         self.samples += 1
+        self.rows += len(cpus)
 
 
-def read_resources(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """resources.tsv as a DataFrame with COLUMNS (all int64), in file order."""
-    tsv = read_tsv(path)
+def read_resources(path: str | os.PathLike[str], *, keep_damaged: bool = False) -> pd.DataFrame:
+    """resources.tsv as a DataFrame with COLUMNS (all int64), in file order. A file that is not
+    whole (cut, no trailer, counts that disagree: see hostwire.tsv) raises InputError naming file
+    and line; keep_damaged=True returns its complete records with df.attrs["damage"] set (None for
+    a whole file)."""
+    tsv = open_tsv(path)
     if tsv.meta.get("kind") != "resources":
         raise InputError(f"{path}: '# kind: {tsv.meta.get('kind', '')}', expected 'resources'")
-    missing = [c for c in COLUMNS if c not in tsv.df.columns]
+    missing = [c for c in COLUMNS if c not in tsv.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
+    raw = read_records(tsv, keep_damaged=keep_damaged, usecols=list(COLUMNS), na_filter=False)
     try:
-        df = tsv.df[list(COLUMNS)].astype("int64")
+        df = raw[list(COLUMNS)].astype("int64")
     except (TypeError, ValueError) as err:
         raise InputError(f"{path}: expected integers in every column: {err}") from None
-    df.attrs["meta"] = tsv.meta
+    df.attrs.update(raw.attrs)
     return df
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from hostwire.versioned import read_json
 from hostwire.errors import InputError
-from hostwire.tsv import read_header
+from hostwire.tsv import TsvFile, open_tsv, read_records
 
 SCHED_JSON_FORMAT = "hostwire-sched"
 SCHED_JSON_VERSION = 1
@@ -22,49 +22,50 @@ BASE_COLUMNS = ("t_ns", "cpu", "event", "pid", "comm")
 _DTYPES = {"int": "Int64", "uint": "UInt64", "str": str}
 
 
-def _read_table(path: Path, required: tuple[str, ...], types: dict[str, str],
-                columns: list[str] | None = None) -> tuple[dict[str, str], pd.DataFrame]:
+def _read_table(tsv: TsvFile, required: tuple[str, ...], types: dict[str, str],
+                columns: list[str] | None = None, keep_damaged: bool = False) -> pd.DataFrame:
     """Reads a TSV whose column kinds are known: empty integer cells become <NA>, empty text ""."""
-    meta, names, header_lines = read_header(path)
+    path, names = tsv.path, tsv.columns
     missing = [c for c in required if c not in names]
     if missing:
-        raise InputError(f"{path}:{header_lines}: column header lacks {', '.join(missing)}")
+        raise InputError(f"{path}:{tsv.header_lines}: column header lacks {', '.join(missing)}")
     if columns is not None:
         unknown = [c for c in columns if c not in names]
         if unknown:
             raise InputError(f"{path}: no column {', '.join(unknown)}; it has {', '.join(names)}")
     usecols = columns if columns is not None else names
     dtype = {name: _DTYPES[types.get(name, "str")] for name in usecols}
-    try:
-        df = pd.read_csv(path, sep="\t", skiprows=header_lines, names=names, header=None,
-                         usecols=usecols, dtype=dtype, keep_default_na=False, na_values={
-                             n: [""] for n in usecols if dtype[n] is not str},
-                         engine="c", quoting=3, encoding="ascii")
-    except (ValueError, TypeError, OverflowError, UnicodeDecodeError, pd.errors.ParserError) as err:
-        raise InputError(f"{path}: malformed record: {err}") from None
-    return meta, df[usecols]
+    df = read_records(tsv, keep_damaged=keep_damaged, usecols=usecols, dtype=dtype, keep_default_na=False,
+                      na_values={n: [""] for n in usecols if dtype[n] is not str}, encoding="ascii")
+    out = df[usecols]
+    out.attrs.update(df.attrs)
+    return out
 
 
-def read_sched_tsv(path: str | Path, columns: list[str] | None = None
+def read_sched_tsv(path: str | Path, columns: list[str] | None = None, *, keep_damaged: bool = False
                    ) -> tuple[dict[str, str], pd.DataFrame]:
     """sched.tsv as (metadata, DataFrame): t_ns, cpu, pid as int64, event and comm as text, then
     one column per event field, typed by the `# column_types` header: Int64, UInt64 (unsigned
     64-bit fields) or text (strings, byte arrays in hex, pointers as 0x...); a cell of an event
-    without that field is <NA> or "". `columns` limits what is read (t_ns etc. are always read)."""
-    path = Path(path)
-    meta, names, _ = read_header(path)
-    kinds = meta.get("column_types", "").split()
+    without that field is <NA> or "". `columns` limits what is read (t_ns etc. are always read).
+    A file that is not whole (cut, no trailer, counts that disagree: see hostwire.tsv) raises
+    InputError naming file and line; keep_damaged=True returns its complete records with
+    df.attrs["damage"] set (None for a whole file)."""
+    tsv = open_tsv(path)
+    path, names = tsv.path, tsv.columns
+    kinds = tsv.meta.get("column_types", "").split()
     if len(kinds) != len(names):
-        raise InputError(f"{path}: '# column_types' names {len(kinds)} kinds for {len(names)} columns")
+        line = tsv.meta_lines.get("column_types", tsv.header_lines)
+        raise InputError(f"{path}:{line}: '# column_types' names {len(kinds)} kinds for {len(names)} columns")
     types = dict(zip(names, kinds))
     wanted = None if columns is None else list(dict.fromkeys([*BASE_COLUMNS, *columns]))
-    meta, df = _read_table(path, BASE_COLUMNS, types, wanted)
+    df = _read_table(tsv, BASE_COLUMNS, types, wanted, keep_damaged)
     for name in ("t_ns", "cpu", "pid"):
         if df[name].isna().any():
             row = int(df[name].isna().to_numpy().nonzero()[0][0])
-            raise InputError(f"{path}: record {row + 1}: column {name} is empty")
+            raise InputError(f"{path}:{tsv.line_after(row)}: column {name} is empty (record {row + 1})")
         df[name] = df[name].astype("int64")
-    return meta, df
+    return tsv.meta, df
 
 
 def read_sched_json(path: str | Path) -> dict[str, Any]:

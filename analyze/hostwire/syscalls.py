@@ -5,13 +5,14 @@ counters, syscalls.json. Schema in docs/formats.md, section "syscalls.tsv"."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hostwire.versioned import read_json
 from hostwire.errors import InputError
-from hostwire.tsv import read_header
+from hostwire.tsv import MalformedRecordError, open_tsv, read_records
 
 COLUMNS = [
     "t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "req_bytes", "result",
@@ -40,32 +41,32 @@ def _bad_row(path: Path, header_lines: int, mask: np.ndarray, column: str, expec
         )
 
 
-def read_syscalls(path: str | Path) -> pd.DataFrame:
+def read_syscalls(path: str | Path, *, keep_damaged: bool = False) -> pd.DataFrame:
     """The records of a syscalls.tsv (or of the syscalls.tsv in a directory or its raw/), sorted by
     t_enter_ns. Columns: t_enter_ns, t_exit_ns, pid, tid, fd, req_bytes (int64; req_bytes -1 when
     the call has no byte count), call (str), result (Int64, <NA> when unfinished), fd_kind
     (category), fd_desc (str), unfinished (bool), dur_ns (int64, t_exit_ns - t_enter_ns). The
-    file's `#` metadata is in df.attrs["meta"]."""
-    path = _resolve(path)
-    meta, columns, header_lines = read_header(path)
+    file's `#` metadata is in df.attrs["meta"]. A file that is not whole (cut, no trailer, counts
+    that disagree: see hostwire.tsv) raises InputError naming file and line; keep_damaged=True
+    returns its complete records with df.attrs["damage"] set (None for a whole file)."""
+    tsv = open_tsv(_resolve(path))
+    path, meta, columns, header_lines = tsv.path, tsv.meta, tsv.columns, tsv.header_lines
     if meta.get("kind") != "syscalls":
-        raise InputError(f"{path}:2: expected '# kind: syscalls', got {meta.get('kind')!r}")
+        raise InputError(f"{path}:{tsv.meta_lines.get('kind', 2)}: expected '# kind: syscalls', got {meta.get('kind')!r}")
     if meta.get("backend") not in BACKENDS:
-        raise InputError(f"{path}: '# backend:' must be one of {', '.join(BACKENDS)}, got {meta.get('backend')!r}")
+        raise InputError(f"{path}:{tsv.meta_lines.get('backend', 3)}: '# backend:' must be one of "
+                         f"{', '.join(BACKENDS)}, got {meta.get('backend')!r}")
     if columns != COLUMNS:
         raise InputError(f"{path}:{header_lines}: expected the columns {' '.join(COLUMNS)}, got {' '.join(columns)}")
-    def read(dtypes: dict[str, str] | type) -> pd.DataFrame:
-        return pd.read_csv(path, sep="\t", skiprows=header_lines, names=COLUMNS, header=None, dtype=dtypes,
-                           engine="c", na_filter=False, quoting=3)
 
-    try:
-        try:  # the fast path: the C parser converts the integer columns
-            raw = read({**{c: "int64" for c in INT_COLUMNS}, "call": str, "result": str, "fd_kind": str,
-                        "fd_desc": str, "unfinished": str})
-        except ValueError:  # find the bad line
-            raw = read(str)
-    except (ValueError, pd.errors.ParserError) as err:
-        raise InputError(f"{path}: malformed record: {err}") from None
+    def read(dtypes: dict[str, Any] | type) -> pd.DataFrame:
+        return read_records(tsv, keep_damaged=keep_damaged, dtype=dtypes, na_filter=False)
+
+    try:  # the fast path: the C parser converts the integer columns
+        raw = read({**{c: "int64" for c in INT_COLUMNS}, "call": str, "result": str, "fd_kind": str,
+                    "fd_desc": str, "unfinished": str})
+    except MalformedRecordError:  # find the bad line and name it
+        raw = read(str)
     df = pd.DataFrame(index=raw.index)
     for col in INT_COLUMNS:
         if raw[col].dtype == "int64":
@@ -90,6 +91,7 @@ def read_syscalls(path: str | Path) -> pd.DataFrame:
     df = df[[*COLUMNS, "dur_ns"]].sort_values("t_enter_ns", kind="stable").reset_index(drop=True)
     df.attrs["meta"] = meta
     df.attrs["path"] = str(path)
+    df.attrs["damage"] = raw.attrs["damage"]
     return df
 
 

@@ -65,7 +65,7 @@ def test_tsv_reader_accepts_a_header_without_records(tmp_path: Path) -> None:
     [
         ("", "a.tsv:1: empty file"),
         ("t_ns\tbytes\n1\t2\n", "a.tsv:1: expected '# format: hostwire-tsv N', got ''"),
-        ("# format: hostwire-tsv 2\nt_ns\n", "format version 2 is newer than this hostwire reads (1)"),
+        ("# format: hostwire-tsv 3\nt_ns\n", "format version 3 is newer than this hostwire reads (2)"),
         ("# format: other 1\nt_ns\n", "expected '# format: hostwire-tsv N', got 'other 1'"),
         ("# format: hostwire-tsv 1\n# no colon here\n", "a.tsv:2: expected '# key: value'"),
         ("# format: hostwire-tsv 1\n", "no column header line"),

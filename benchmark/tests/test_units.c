@@ -1,7 +1,9 @@
 /* Unit tests of hw-bench's library parts: wire encoding, value parsing, sieve, clock estimate,
  * event-log overflow. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../clocksync.h"
 #include "../evlog.h"
@@ -122,4 +124,49 @@ static void test_evlog_overflow(void)
     hw_evlog_free(&log);
 }
 
-HW_TEST_MAIN(test_wire_byte_order(); test_parsing(); test_sieve(); test_clock_estimate(); test_evlog_overflow();)
+/* A log ends with its trailer only when it was written whole: records and the bytes column's sum. */
+static void test_evlog_trailer(void)
+{
+    char dir[] = "/tmp/hw-bench-unit-XXXXXX", path[64], text[512];
+    CHECK(mkdtemp(dir) != NULL);
+    struct hw_evlog log;
+    CHECK(hw_evlog_init(&log, 4, 100, 200) == 0);
+    hw_evlog_add(&log, 100, 1, 1448, 0, 0);
+    hw_evlog_add(&log, 150, 1, 8192, 0, 0);
+    CHECK_EQ_LL(hw_evlog_sum_a(&log), 9640);
+    FILE *f = hw_evlog_open_tsv(dir, "recv-0.tsv", "bench-receive", &log);
+    CHECK(f != NULL);
+    if (f) {
+        fprintf(f, "t_ns\tbytes\n");
+        for (int64_t i = 0; i < log.count; i++)
+            fprintf(f, "%lld\t%lld\n", (long long)log.events[i].t_ns, (long long)log.events[i].a);
+        CHECK_EQ_LL(hw_evlog_close_tsv(f, dir, "recv-0.tsv", log.count, hw_evlog_sum_a(&log)), 0);
+    }
+    snprintf(path, sizeof(path), "%s/recv-0.tsv", dir);
+    FILE *in = fopen(path, "r");
+    size_t n = in ? fread(text, 1, sizeof(text) - 1, in) : 0;
+    text[n] = '\0';
+    if (in)
+        fclose(in);
+    CHECK(!strncmp(text, "# format: hostwire-tsv 2\n", 25));
+    static const char tail[] = "150\t8192\n# end: records=2 bytes=9640\n";
+    CHECK(n > sizeof(tail) && !strcmp(text + n - (sizeof(tail) - 1), tail));
+    /* no bytes column: records only */
+    f = fopen(path, "w");
+    if (f) {
+        hw_tsv_put_trailer(f, 7, -1);
+        fclose(f);
+    }
+    in = fopen(path, "r");
+    n = in ? fread(text, 1, sizeof(text) - 1, in) : 0;
+    text[n] = '\0';
+    if (in)
+        fclose(in);
+    CHECK(!strcmp(text, "# end: records=7\n"));
+    unlink(path);
+    rmdir(dir);
+    hw_evlog_free(&log);
+}
+
+HW_TEST_MAIN(test_wire_byte_order(); test_parsing(); test_sieve(); test_clock_estimate(); test_evlog_overflow();
+             test_evlog_trailer();)

@@ -157,7 +157,7 @@ def test_records_a_command_and_converts(build_dir: Path, tmp_path: Path, no_left
                "dd if=/dev/zero of=/dev/null bs=1000 count=50 2>/dev/null; true"])
     assert res.returncode == 0, res.stderr
     meta, df = read_sched_tsv(out / "sched.tsv")
-    assert meta["format"] == "hostwire-tsv 1"
+    assert meta["format"] == "hostwire-tsv 2"
     again = run([tool(build_dir), "convert", "-o", str(tmp_path), str(out / "trace.dat")])
     assert again.returncode == 0 and (tmp_path / "sched.tsv").read_bytes() == (out / "sched.tsv").read_bytes()
     assert len(df) > 0 and df["t_ns"].is_monotonic_increasing
@@ -201,9 +201,10 @@ def read_calls(path: Path) -> pd.DataFrame:
     assert (meta["kind"], meta["backend"]) == ("syscalls", "tracefs")
     assert columns == ["t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "req_bytes", "result",
                        "fd_kind", "fd_desc", "unfinished"]
+    # comment="#": the closing "# end: records=N" line (no field of this backend holds a '#')
     df = pd.read_csv(path, sep="\t", skiprows=skip, names=columns, header=None, keep_default_na=False,
                      na_values={"result": [""]}, dtype={"call": str, "fd_kind": str, "fd_desc": str,
-                                                        "result": "Int64"}, quoting=3)
+                                                        "result": "Int64"}, quoting=3, comment="#")
     for col in ("t_enter_ns", "t_exit_ns", "pid", "tid", "fd", "req_bytes", "unfinished"):
         assert df[col].dtype == "int64", col
     assert (df["result"].isna() == (df["unfinished"] == 1)).all()

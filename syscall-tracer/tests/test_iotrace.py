@@ -480,7 +480,7 @@ def test_reader_types_escapes_and_unfinished(tmp_path: Path) -> None:
     ("1\t2\t3\t4\twrite\t1\t5\t5\ttcp\t\t2\n", HEADER, "column unfinished: expected 0 or 1"),
     ("", HEADER.replace("\tunfinished", ""), "syscalls.tsv:5: expected the columns"),
     ("", HEADER.replace("kind: syscalls", "kind: sched"), "expected '# kind: syscalls'"),
-    ("", HEADER.replace("tsv 1", "tsv 2"), "format version 2 is newer"),
+    ("", HEADER.replace("tsv 1", "tsv 3"), "format version 3 is newer"),
 ])
 def test_reader_names_the_bad_line(tmp_path: Path, body: str, header: str, message: str) -> None:
     with pytest.raises(InputError, match=re.escape(message)):

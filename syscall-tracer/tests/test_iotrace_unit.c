@@ -54,9 +54,22 @@ static void test_format(void)
     char head[1024];
     int hl = hw_tsv_header(head, sizeof(head), "ptrace", 1u << HW_CALL_READ, "# mode: seccomp\n");
     CHECK(hl > 0);
-    CHECK(!strncmp(head, "# format: hostwire-tsv 1\n# kind: syscalls\n# backend: ptrace\n", 59));
+    CHECK(!strncmp(head, "# format: hostwire-tsv 2\n# kind: syscalls\n# backend: ptrace\n", 59));
     CHECK(strstr(head, "# calls: read\n# mode: seccomp\nt_enter_ns\t") != NULL);
     CHECK_EQ_LL(hw_tsv_header(head, 10, "ptrace", 1, NULL), -1);
+    /* the last line: a trailer with the record count, or the reason the file is not whole */
+    n = hw_tsv_trailer(line, 12345);
+    line[n] = '\0';
+    CHECK(!strcmp(line, "# end: records=12345\n"));
+    n = hw_tsv_trailer(line, 0);
+    line[n] = '\0';
+    CHECK(!strcmp(line, "# end: records=0\n"));
+    n = hw_tsv_damaged(line, "failed to read x.spool: damaged block at byte 96\nsecond line");
+    line[n] = '\0';
+    CHECK(!strcmp(line, "# damaged: failed to read x.spool: damaged block at byte 96\\nsecond line\n"));
+    n = hw_tsv_damaged(line, "");
+    line[n] = '\0';
+    CHECK(!strcmp(line, "# damaged: the tracer failed\n"));
 }
 
 static void test_describe(void)
