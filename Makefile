@@ -101,7 +101,7 @@ help:
 	@echo "make setup   install Debian packages and the Python venv (.venv)"
 	@echo "make build   build the C tools into $(BUILD)/"
 	@echo "make test    everything: C tests (plain and ASan/UBSan) and pytest"
-	@echo "make demo    run the benchmark between two network namespaces and summarize"
+	@echo "make demo    the quick campaign between two network namespaces, its analysis and report"
 	@echo "make bench   performance benchmarks against peer tools"
 	@echo "make clean   remove build/ (the venv stays; remove .venv by hand)"
 
@@ -126,7 +126,7 @@ test: setup
 	$(Q)HOSTWIRE_REQUIRE_PRIV=1 HOSTWIRE_BUILD=$(TOP)/build/asan $(PY) -m pytest -m sanitized $(PYTEST_ARGS)
 
 demo: setup build
-	$(Q)$(PY) -m hostwire demo
+	$(Q)scripts/demo.sh
 
 bench: setup build
 	$(Q)bench/run-all.sh

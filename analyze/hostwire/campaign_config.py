@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hostwire.errors import UsageError
-from hostwire.runner import RunPoint
+from hostwire.point import RunPoint
 
 CAMPAIGN_KEYS = {"name": str, "repetitions": int, "order": str, "seed": int}
 ORDERS = ("as-written", "shuffled")
@@ -117,10 +117,27 @@ def _type_name(kind: type) -> str:
     return {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}.get(kind, kind.__name__)
 
 
-def load_config(path: str | Path) -> CampaignConfig:
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` items (VALUE in TOML syntax: 2, 0.5, "10mbit", true) as defaults."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
+        if key not in POINT_FIELDS:
+            raise UsageError(f"--set {key}: unknown key" + _closest(key, list(POINT_FIELDS)))
+        try:
+            out[key] = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = text.strip()  # a bare word is a string: --set link_rate=100mbit
+    return out
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> CampaignConfig:
     """Reads and checks a campaign file: unknown keys (with the closest valid one), wrong types,
     impossible values (every grid point is validated) and a missing file are UsageErrors that name
-    the file, line and key."""
+    the file, line and key. `overrides` replace [defaults] values (and take a key out of the grid)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -162,6 +179,12 @@ def load_config(path: str | Path) -> CampaignConfig:
         if not isinstance(values, list) or not values:
             raise loc.error("grid", key, f"expected a non-empty list of values, got {values!r}")
         config.grid[key] = [_check_value(loc, "grid", key, v) for v in values]
+    for key, value in (overrides or {}).items():
+        try:
+            config.defaults[key] = _check_value(loc, "--set", key, value)
+        except UsageError as err:
+            raise UsageError(f"--set {key}: {str(err).rsplit(': ', 1)[-1]}") from None
+        config.grid.pop(key, None)
     _validate_points(loc, config)
     return config
 

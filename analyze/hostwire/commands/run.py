@@ -11,6 +11,7 @@ from hostwire.paths import REPO_ROOT
 EPILOG = """examples:
   hostwire run configs/quick.toml
   hostwire run configs/quick.toml --dry-run
+  hostwire run configs/quick.toml --set duration_s=2 --set warmup_s=0.5
   hostwire run configs/paper.toml --out /var/tmp/paper --resume
 
 exit status: 0 every run complete, 1 a run failed or was partial (the campaign goes on and
@@ -29,6 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("config", metavar="CONFIG", type=Path, help="campaign file (TOML)")
     parser.add_argument("-o", "--output", "--out", dest="out", type=Path, metavar="DIR",
                         help="campaign directory (default: runs/<campaign name>)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a run parameter for every run (e.g. --set duration_s=2); repeatable")
     parser.add_argument("--resume", action="store_true",
                         help="continue a campaign: skip its complete runs whose key matches, redo the rest")
     parser.add_argument("--dry-run", action="store_true", help="list the runs in order and the estimated time")
@@ -38,9 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hostwire.campaign import dry_run_lines, run_campaign
-    from hostwire.campaign_config import load_config
+    from hostwire.campaign_config import load_config, parse_overrides
 
-    config = load_config(args.config)
+    config = load_config(args.config, parse_overrides(args.set))
     if args.dry_run:
         sys.stdout.write("\n".join(dry_run_lines(config)) + "\n")
         return 0

@@ -1,0 +1,101 @@
+"""End to end, the main job: the quick campaign recorded on the two-namespace topology (shorter
+windows), analysed and reported; the report rendered by a real browser."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hostwire.paths import REPO_ROOT
+from hostwire.topology import list_namespaces
+
+HOSTWIRE = [sys.executable, "-m", "hostwire"]
+SHORT = ["--set", "warmup_s=0.5", "--set", "duration_s=1.5", "--set", "quiet_s=0.3"]
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and proc.name != str(os.getpid()):
+            try:
+                if text.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def quick_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("quick") / "campaign"
+    namespaces_before = set(list_namespaces())
+    run = subprocess.run([*HOSTWIRE, "run", str(REPO_ROOT / "configs" / "quick.toml"), "--out", str(out), *SHORT],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for step in (["analyze", str(out)], ["report", "--digest", str(out)]):
+        proc = subprocess.run([*HOSTWIRE, *step], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert set(list_namespaces()) == namespaces_before
+    assert processes_mentioning(str(out)) == []
+    return out
+
+
+@pytest.mark.privileged("netns", "tracefs")
+@pytest.mark.slow
+def test_quick_campaign_records_every_point_and_reports(quick_campaign: Path) -> None:
+    book = json.loads((quick_campaign / "campaign.json").read_text())
+    assert book["state"] == "complete"
+    assert [r["status"] for r in book["runs"]] == ["complete"] * 6
+    summary = pd.read_parquet(quick_campaign / "summary.parquet")
+    assert sorted(zip(summary["senders"], summary["background"])) == [(1, 0), (1, 2), (2, 0), (2, 2), (5, 0), (5, 2)]
+    assert summary["duration_s"].eq(1.5).all()
+    # Goodput on the wire never exceeds the link: 10 Mbit/s less the headers.
+    assert (summary["goodput_bit_s"] < 9.57e6).all() and (summary["goodput_bit_s"] > 5e6).all()
+    assert summary["jain"].between(0, 1).all()
+    assert pd.read_csv(quick_campaign / "summary.csv")["run_id"].tolist() == summary["run_id"].tolist()
+    html = (quick_campaign / "report.html").read_text()
+    images = re.findall(r'src="(plots/[^"]+)"', html)
+    assert {"plots/goodput_vs_mix.png", "plots/jain_heatmap.png", "plots/intervals.png", "plots/idc.png",
+            "plots/contracts.png", "plots/process_trace.png"} <= set(images)
+    for image in images:
+        assert (quick_campaign / image).stat().st_size > 1000
+        assert (quick_campaign / image).with_suffix(".svg").exists()
+    assert "Paper, table 3" in html and "0.9997" in html  # the paper's figures beside today's
+
+
+@pytest.mark.privileged("netns", "tracefs")
+@pytest.mark.slow
+def test_report_renders_in_a_real_browser(quick_campaign: Path) -> None:
+    """Headless Chromium loads report.html: every image loads, the console shows no error, and a
+    screenshot is kept beside the report."""
+    browser = shutil.which("chromium")
+    if browser is None:
+        pytest.fail("chromium is not installed (make setup installs it)", pytrace=False)
+    screenshot = quick_campaign / "report-screenshot.png"
+    url = (quick_campaign / "report.html").as_uri()
+    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+              "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000"]
+    shot = subprocess.run([*common, f"--screenshot={screenshot}", "--window-size=1200,3000", url],
+                          capture_output=True, text=True, timeout=120)
+    assert screenshot.exists() and screenshot.stat().st_size > 10000, shot.stderr[-2000:]
+    # A script run in the page after load: each image must have decoded to a non-zero size.
+    probe = quick_campaign / "probe.html"
+    probe.write_text((quick_campaign / "report.html").read_text().replace(
+        "</body>", "<script>window.addEventListener('load', () => { const bad = [...document.images]"
+        ".filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src); document.title = "
+        "'images:' + document.images.length + ':broken:' + bad.length; });</script></body>"))
+    dom = subprocess.run([*common, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120)
+    title = re.search(r"<title>([^<]*)</title>", dom.stdout)
+    assert title is not None, dom.stderr[-2000:]
+    count, broken = re.fullmatch(r"images:(\d+):broken:(\d+)", title.group(1)).groups()  # type: ignore[union-attr]
+    assert int(count) >= 6 and int(broken) == 0, title.group(1)
+    console = [line for line in (shot.stderr + dom.stderr).splitlines() if "CONSOLE" in line or "ERR_FILE" in line]
+    assert console == [], console
