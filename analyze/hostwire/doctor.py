@@ -137,7 +137,7 @@ def mark_killed_run(run_dir: Path) -> str | None:
     except Exception as err:  # noqa: BLE001 - a run too damaged for a window is still marked
         data["window_ns_recorded"] = None
         data["window_error"] = str(err)
-    manifest.write_json_atomic(path, data)
+    manifest.write_json_atomic(path, manifest.seal(data))
     return f"marked run {run_dir} partial ({reason})"
 
 

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hostwire.errors import HostwireError
+from hostwire.errors import HostwireError, InputError
 
 MANIFEST_FORMAT = "hostwire-run 1"
 MANIFEST_NAME = "manifest.json"
@@ -129,3 +129,68 @@ def registered_runs() -> list[tuple[Path, Path, dict[str, Any]]]:
         except (OSError, ValueError, KeyError, TypeError):
             found.append((entry, Path(), {}))
     return found
+
+
+# -- digests: a complete run's files as they were when the runner finished --------------------
+
+DIGEST_FIELD = "digest"
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes (what `sha256sum` prints)."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def raw_digests(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """{path relative to the run: {sha256, bytes}} of every file under raw/."""
+    out = {}
+    for path in sorted((run_dir / "raw").rglob("*")):
+        if path.is_file():
+            out[str(path.relative_to(run_dir))] = {"sha256": file_digest(path), "bytes": path.stat().st_size}
+    return out
+
+
+def _canonical(manifest: dict[str, Any]) -> bytes:
+    body = {k: v for k, v in manifest.items() if k != DIGEST_FIELD}
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def seal(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Sets the manifest's own digest (over everything else in it), so that a changed value is
+    found when it is read."""
+    manifest[DIGEST_FIELD] = hashlib.sha256(_canonical(manifest)).hexdigest()
+    return manifest
+
+
+def check_seal(path: Path, manifest: dict[str, Any]) -> None:
+    """Raises InputError when a sealed manifest's content no longer matches its digest (a manifest
+    without a digest, written by an older hostwire or still running, passes)."""
+    expected = manifest.get(DIGEST_FIELD)
+    if expected is None:
+        return
+    if hashlib.sha256(_canonical(manifest)).hexdigest() != expected:
+        raise InputError(f"{path}: content does not match its digest (the manifest was changed or damaged "
+                         "after the run)")
+
+
+def check_raw_file(run_dir: Path, manifest: dict[str, Any], relative: str) -> str | None:
+    """Why a raw file differs from what the runner recorded (None when it matches, or when the run
+    recorded no digest for it)."""
+    recorded = (manifest.get("raw_digests") or {}).get(relative)
+    if not isinstance(recorded, dict):
+        return None
+    path = run_dir / relative
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return f"{run_dir / relative}: missing (the run recorded {recorded.get('bytes')} bytes)"
+    if size != recorded.get("bytes"):
+        return (f"{path}: {size} bytes, the run recorded {recorded.get('bytes')} (cut or changed after "
+                "the run)")
+    if file_digest(path) != recorded.get("sha256"):
+        return f"{path}: content differs from the sha256 the run recorded (damaged or changed after the run)"
+    return None
