@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -99,3 +100,50 @@ def test_report_renders_in_a_real_browser(quick_campaign: Path) -> None:
     assert int(count) >= 6 and int(broken) == 0, title.group(1)
     console = [line for line in (shot.stderr + dom.stderr).splitlines() if "CONSOLE" in line or "ERR_FILE" in line]
     assert console == [], console
+
+
+@pytest.fixture
+def dask_cluster() -> Iterator[str]:
+    """A Dask scheduler and two workers on loopback, started and stopped by the test."""
+    import socket
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    bin_dir = Path(sys.executable).parent
+    procs = [subprocess.Popen([str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--dashboard-address", ":0", "--no-show"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        time.sleep(1.0)
+        for _ in range(2):
+            procs.append(subprocess.Popen([str(bin_dir / "dask"), "worker", address, "--nworkers", "1",
+                                           "--nthreads", "1", "--no-dashboard"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=60)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.privileged("netns", "tracefs")
+@pytest.mark.slow
+def test_analyze_on_a_dask_cluster_equals_the_local_pool(quick_campaign: Path, dask_cluster: str) -> None:
+    local = pd.read_parquet(quick_campaign / "summary.parquet")
+    proc = subprocess.run([*HOSTWIRE, "analyze", str(quick_campaign), "--dask", dask_cluster, "--force"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    remote = pd.read_parquet(quick_campaign / "summary.parquet")
+    pd.testing.assert_frame_equal(local, remote)
