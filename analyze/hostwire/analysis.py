@@ -76,6 +76,8 @@ def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
 
 
 def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """The summary row and tables of one run: the run is opened once and every metric reads the
+    same Run (its capture decoded once)."""
     from hostwire.metrics.compute import table
     from hostwire.run import load_run
 
@@ -103,7 +105,7 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
             errors.append(f"{name}: {err}")
 
     def sanity() -> None:
-        t = table("sanity", run_dir, partial=True)
+        t = table("sanity", run, partial=True)
         counters = dict(zip(t["counter"], t["value"]))
         row["marked"] = int(counters.get("marked", 1))
         for key in ("frames", "impossible_share", "tcp_retransmissions", "min_advertised_window",
@@ -113,7 +115,7 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
                 row[key.replace("loss.", "")] = _number(counters[key])
 
     def goodput() -> None:
-        t = table("goodput", run_dir)
+        t = table("goodput", run)
         total = t[t["stream"] == "all"].iloc[0]
         row["goodput_bit_s"] = float(total["bit_s"])
         for column in t.columns:
@@ -121,22 +123,22 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
                 row[f"goodput_{column}"] = _number(total[column])
 
     def fairness() -> None:
-        t = table("fairness", run_dir)
+        t = table("fairness", run)
         row["jain"] = float(t["jain"].iloc[0])
         row["streams"] = int(t["n"].iloc[0])
 
     def intervals() -> None:
-        t = table("intervals", run_dir)
+        t = table("intervals", run)
         for kind in ("frame", "write"):
             part = t[(t["kind"] == kind) & (t["stream"] == "all")]
             if len(part):
                 row[f"{kind}_gap_p50_ns"] = _number(part["p50_ns"].iloc[0])
                 row[f"{kind}_gap_p99_ns"] = _number(part["p99_ns"].iloc[0])
                 row[f"{kind}_gap_max_ns"] = _number(part["max_ns"].iloc[0])
-        tables["intervals_hist"] = table("intervals", run_dir, hist=True)
+        tables["intervals_hist"] = table("intervals", run, hist=True)
 
     def idc() -> None:
-        t = table("idc", run_dir)
+        t = table("idc", run)
         tables["idc"] = t
         whole = t[t["stream"] == "all"]
         if len(whole):
@@ -144,13 +146,13 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
             row["idc_100ms"] = float(nearest["idc"])
 
     def bursts() -> None:
-        t = table("bursts", run_dir)
+        t = table("bursts", run)
         whole = t[t["stream"] == "all"] if "all" in set(t["stream"]) else t
         row["bursts"] = int(whole["bursts"].sum())
         row["on_off_ratio"] = _number(whole["on_off_ratio"].replace(np.inf, np.nan).mean())
 
     def contract() -> None:
-        tables["contract"] = table("contract", run_dir, points=20)
+        tables["contract"] = table("contract", run, points=20)
 
     if senders > 0:
         for name, fn in (("sanity", sanity), ("goodput", goodput), ("fairness", fairness),
@@ -182,7 +184,7 @@ def _host_load(run: Any) -> dict[str, Any]:
     point = run.manifest.get("point", {})
     for role, cpus in (("sender", point.get("sender_cpus", "0")), ("receiver", point.get("receiver_cpus", "1"))):
         try:
-            from hostwire.topology import parse_cpu_list
+            from hostwire.link import parse_cpu_list
 
             part = use[use["cpu"].isin(parse_cpu_list(str(cpus)))]
         except HostwireError:

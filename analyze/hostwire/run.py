@@ -1,32 +1,114 @@
 """A recorded run directory (DESIGN.md section 7) as DataFrames on the run's reference clock, the
-sender host's CLOCK_MONOTONIC."""
+sender host's CLOCK_MONOTONIC: the one object through which every analysis of a run reads it.
+
+A Run reads each raw file once and keeps what it read: the capture is decoded on the first
+`df_frames()` and kept for every later caller (metrics, summary, report), and so are the
+benchmark's logs, the tables built from them, `bench.json`, `wirecap.json`, `sched.json`,
+`syscalls.json`, `resources.tsv`, `sched.tsv` and `syscalls.tsv`. A read that fails is kept too:
+asking again raises the same error without reading again. Every JSON file goes through
+hostwire.versioned.read_json, which rejects another format or a newer version. A DataFrame a Run
+returns is a shallow copy of the one it keeps (pandas copy-on-write): a caller may change it
+freely.
+
+An analysis declares the raw files it reads (`Needs`: groups of alternatives, one file of each
+group required, others used when present). `run.can(needs)` and `run.missing_for(needs)` tell
+before any work whether this run has them, and `run.require(needs)` raises an InputError naming
+what is missing ("goodput needs raw/wire.pcap or raw/bench/recv-*.tsv; this run has neither").
+For a metric kind its name will do (`run.can("idc")`): the kinds' declarations are in
+hostwire.metrics.needs.
+
+This module imports nothing of the recording side (hostwire.runner, collectors, topology)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
 from hostwire.bench import BenchResult
 from hostwire.errors import HostwireError, InputError
 from hostwire.manifest import MANIFEST_FORMAT, effective_status
+from hostwire.tsv import TsvLog
 from hostwire.versioned import read_json
 
 SUPPORTED_MANIFEST_VERSION = int(MANIFEST_FORMAT.split()[1])
+BENCH_JSON_FORMAT = "hostwire-bench"
+BENCH_JSON_VERSION = 1
+
+T = TypeVar("T")
 
 
 def _stream_name(src: str, dst: str) -> str:
     return f"{src}>{dst}"
 
 
-class Run:
-    """One run. `df_*` methods return DataFrames with documented columns; stamps are int64 ns."""
+@dataclass(frozen=True)
+class Need:
+    """One raw input of an analysis: any one of `files` will do (paths relative to the run
+    directory; glob patterns such as raw/bench/recv-*.tsv match when some file does). `what`
+    names the input in a message when there is a single file to name."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
-        self.path = path
+    files: tuple[str, ...]
+    what: str = ""
+
+    def message(self, name: str) -> str:
+        """'<name> needs a or b; this run has neither'."""
+        if len(self.files) == 1:
+            has = f"no {self.what}" if self.what else "no such file"
+        else:
+            has = "neither" if len(self.files) == 2 else "none of them"
+        return f"{name} needs {' or '.join(self.files)}; this run has {has}"
+
+
+@dataclass(frozen=True)
+class Needs:
+    """The raw files one analysis reads: one file of each `required` group, and the `optional`
+    ones when present (patterns relative to the run directory)."""
+
+    name: str
+    required: tuple[Need, ...] = ()
+    optional: tuple[str, ...] = ()
+
+
+class _RunBench(BenchResult):
+    """The benchmark's results as a Run reads them: bench.json through the versioned reader, read
+    once."""
+
+    @property
+    def summary(self) -> dict:
+        if self._summary is None:
+            self._summary = read_json(self.directory / "bench.json", BENCH_JSON_FORMAT, BENCH_JSON_VERSION,
+                                      missing="did hw-bench main run to its end?")
+        return self._summary
+
+
+class Run:
+    """One run. `df_*` methods return DataFrames with documented columns; stamps are int64 ns.
+    What a method read is kept for the next caller (see the module doc)."""
+
+    def __init__(self, path: str | Path, manifest: dict[str, Any]) -> None:
+        self.path = Path(path)
         self.manifest = manifest
-        self.bench = BenchResult(directory=path / "raw" / "bench")
+        self.bench: BenchResult = _RunBench(directory=self.path / "raw" / "bench")
+        self._kept: dict[Hashable, Any] = {}
+
+    def _keep(self, key: Hashable, read: Callable[[], T]) -> T:
+        """read() on the first call for key; its result, or the HostwireError it raised, is kept
+        and given (raised) again on every later call."""
+        if key not in self._kept:
+            try:
+                self._kept[key] = read()
+            except HostwireError as err:
+                self._kept[key] = err
+        value = self._kept[key]
+        if isinstance(value, HostwireError):
+            raise value.with_traceback(None)
+        return value  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ manifest and status
 
     @property
     def status(self) -> str:
@@ -41,6 +123,43 @@ class Run:
     @property
     def losses(self) -> dict[str, Any]:
         return dict(self.manifest.get("losses", {}))
+
+    @property
+    def point(self) -> dict[str, Any]:
+        """The run point the runner recorded (hostwire.point.RunPoint as a dict; {} when absent)."""
+        point = self.manifest.get("point")
+        return dict(point) if isinstance(point, dict) else {}
+
+    # ------------------------------------------------------------------ declared needs
+
+    def has(self, pattern: str) -> bool:
+        """Whether the run holds a file at `pattern` (relative to the run directory; a glob
+        pattern matches when some file does)."""
+        if any(c in pattern for c in "*?["):
+            return any(p.is_file() for p in self.path.glob(pattern))
+        return (self.path / pattern).is_file()
+
+    def missing_for(self, needs: Needs | str, **options: Any) -> list[str]:
+        """The required inputs of `needs` (a Needs, or a metric kind's name with its options, e.g.
+        cells_from="write") this run lacks, each as its alternatives 'a or b'; [] when it has
+        them all."""
+        declared = _declared(needs, options)
+        return [" or ".join(need.files) for need in declared.required if not any(map(self.has, need.files))]
+
+    def can(self, needs: Needs | str, **options: Any) -> bool:
+        """Whether this run has every required input of `needs` (see missing_for): a report asks
+        before it draws. Damage is not judged here: a damaged file is there, and the analysis
+        says where it is damaged."""
+        return not self.missing_for(needs, **options)
+
+    def require(self, needs: Needs | str, **options: Any) -> None:
+        """Raises InputError naming the run and each required input it lacks, before any work."""
+        declared = _declared(needs, options)
+        lacking = [need for need in declared.required if not any(map(self.has, need.files))]
+        if lacking:
+            raise InputError(f"{self.path}: " + "; ".join(need.message(declared.name) for need in lacking))
+
+    # ------------------------------------------------------------------ the window
 
     def window_ns(self, last_frame_ns: int | None = None) -> tuple[int, int]:
         """The logging window (start, end) in ns. For a complete run whose manifest holds it: the
@@ -100,32 +219,71 @@ class Run:
     def last_record_ns(self) -> int | None:
         """The latest stamp in the benchmark's process logs (records of a damaged log up to its
         damage); None without any record."""
-        cached: int | None | bool = getattr(self, "_last_record", False)
-        if cached is False:
-            from hostwire.tsv import read_tsv
+        return self._keep("last_record", self._last_record)
 
-            last: int | None = None
-            for path in self._process_logs():
-                try:
-                    df = read_tsv(path, {"t_ns": "int64"}, keep_damaged=True).df
-                except HostwireError:
-                    continue
-                if "t_ns" in df.columns and len(df):
-                    value = int(pd.to_numeric(df["t_ns"], errors="coerce").max())
-                    last = value if last is None else max(last, value)
-            self._last_record = cached = last
-        return cached  # type: ignore[return-value]
+    def _last_record(self) -> int | None:
+        last: int | None = None
+        for path in self._process_logs():
+            try:
+                df = self._log(path.stem, keep_damaged=True).df
+            except HostwireError:
+                continue
+            if "t_ns" in df.columns and len(df):
+                value = int(pd.to_numeric(df["t_ns"], errors="coerce").max())
+                last = value if last is None else max(last, value)
+        return last
 
     def _process_logs(self) -> list[Path]:
         directory = self.path / "raw" / "bench"
         return sorted(p for p in directory.glob("*-*.tsv") if p.stem.split("-")[0] in ("send", "recv", "bg"))
 
-    def df_writes(self) -> pd.DataFrame:
+    # ------------------------------------------------------------------ JSON files
+
+    def bench_summary(self) -> dict[str, Any]:
+        """raw/bench/bench.json (per-process totals, window, clock sync, receiver ports)."""
+        return self.bench.summary
+
+    def wirecap(self) -> dict[str, Any]:
+        """raw/wirecap.json: the capture's loss counters and clock pairs."""
+        from hostwire.pcap import read_wirecap_json
+
+        return self._keep("wirecap.json", lambda: read_wirecap_json(self.path / "raw" / "wirecap.json"))
+
+    def sched_summary(self) -> dict[str, Any]:
+        """raw/sched.json: hw-schedtrace's per-CPU loss counters and clock check."""
+        from hostwire.sched import read_sched_json
+
+        return self._keep("sched.json", lambda: read_sched_json(self.path / "raw" / "sched.json"))
+
+    def syscall_counters(self) -> dict[str, Any]:
+        """raw/syscalls.json: the system-call tracer's counters."""
+        from hostwire.syscalls import read_counters
+
+        return self._keep("syscalls.json", lambda: read_counters(self.path / "raw" / "syscalls.json"))
+
+    # ------------------------------------------------------------------ the benchmark's logs
+
+    def _log(self, role: str, *, keep_damaged: bool = False) -> TsvLog:
+        """The log of one benchmark process (hostwire.bench.BenchResult.log), read once: a whole
+        log serves a caller that keeps damage and one that does not alike."""
+        whole = self._kept.get(("log", role, not keep_damaged))
+        if isinstance(whole, TsvLog) and whole.damage is None:
+            return whole
+        return self._keep(("log", role, keep_damaged), lambda: self.bench.log(role, keep_damaged=keep_damaged))
+
+    def df_writes(self, *, keep_damaged: bool = False) -> pd.DataFrame:
         """The senders' write() calls: `t_ns` (start of the call), `t_end_ns`, `pid`, `role`,
-        `stream` (src:port>dst:port), `bytes` (bytes written), `bytes_requested`."""
-        frames = []
+        `stream` (src:port>dst:port), `bytes` (bytes written), `bytes_requested`. A damaged log
+        raises InputError naming file and line, unless keep_damaged: then its records before the
+        damage count and attrs["damage"] lists each damaged log (None when all are whole)."""
+        return self._keep(("writes", keep_damaged), lambda: self._writes(keep_damaged)).copy(deep=False)
+
+    def _writes(self, keep_damaged: bool) -> pd.DataFrame:
+        frames, damage = [], []
         for role in self.bench.roles("send"):
-            entry = self.bench.log(role)
+            entry = self._log(role, keep_damaged=keep_damaged)
+            if entry.damage:
+                damage.append(entry.damage)
             df = entry.df
             starts = df.index[df["event"] == "write_start"]
             # A write_end follows its write_start directly in the log.
@@ -146,23 +304,46 @@ class Run:
             }))
         columns = ["t_ns", "t_end_ns", "pid", "role", "stream", "bytes", "bytes_requested"]
         if not frames:
-            return pd.DataFrame(columns=columns)
-        return pd.concat(frames, ignore_index=True).sort_values("t_ns", kind="stable").reset_index(drop=True)
+            out = pd.DataFrame(columns=columns)
+        else:
+            out = pd.concat(frames, ignore_index=True).sort_values("t_ns", kind="stable").reset_index(drop=True)
+        out.attrs = {"damage": damage or None}
+        return out
 
-    def df_received(self) -> pd.DataFrame:
-        """The receivers' reads: `t_ns` (sender clock), `t_raw_ns`, `bytes`, `role`, `stream`."""
-        frames = []
+    def df_received(self, *, keep_damaged: bool = False) -> pd.DataFrame:
+        """The receivers' reads: `t_ns` (sender clock), `t_raw_ns`, `bytes`, `role`, `stream`.
+        Damaged logs as for df_writes."""
+        return self._keep(("received", keep_damaged), lambda: self._received(keep_damaged)).copy(deep=False)
+
+    def _received(self, keep_damaged: bool) -> pd.DataFrame:
+        frames, damage = [], []
         for role in self.bench.roles("recv"):
-            entry = self.bench.log(role)
+            entry = self._log(role, keep_damaged=keep_damaged)
+            if entry.damage:
+                damage.append(entry.damage)
             frames.append(entry.df.assign(
                 role=role, stream=_stream_name(entry.meta.get("peer", "?"), entry.meta.get("local", "?"))))
         if not frames:
-            return pd.DataFrame(columns=["t_ns", "t_raw_ns", "bytes", "role", "stream"])
-        return pd.concat(frames, ignore_index=True).sort_values("t_ns", kind="stable").reset_index(drop=True)
+            out = pd.DataFrame(columns=["t_ns", "t_raw_ns", "bytes", "role", "stream"])
+        else:
+            out = pd.concat(frames, ignore_index=True).sort_values("t_ns", kind="stable").reset_index(drop=True)
+        out.attrs = {"damage": damage or None}
+        return out
+
+    def df_clock_sync(self, *, keep_damaged: bool = False) -> pd.DataFrame:
+        """The benchmark's clock exchanges (raw/bench/main.tsv) with rtt_ns and offset_ns per
+        sample (hostwire.bench.BenchResult.df_clock_sync)."""
+        return self._keep(("clock_sync", keep_damaged),
+                          lambda: self.bench.df_clock_sync(keep_damaged=keep_damaged)).copy(deep=False)
+
+    # ------------------------------------------------------------------ other raw tables
 
     def df_resources(self) -> pd.DataFrame:
         """The host's /proc/stat samples during the run (see hostwire.resources); pass them to
         hostwire.resources.df_cpu_use for busy and stolen shares per interval."""
+        return self._keep("resources", self._resources).copy(deep=False)
+
+    def _resources(self) -> pd.DataFrame:
         path = self.path / "raw" / "resources.tsv"
         if not path.exists():
             raise InputError(f"{path}: missing: this run has no resource samples")
@@ -170,18 +351,61 @@ class Run:
 
         return read_resources(path)
 
-    def df_frames(self) -> pd.DataFrame:
-        """The wire capture's frames with `t_ns` on the run's clock (see hostwire.pcap.read_pcap)."""
+    def df_sched(self) -> pd.DataFrame:
+        """raw/sched.tsv, the kernel timeline (hostwire.sched.read_sched_tsv); its `#` metadata
+        in attrs["meta"]."""
+        return self._keep("sched", self._sched).copy(deep=False)
+
+    def _sched(self) -> pd.DataFrame:
+        path = self.path / "raw" / "sched.tsv"
+        if not path.exists():
+            raise InputError(f"{path}: missing: this run has no kernel trace")
+        from hostwire.sched import read_sched_tsv
+
+        return read_sched_tsv(path)[1]
+
+    def df_syscalls(self) -> pd.DataFrame:
+        """raw/syscalls.tsv, the benchmark's I/O system calls (hostwire.syscalls.read_syscalls)."""
+        return self._keep("syscalls", self._syscalls).copy(deep=False)
+
+    def _syscalls(self) -> pd.DataFrame:
+        path = self.path / "raw" / "syscalls.tsv"
+        if not path.exists():
+            raise InputError(f"{path}: missing: this run traced no system calls")
+        from hostwire.syscalls import read_syscalls
+
+        return read_syscalls(path)
+
+    # ------------------------------------------------------------------ the wire
+
+    def df_frames(self, *, keep_damaged: bool = False) -> pd.DataFrame:
+        """The wire capture's frames with `t_ns` on the run's clock (see hostwire.pcap.read_pcap),
+        decoded once per Run. A damaged capture raises InputError naming the file and byte offset,
+        unless keep_damaged: then the frames before the damage, with attrs["damage"] set."""
+        frames = self._keep("frames", self._decode)
+        damage = frames.attrs.get("damage")
+        if damage and not keep_damaged:
+            raise InputError(str(damage.get("message") if isinstance(damage, dict) else damage))
+        return frames.copy(deep=False)
+
+    def _decode(self) -> pd.DataFrame:
         pcap = self.path / "raw" / "wire.pcap"
         if not pcap.exists():
             raise InputError(f"{pcap}: missing: this run has no wire capture")
         from hostwire.pcap import read_pcap
 
-        from hostwire.pcap import read_wirecap_json
+        pairs = self.wirecap().get("clock_pairs") if (self.path / "raw" / "wirecap.json").exists() else None
+        return read_pcap(pcap, clock_pairs=pairs, keep_damaged=True)
 
-        wirecap = self.path / "raw" / "wirecap.json"
-        pairs = read_wirecap_json(wirecap).get("clock_pairs") if wirecap.exists() else None
-        return read_pcap(pcap, clock_pairs=pairs)
+
+def _declared(needs: Needs | str, options: dict[str, Any]) -> Needs:
+    if isinstance(needs, Needs):
+        if options:
+            raise TypeError(f"options {sorted(options)} apply to a metric kind's name, not to a Needs")
+        return needs
+    from hostwire.metrics.needs import needs_of
+
+    return needs_of(needs, **options)
 
 
 def load_run(path: str | Path) -> Run:

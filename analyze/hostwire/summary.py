@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from hostwire.bench import BenchResult
+
+if TYPE_CHECKING:
+    from hostwire.run import Run
 
 
 def df_bench_summary(bench: BenchResult) -> pd.DataFrame:
@@ -64,14 +68,18 @@ def format_bench_summary(bench: BenchResult) -> str:
     return "\n".join(lines)
 
 
-def format_run_metrics(run_dir: Path) -> str:
-    """A few wire and kernel numbers of a recorded run: what `hostwire metrics` says in detail."""
+def format_run_metrics(run: Run | Path) -> str:
+    """A few wire and kernel numbers of a recorded run (a Run or its directory, opened once; its
+    capture decoded once): what `hostwire metrics` says in detail."""
     from hostwire.errors import HostwireError
     from hostwire.metrics import table
+    from hostwire.run import Run, load_run
 
     lines = []
     try:
-        result = table("sanity", run_dir)
+        if not isinstance(run, Run):
+            run = load_run(run)
+        result = table("sanity", run)
     except HostwireError as err:
         return f"metrics: {err}"
     sanity = result.set_index("counter")["value"]
@@ -88,16 +96,17 @@ def format_run_metrics(run_dir: Path) -> str:
     lines.append(f"losses: trace overruns {_count(sanity, 'trace_overruns')}, tracer misses "
                  f"{_count(sanity, 'tracer_misses')}, log overflows {_count(sanity, 'log_overflows')}, "
                  f"shaper drops {_count(sanity, 'shaper_drops')}")
-    try:
-        fairness = table("fairness", run_dir).set_index("stream")
-        goodput = table("goodput", run_dir).set_index("stream")
-        lines.extend(_goodput_lines(goodput.loc["all"], fairness.loc["all"], sanity))
-    except (HostwireError, KeyError):
-        pass
+    if run.can("fairness") and run.can("goodput"):
+        try:
+            fairness = table("fairness", run).set_index("stream")
+            goodput = table("goodput", run).set_index("stream")
+            lines.extend(_goodput_lines(goodput.loc["all"], fairness.loc["all"], sanity))
+        except (HostwireError, KeyError):
+            pass
     if sanity.get("marked"):
         lines.append("marked: " + "; ".join(result.attrs.get("marked_by", [])))
-    lines.extend(_cpu_use_lines(run_dir))
-    lines.append(f"more: hostwire metrics {{intervals,bursts,idc,hurst,contract,fairness,goodput,sanity}} {run_dir}")
+    lines.extend(_cpu_use_lines(run))
+    lines.append(f"more: hostwire metrics {{intervals,bursts,idc,hurst,contract,fairness,goodput,sanity}} {run.path}")
     return "\n".join(lines)
 
 
@@ -120,14 +129,12 @@ def _goodput_lines(goodput: pd.Series, fairness: pd.Series, sanity: pd.Series) -
     return [text, jain]
 
 
-def _cpu_use_lines(run_dir: Path) -> list[str]:
+def _cpu_use_lines(run: Run) -> list[str]:
     """Busy and stolen shares of each CPU over the logging window, from raw/resources.tsv."""
-    from hostwire.run import load_run
     from hostwire.errors import HostwireError
     from hostwire.resources import df_cpu_use
 
     try:
-        run = load_run(run_dir)
         start, end = run.window_ns()
         use = df_cpu_use(run.df_resources())
     except HostwireError:

@@ -93,6 +93,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=lambda args: _no_kind(parser))
 
 
+def default_options(kind: str) -> argparse.Namespace:
+    """The options of `hostwire metrics KIND` at their defaults, for library callers
+    (hostwire.metrics.compute.table): built from this command's parser alone, so that a library
+    caller imports no other command."""
+    from hostwire.errors import UsageError
+
+    if kind not in KINDS:
+        raise UsageError(f"unknown metric kind {kind!r}; expected one of {', '.join(KINDS)}")
+    parser = argparse.ArgumentParser(prog=f"hostwire metrics {kind}")
+    _common(parser)
+    globals()[f"_options_{kind}"](parser)
+    args = parser.parse_args(["INPUT"])
+    args.kind = kind
+    return args
+
+
 def _no_kind(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
     return 2

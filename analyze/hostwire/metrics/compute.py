@@ -1,5 +1,7 @@
-"""Glue between `hostwire metrics KIND INPUT` and the metric functions: open the input, label the
-streams, apply the window and the stream filter, compute one table."""
+"""Glue between `hostwire metrics KIND INPUT` and the metric functions: check that the input has
+what the kind needs, take a view of it, label the streams, apply the window and the stream filter,
+compute one table. INPUT may be a hostwire.run.Run: every metric computed on one Run shares what it
+read (the capture is decoded once)."""
 
 from __future__ import annotations
 
@@ -14,15 +16,17 @@ import pandas as pd
 from hostwire.errors import InputError, UsageError
 from hostwire.metrics import bursts, cells, clockcheck, contract, fairness, goodput, hurst, idc, intervals, sanity
 from hostwire.metrics.inputs import Source, open_input
+from hostwire.metrics.needs import needs_of
 from hostwire.metrics.streams import data_frames, delivered_bytes, label_streams, select_streams, stream_names
 from hostwire.metrics.window import Window, clip, narrow, require_rows
+from hostwire.run import Run
 
 DEFAULT_LINK_RATE = "10mbit"
 log = logging.getLogger(__name__)
 
 
 def link_rate_bps(text: str | None, source: Source) -> int:
-    from hostwire.topology import parse_rate
+    from hostwire.link import parse_rate
 
     if text is None:
         point = source.manifest.get("point", {}) if source.manifest else {}
@@ -37,7 +41,8 @@ def compute(kind: str, args: Any) -> tuple[pd.DataFrame, bool]:
     result is short of), `damaged_sources` (file, message, byte_offset / line / frame) and
     `marked`; sanity's also `marked_by`."""
     partial = bool(getattr(args, "partial", False))
-    source = open_input(args.input, keep_damaged=partial or kind == "sanity")
+    needs = needs_of(kind, cells_from=getattr(args, "cells_from", "wire"))
+    source = open_input(args.input, keep_damaged=partial or kind == "sanity", needs=needs)
     window = narrow(source.window, args.from_s, args.to_s)
     if kind == "sanity":
         table, marked = _sanity(source, window, args)
@@ -232,16 +237,19 @@ def _link_rate_known(text: str | None, source: Source) -> bool:
     return isinstance(point, dict) and "link_rate" in point and point.get("topology") != "loopback"
 
 
-def table(kind: str, input_path: str | Path, **options: Any) -> pd.DataFrame:
-    """The table `hostwire metrics KIND INPUT` prints, for library callers (the analysis step):
-    options are the command's long options with underscores (from_s, to_s, stream, bytes, mbs,
-    cells_from, link_rate, ...); unnamed ones take the command's defaults."""
-    from hostwire.cli import build_parser
+def table(kind: str, run_or_path: Run | str | Path, **options: Any) -> pd.DataFrame:
+    """The table `hostwire metrics KIND INPUT` prints, for library callers (the analysis step, the
+    summary, a report). INPUT: a Run (metrics on one Run share what it read: give the same Run to
+    every call), a run directory, a pcap or a Parquet frame table. Options are the command's long
+    options with underscores (from_s, to_s, stream, bytes, mbs, cells_from, link_rate, partial,
+    ...); unnamed ones take the command's defaults."""
+    from hostwire.commands.metrics import default_options
 
-    args = build_parser().parse_args(["metrics", kind, str(input_path)])
+    args = default_options(kind)
     for key, value in options.items():
         if not hasattr(args, key):
             raise UsageError(f"metrics {kind}: no option {key!r}")
         setattr(args, key, value)
+    args.input = run_or_path
     result, _ = compute(kind, args)
     return result

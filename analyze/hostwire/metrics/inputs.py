@@ -1,19 +1,22 @@
-"""What the metrics read: a bare pcap (via hostwire.pcap.read_pcap), a frame table in Parquet
-(the columns read_pcap returns) or a run directory (via hostwire.load_run).
+"""What the metrics read: a run (a hostwire.run.Run, or its directory), a bare pcap (via
+hostwire.pcap.read_pcap) or a frame table in Parquet (the columns read_pcap returns).
+
+A Source is the view one metric call takes of its input: for a run, the Run's own tables (the Run
+reads and decodes each raw file once, however many metrics ask), the window the call uses and the
+damage it met; it reads nothing itself. Give the metrics one Run and they share what it read.
 
 A damaged source (a capture or a log cut short) never vanishes: open_input raises InputError
 naming the file and where it is damaged, or with keep_damaged=True keeps the intact part and
 lists the damage in Source.damaged (hostwire.metrics.damage). The window of a run that is not
-complete is the one it recorded (hostwire.run.Run.window_ns); Source.warnings says so."""
+complete is the one it recorded (hostwire.run.Run.window_ns); Source.warnings says so. A run that
+lacks a file the metric needs (hostwire.metrics.needs) is refused before anything is read."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import inspect
-import re
 
 import numpy as np
 import pandas as pd
@@ -21,12 +24,14 @@ import pandas as pd
 from hostwire.errors import HostwireError, InputError
 from hostwire.metrics.damage import DamagedSource, damage_entries, partial_hint
 from hostwire.metrics.window import Window, frame_window
+from hostwire.run import Needs, Run, load_run
 
 
 @dataclass
 class Source:
     """Frames on one clock and their default window; writes, received bytes and the manifest when
-    the input is a run."""
+    the input is a run (`run`: the Run they come from; None for a bare capture or a view built by
+    hand)."""
 
     path: Path
     frames: pd.DataFrame | None
@@ -43,10 +48,11 @@ class Source:
     reason: str = ""                   # why the run is not complete
     window_cut: str | None = None      # why the window is shorter than planned (None: it is not)
     planned_window: Window | None = None
+    run: Run | None = None
 
     @property
     def is_run(self) -> bool:
-        return self.writes is not None or self.received is not None
+        return self.run is not None or self.writes is not None or self.received is not None
 
     def need_frames(self) -> pd.DataFrame:
         """The frames, or an error saying why this input has none."""
@@ -61,21 +67,32 @@ def read_frames(path: Path, keep_damaged: bool = False) -> pd.DataFrame:
             return pd.read_parquet(path)
         except (OSError, ValueError) as err:
             raise InputError(f"{path}: cannot read as a Parquet frame table: {err}") from None
-    try:
-        from hostwire.pcap import read_pcap  # type: ignore[import-not-found]
-    except ImportError:
-        raise HostwireError(f"{path}: reading a pcap needs hostwire.pcap, which this installation lacks") from None
+    from hostwire.pcap import read_pcap
+
     return read_pcap(path, keep_damaged=keep_damaged)
 
 
-def open_input(path: str | Path, keep_damaged: bool = False) -> Source:
-    """The frames, window and logs of INPUT. A damaged source raises InputError naming the file and
-    where it is damaged unless keep_damaged, which keeps what can be read, lists the damage in
-    Source.damaged and ends the window at the last intact frame of a damaged capture."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such file or directory (expected a pcap file or a run directory)")
-    source = _open_run(path, keep_damaged) if path.is_dir() else _open_capture(path)
+def open_input(run_or_path: Run | str | Path, keep_damaged: bool = False, needs: Needs | None = None) -> Source:
+    """The frames, window and logs of INPUT: a Run, a run directory, a pcap or a Parquet frame
+    table. On a run, `needs` (the raw files the caller reads) is checked first: a missing one
+    raises InputError naming it before anything is read. A damaged source raises InputError naming
+    the file and where it is damaged unless keep_damaged, which keeps what can be read, lists the
+    damage in Source.damaged and ends the window at the last intact frame of a damaged capture."""
+    if isinstance(run_or_path, Run):
+        run = run_or_path
+    else:
+        path = Path(run_or_path)
+        if not path.exists():
+            raise InputError(f"{path}: no such file or directory (expected a pcap file or a run directory)")
+        if not path.is_dir():
+            return _checked(_open_capture(path), keep_damaged)
+        run = load_run(path)
+    if needs is not None:
+        run.require(needs)
+    return _checked(view(run, keep_damaged), keep_damaged)
+
+
+def _checked(source: Source, keep_damaged: bool) -> Source:
     if source.damaged and not keep_damaged:
         raise InputError(partial_hint(source.damaged))
     return source
@@ -92,16 +109,10 @@ def _open_capture(path: Path) -> Source:
     return source
 
 
-def _open_run(path: Path, keep_damaged: bool) -> Source:
-    try:
-        from hostwire import load_run  # type: ignore[attr-defined]
-    except ImportError:
-        try:
-            from hostwire.run import load_run  # type: ignore[import-not-found,no-redef]
-        except ImportError:
-            raise HostwireError(f"{path}: reading a run directory needs hostwire.load_run, "
-                                "which this installation lacks") from None
-    run = load_run(path)
+def view(run: Run, keep_damaged: bool = False) -> Source:
+    """The Source of a run: its frames (read up to any damage), writes, reads and clock exchanges
+    from the Run, every damage met listed (a damaged log only with keep_damaged: without, it
+    raises), the window it recorded and why it is cut."""
     damaged: list[DamagedSource] = []
     frames, reason = _run_frames(run, damaged)
     writes = _log_table(run, "df_writes", keep_damaged, damaged)
@@ -111,7 +122,7 @@ def _open_run(path: Path, keep_damaged: bool) -> Source:
         start, end = run.window_ns(last_frame_ns=last_frame)
         planned = Window(*run.planned_window_ns())
     except (KeyError, TypeError, ValueError):
-        raise InputError(f"{path}: the run has no logging window (manifest window_ns)") from None
+        raise InputError(f"{run.path}: the run has no logging window (manifest window_ns)") from None
     warnings: list[str] = []
     window_cut = None
     if run.window_is_recorded_only():
@@ -129,29 +140,24 @@ def _open_run(path: Path, keep_damaged: bool) -> Source:
             window_cut = (f"the capture is damaged at {pcap_damage[0].where()}: the window ends at its last "
                           f"intact frame, {(end - start) / 1e9:.6g} s of the planned {planned.length_ns / 1e9:.6g} s")
             warnings.append(window_cut)
-    manifest = dict(getattr(run, "manifest", {}) or {})
+    manifest = dict(run.manifest or {})
     clock_sync, sync_port = _clock_exchange(run)
-    return Source(path=path, frames=frames, window=Window(int(start), int(end)), writes=writes,
+    return Source(path=run.path, frames=frames, window=Window(int(start), int(end)), writes=writes,
                   received=received, manifest=manifest, no_frames_reason=reason, clock_sync=clock_sync,
                   sync_port=sync_port, damaged=damaged, warnings=warnings, status=run.status,
-                  reason=str(getattr(run, "reason", "") or manifest.get("reason", "") or ""),
-                  window_cut=window_cut, planned_window=planned)
+                  reason=str(run.reason or manifest.get("reason", "") or ""),
+                  window_cut=window_cut, planned_window=planned, run=run)
 
 
-def _run_frames(run: Any, damaged: list[DamagedSource]) -> tuple[pd.DataFrame | None, str]:
+def _run_frames(run: Run, damaged: list[DamagedSource]) -> tuple[pd.DataFrame | None, str]:
     """The run's capture on its clock, read up to any damage (listed in `damaged`); (None, why)
     for a run without a capture or one with nothing readable."""
-    pcap = Path(run.path) / "raw" / "wire.pcap"
+    pcap = run.path / "raw" / "wire.pcap"
     if not pcap.exists():
         return None, f"{pcap}: missing: this run has no wire capture"
-    try:
-        from hostwire.pcap import read_pcap, read_wirecap_json
-    except ImportError:
-        return None, "reading its capture needs hostwire.pcap, which this installation lacks"
     wirecap = pcap.with_name("wirecap.json")
     try:
-        pairs = read_wirecap_json(wirecap).get("clock_pairs") if wirecap.exists() else None
-        frames = read_pcap(pcap, clock_pairs=pairs, keep_damaged=True)
+        frames = run.df_frames(keep_damaged=True)
     except InputError as err:  # nothing of it can be read: still a damaged source, never an absence
         file = str(wirecap) if str(wirecap) in str(err) else str(pcap)
         damaged.append(DamagedSource(file=file, message=str(err), byte_offset=_offset_in(str(err))))
@@ -165,24 +171,22 @@ def _offset_in(message: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _log_table(run: Any, method: str, keep_damaged: bool, damaged: list[DamagedSource]) -> pd.DataFrame | None:
-    """run.<method>() when the Run has it. A log it cannot read is an error, not an absence; with
-    keep_damaged the Run is asked for the records before the damage (when its method takes
-    keep_damaged), and a log it still cannot read is listed as damaged and left out."""
-    fn = getattr(run, method, None)
-    if fn is None:
-        return None
+def _log_table(run: Run, method: str, keep_damaged: bool, damaged: list[DamagedSource]) -> pd.DataFrame | None:
+    """run.<method>(). A log it cannot read is an error, not an absence; with keep_damaged the Run
+    gives the records before the damage, and a log it still cannot read is listed as damaged and
+    left out."""
+    fn = getattr(run, method)
     if not keep_damaged:
         df = fn()
     else:
         try:
-            df = fn(keep_damaged=True) if "keep_damaged" in inspect.signature(fn).parameters else fn()
+            df = fn(keep_damaged=True)
         except InputError as err:
             file, line = _file_line_in(str(err))
-            damaged.append(DamagedSource(file=file or str(Path(run.path) / "raw" / "bench"), message=str(err),
+            damaged.append(DamagedSource(file=file or str(run.path / "raw" / "bench"), message=str(err),
                                          line=line))
             return None
-    damaged.extend(damage_entries(df, str(Path(run.path) / "raw" / "bench")))
+    damaged.extend(damage_entries(df, str(run.path / "raw" / "bench")))
     return df
 
 
@@ -202,10 +206,10 @@ def _last_payload_ns(frames: pd.DataFrame | None) -> int | None:
     return int(np.max(t)) if len(t) else None
 
 
-def _clock_exchange(run: Any) -> tuple[pd.DataFrame | None, int | None]:
+def _clock_exchange(run: Run) -> tuple[pd.DataFrame | None, int | None]:
     """The benchmark's clock exchanges and the UDP port they went to; (None, None) for a run
     whose logs do not have them."""
     try:
-        return run.bench.df_clock_sync(), int(run.bench.summary["receiver_ports"]["udp"])
+        return run.df_clock_sync(), int(run.bench_summary()["receiver_ports"]["udp"])
     except (AttributeError, HostwireError, KeyError, TypeError, ValueError):
         return None, None

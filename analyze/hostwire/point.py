@@ -1,0 +1,109 @@
+"""A run point: one grid point's parameters (the benchmark, the link, the collectors) and their
+checks. A value that a recorded run's manifest holds (`point`), so it lives apart from the code
+that records: reading or analysing a run never imports hostwire.runner."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from hostwire.errors import UsageError
+from hostwire.link import LinkSpec, parse_cpu_list, parse_rate
+
+SYSCALL_BACKENDS = ("none", "tracefs", "ptrace", "preload")
+
+
+# Limits of hw-bench main's options (benchmark/main.c): checked here too, so that a bad point is
+# refused before any namespace, collector or process starts.
+MAX_PROCESSES_EACH = 1000
+MAX_PROCESSES = 1024
+SIEVE_LOG2_RANGE = (1, 30)
+MAX_IO_SIZE = 64 << 20
+LOG_CAPACITY_RANGE = (1, 1 << 28)
+CAPTURE_SIDES = ("tx", "rx")
+
+
+@dataclass
+class RunPoint:
+    """One grid point: the benchmark's parameters and the link."""
+
+    senders: int = 2
+    background: int = 2
+    sieve_log2: int = 20  # hw-bench main's own default: one round over 1 MiB
+    read_size: int = 8192
+    write_size: int | None = None
+    warmup_s: float = 1.0
+    duration_s: float = 3.0
+    quiet_s: float = 0.5
+    link_rate: str = "10mbit"
+    link_qdisc: str = LinkSpec.qdisc  # the most wire-like shaper measured here (capture/README.md)
+    # The shaper's queue in full frames (0: what 50 ms at the rate holds, tbf's usual setting).
+    # 1000 is what Linux gives an Ethernet interface (txqueuelen): a host's own frames wait for
+    # the wire instead of being dropped (capture/README.md, "The shaper's queue").
+    link_queue: int = 1000
+    topology: str = "netns"  # "netns" (two namespaces) or "loopback"
+    sender_cpus: str = "0"
+    receiver_cpus: str = "1"
+    log_capacity: int = 262144
+    capture: bool = True  # hw-wirecap on the link
+    # Where the capture taps the link: "tx", the sender's end (stamps taken as the shaper hands
+    # each frame to the veth, the closest to a wire; capture/README.md), or "rx", the receiver's.
+    capture_side: str = "tx"
+    kernel_trace: bool = True  # hw-schedtrace: scheduler and network events
+    syscalls: str = "none"  # I/O system calls of the benchmark: none, tracefs, ptrace or preload
+
+    def link(self) -> LinkSpec:
+        return LinkSpec(self.link_rate, self.link_qdisc, queue_frames=self.link_queue or None)
+
+    def validate(self) -> None:
+        """Raises UsageError naming the first parameter that hw-bench, the topology or the
+        collectors would refuse, so that nothing starts for a point that cannot run."""
+        _whole(self, "senders", 0, MAX_PROCESSES_EACH)
+        _whole(self, "background", 0, MAX_PROCESSES_EACH)
+        if self.senders + self.background == 0:
+            raise UsageError("senders = 0 and background = 0: a run needs at least one process")
+        if self.senders + self.background > MAX_PROCESSES:
+            raise UsageError(f"senders + background = {self.senders + self.background}: "
+                             f"at most {MAX_PROCESSES} processes in all")
+        _whole(self, "sieve_log2", *SIEVE_LOG2_RANGE)
+        _whole(self, "read_size", 1, MAX_IO_SIZE)
+        if self.write_size is not None:
+            _whole(self, "write_size", 1, MAX_IO_SIZE)
+        _whole(self, "log_capacity", *LOG_CAPACITY_RANGE)
+        _whole(self, "link_queue", 0, 1_000_000)
+        for name, least in (("warmup_s", 0.0), ("duration_s", None), ("quiet_s", 0.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise UsageError(f"{name} = {value!r}: expected a number of seconds")
+            if (least is None and value <= 0) or (least is not None and value < least):
+                raise UsageError(f"{name} = {value!r}: expected " + ("more than 0 s" if least is None else "0 s or more"))
+        for name, allowed in (("syscalls", SYSCALL_BACKENDS), ("topology", ("netns", "loopback")),
+                              ("capture_side", CAPTURE_SIDES)):
+            if getattr(self, name) not in allowed:
+                raise UsageError(f"{name} = {getattr(self, name)!r}: expected one of {', '.join(allowed)}")
+        for name in ("capture", "kernel_trace"):
+            if not isinstance(getattr(self, name), bool):
+                raise UsageError(f"{name} = {getattr(self, name)!r}: expected true or false")
+        try:
+            parse_rate(self.link_rate)
+        except UsageError as err:
+            raise UsageError(f"link_rate = {self.link_rate!r}: {str(err).split(': ', 1)[-1]}") from None
+        try:
+            self.link().tc_args("x")
+        except UsageError as err:
+            raise UsageError(f"link_qdisc = {self.link_qdisc!r}: {str(err).split(': ', 1)[-1]}") from None
+        cpus = os.cpu_count() or 1
+        for name in ("sender_cpus", "receiver_cpus"):
+            listed = parse_cpu_list(getattr(self, name))
+            if not listed:
+                raise UsageError(f"{name} = {getattr(self, name)!r}: expected at least one CPU")
+            for cpu in listed:
+                if cpu >= cpus:
+                    raise UsageError(f"{name} = {getattr(self, name)!r}: this machine has CPUs 0..{cpus - 1}")
+
+
+def _whole(point: RunPoint, name: str, least: int, most: int) -> None:
+    value = getattr(point, name)
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise UsageError(f"{name} = {value!r}: expected a whole number from {least} to {most}")
