@@ -19,6 +19,7 @@ from hostwire.proc import die_with_parent
 from hostwire.tsv import TsvFile, TsvLog, damage_entry, open_tsv, read_records, settle
 
 if TYPE_CHECKING:
+    from hostwire.cpulimit import CpuLimit
     from hostwire.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,8 @@ class BenchResult:
         bench.json is there, with the totals hw-bench main collected (events, bytes_window).
         A log that does not raises InputError naming file and line, unless keep_damaged, which
         returns its complete records with TsvLog.damage and df.attrs["damage"] set."""
-        dtypes = {"t_ns": "int64", "t_raw_ns": "int64", "bytes": "int64", "round": "int64"}
+        dtypes = {"t_ns": "int64", "t_raw_ns": "int64", "bytes": "int64", "round": "int64", "seq": "int64",
+                  "t1_ns": "int64", "t2_ns": "int64", "t3_ns": "int64", "t4_ns": "int64"}
         tsv = open_tsv(self.directory / f"{role}.tsv")
         df = read_records(tsv, keep_damaged=keep_damaged, dtype=dtypes, na_filter=False)
         if df.attrs["damage"] is None:
@@ -193,6 +195,7 @@ def bench_argv(
     receiver_cpus: str | None,
     wrapper: list[str] | None,
     extra_args: list[str],
+    cpu_cap: "CpuLimit | None" = None,
 ) -> list[str]:
     """The command line that runs hw-bench main (inside the sender namespace when a topology is
     given, with the receiver started in the receiver namespace)."""
@@ -202,6 +205,8 @@ def bench_argv(
     connect = RECEIVER_ADDR if topology else "127.0.0.1"
     receiver = [hw_bench, "receive", "--listen", connect, "-o", str(outdir), "--log-capacity", str(log_capacity)]
     receiver = [*taskset_prefix(receiver_cpus), *receiver]
+    if cpu_cap is not None:  # the receiver is another host: out of the sender's CPU cap
+        receiver = [*cpu_cap.leave_prefix(), *receiver]
     if topology is not None:
         receiver = ["ip", "netns", "exec", topology.rx_ns, *receiver]
     main = [
@@ -215,6 +220,8 @@ def bench_argv(
     if topology is not None:
         prefix += ["ip", "netns", "exec", topology.tx_ns]
     prefix += taskset_prefix(sender_cpus)
+    if cpu_cap is not None:
+        prefix += cpu_cap.join_prefix()
     return [*prefix, *(wrapper or []), *main]
 
 
@@ -238,6 +245,7 @@ def run_benchmark(
     timeout_s: float | None = None,
     check: bool = False,
     before_start: "Callable[[int], None] | None" = None,
+    cpu_cap: "CpuLimit | None" = None,
 ) -> BenchResult:
     """Runs one benchmark and returns its result. Over loopback when topology is None; else
     hw-bench main runs in topology.tx_ns and its receiver in topology.rx_ns. `wrapper` is an argv
@@ -250,7 +258,7 @@ def run_benchmark(
         outdir, senders=senders, background=background, warmup_s=warmup_s, duration_s=duration_s,
         quiet_s=quiet_s, sieve_log2=sieve_log2, read_size=read_size, write_size=write_size,
         log_capacity=log_capacity, topology=topology, sender_cpus=sender_cpus, receiver_cpus=receiver_cpus,
-        wrapper=wrapper, extra_args=list(extra_args or []),
+        wrapper=wrapper, extra_args=list(extra_args or []), cpu_cap=cpu_cap,
     )
     limit = timeout_s if timeout_s is not None else warmup_s + duration_s + quiet_s + 60
     log.debug("running %s", shlex.join(argv))
@@ -258,7 +266,8 @@ def run_benchmark(
         # A gate: the shell waits for one line on stdin, then becomes hw-bench main (same pid).
         argv = ["sh", "-c", 'read _ && exec "$@"', "hw-bench-gate", *argv]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE if before_start else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent,
+                            pass_fds=cpu_cap.pass_fds if cpu_cap is not None else ())
     try:
         if before_start is not None:
             before_start(proc.pid)

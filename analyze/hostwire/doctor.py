@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from hostwire import manifest, topology
+from hostwire import cpulimit, manifest, topology
 from hostwire.errors import HostwireError
 
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
@@ -145,6 +145,9 @@ def cleanup() -> list[str]:
     """Remove stale hw* namespaces (their veths and qdiscs go with them) and tracefs instances;
     mark the runs of killed runners."""
     removed = [f"namespace {ns}" for ns in topology.remove_namespaces(topology.stale_namespaces())]
+    for group in cpulimit.stale_groups(topology._pid_alive):
+        removed.append(f"cgroup {group}" if cpulimit.remove_group(group, wait_s=1.0)
+                       else f"cgroup {group} (could not remove: processes in it)")
     for entry, run_dir in killed_runs():
         try:
             done = mark_killed_run(run_dir)
@@ -167,5 +170,6 @@ def leftovers() -> list[str]:
     """What killed runs left behind, one line each (what `cleanup` would remove or mark)."""
     lines = [f"stale network namespace {ns}" for ns in topology.stale_namespaces()]
     lines += [f"stale tracefs instance {inst.name}" for inst in stale_instances()]
+    lines += [f"stale CPU-cap cgroup {group}" for group in cpulimit.stale_groups(topology._pid_alive)]
     lines += [f"run {run_dir} not marked (its runner was killed)" for _, run_dir in killed_runs()]
     return lines

@@ -50,6 +50,10 @@ class RunPoint:
     # Where the capture taps the link: "tx", the sender's end (stamps taken as the shaper hands
     # each frame to the veth, the closest to a wire; capture/README.md), or "rx", the receiver's.
     capture_side: str = "tx"
+    # The sender host's CPU time, in CPUs' worth per period (0.25: a quarter of one CPU), capped by
+    # a cgroup (hostwire.cpulimit); 0: no cap. Recreates the 1997 regime, where the sender's CPU
+    # and not the wire was the bottleneck.
+    sender_cpu_share: float = 0.0
     kernel_trace: bool = True  # hw-schedtrace: scheduler and network events
     syscalls: str = "none"  # I/O system calls of the benchmark: none, tracefs, ptrace or preload
 
@@ -72,6 +76,13 @@ class RunPoint:
             _whole(self, "write_size", 1, MAX_IO_SIZE)
         _whole(self, "log_capacity", *LOG_CAPACITY_RANGE)
         _whole(self, "link_queue", 0, 1_000_000)
+        share = self.sender_cpu_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) \
+                or not 0 <= share <= len(parse_cpu_list(self.sender_cpus) or [0]):
+            raise UsageError(f"sender_cpu_share = {share!r}: expected 0 (no cap) or a share of the sender's "
+                             f"{len(parse_cpu_list(self.sender_cpus) or [0])} CPU(s), e.g. 0.25")
+        if 0 < share < 0.01:
+            raise UsageError(f"sender_cpu_share = {share!r}: at least 0.01 (1 ms of CPU per 100 ms)")
         for name, least in (("warmup_s", 0.0), ("duration_s", None), ("quiet_s", 0.0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

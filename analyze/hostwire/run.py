@@ -30,7 +30,7 @@ import pandas as pd
 
 from hostwire.bench import BenchResult
 from hostwire.errors import HostwireError, InputError
-from hostwire.manifest import MANIFEST_FORMAT, effective_status
+from hostwire.manifest import MANIFEST_FORMAT, check_raw_file, check_seal, effective_status
 from hostwire.tsv import TsvLog
 from hostwire.versioned import read_json
 
@@ -77,9 +77,13 @@ class _RunBench(BenchResult):
     """The benchmark's results as a Run reads them: bench.json through the versioned reader, read
     once."""
 
+    verify: Callable[[str], None] | None = None  # set by Run: raises when a file differs from its digest
+
     @property
     def summary(self) -> dict:
         if self._summary is None:
+            if self.verify is not None:
+                self.verify("raw/bench/bench.json")
             self._summary = read_json(self.directory / "bench.json", BENCH_JSON_FORMAT, BENCH_JSON_VERSION,
                                       missing="did hw-bench main run to its end?")
         return self._summary
@@ -93,7 +97,36 @@ class Run:
         self.path = Path(path)
         self.manifest = manifest
         self.bench: BenchResult = _RunBench(directory=self.path / "raw" / "bench")
+        self.bench.verify = self.verify  # type: ignore[attr-defined]
         self._kept: dict[Hashable, Any] = {}
+
+    def raw_damage(self, relative: str) -> str | None:
+        """Why a raw file (path relative to the run) differs from the size and sha256 its runner
+        recorded when the run completed; None when it matches or none was recorded."""
+        key = ("digest", relative)
+        if key not in self._kept:
+            self._kept[key] = check_raw_file(self.path, self.manifest, relative)
+        return self._kept[key]  # type: ignore[no-any-return]
+
+    def verify(self, relative: str) -> None:
+        """Raises InputError when a raw file differs from what its runner recorded."""
+        problem = self.raw_damage(relative)
+        if problem:
+            raise InputError(problem)
+
+    def _mark(self, relative: str, df: pd.DataFrame, keep_damaged: bool) -> pd.DataFrame:
+        """df as read from a raw file, checked against the file's digest: a difference raises, or
+        with keep_damaged marks df as damaged (the reader found nothing, so the whole file is
+        suspect)."""
+        problem = self.raw_damage(relative)
+        if not problem:
+            return df
+        if not keep_damaged:
+            raise InputError(problem)
+        if not df.attrs.get("damage"):
+            df = df.copy(deep=False)
+            df.attrs = {**df.attrs, "damage": {"file": str(self.path / relative), "message": problem}}
+        return df
 
     def _keep(self, key: Hashable, read: Callable[[], T]) -> T:
         """read() on the first call for key; its result, or the HostwireError it raised, is kept
@@ -247,29 +280,46 @@ class Run:
         """raw/wirecap.json: the capture's loss counters and clock pairs."""
         from hostwire.pcap import read_wirecap_json
 
+        self.verify("raw/wirecap.json")
         return self._keep("wirecap.json", lambda: read_wirecap_json(self.path / "raw" / "wirecap.json"))
 
     def sched_summary(self) -> dict[str, Any]:
         """raw/sched.json: hw-schedtrace's per-CPU loss counters and clock check."""
         from hostwire.sched import read_sched_json
 
+        self.verify("raw/sched.json")
         return self._keep("sched.json", lambda: read_sched_json(self.path / "raw" / "sched.json"))
 
     def syscall_counters(self) -> dict[str, Any]:
         """raw/syscalls.json: the system-call tracer's counters."""
         from hostwire.syscalls import read_counters
 
+        self.verify("raw/syscalls.json")
         return self._keep("syscalls.json", lambda: read_counters(self.path / "raw" / "syscalls.json"))
 
     # ------------------------------------------------------------------ the benchmark's logs
 
+    def log(self, role: str, *, keep_damaged: bool = False) -> TsvLog:
+        """The log of one benchmark process ('send-0', 'recv-1', 'bg-0', 'main'), checked like
+        every raw file of the run."""
+        return self._log(role, keep_damaged=keep_damaged)
+
     def _log(self, role: str, *, keep_damaged: bool = False) -> TsvLog:
         """The log of one benchmark process (hostwire.bench.BenchResult.log), read once: a whole
         log serves a caller that keeps damage and one that does not alike."""
+        relative = f"raw/bench/{role}.tsv"
+        problem = self.raw_damage(relative)
         whole = self._kept.get(("log", role, not keep_damaged))
-        if isinstance(whole, TsvLog) and whole.damage is None:
+        if isinstance(whole, TsvLog) and whole.damage is None and not problem:
             return whole
-        return self._keep(("log", role, keep_damaged), lambda: self.bench.log(role, keep_damaged=keep_damaged))
+        # The reader first: its error names the line; the digest tells of damage it cannot see.
+        entry = self._keep(("log", role, keep_damaged), lambda: self.bench.log(role, keep_damaged=keep_damaged))
+        if problem and not keep_damaged:
+            raise InputError(problem)
+        if problem and entry.damage is None:
+            entry.damage = {"file": str(self.path / relative), "message": problem}
+            entry.df.attrs["damage"] = entry.damage
+        return entry
 
     def df_writes(self, *, keep_damaged: bool = False) -> pd.DataFrame:
         """The senders' write() calls: `t_ns` (start of the call), `t_end_ns`, `pid`, `role`,
@@ -333,15 +383,15 @@ class Run:
     def df_clock_sync(self, *, keep_damaged: bool = False) -> pd.DataFrame:
         """The benchmark's clock exchanges (raw/bench/main.tsv) with rtt_ns and offset_ns per
         sample (hostwire.bench.BenchResult.df_clock_sync)."""
-        return self._keep(("clock_sync", keep_damaged),
-                          lambda: self.bench.df_clock_sync(keep_damaged=keep_damaged)).copy(deep=False)
+        table = self._keep(("clock_sync", keep_damaged), lambda: self.bench.df_clock_sync(keep_damaged=keep_damaged))
+        return self._mark("raw/bench/main.tsv", table, keep_damaged).copy(deep=False)
 
     # ------------------------------------------------------------------ other raw tables
 
     def df_resources(self) -> pd.DataFrame:
         """The host's /proc/stat samples during the run (see hostwire.resources); pass them to
         hostwire.resources.df_cpu_use for busy and stolen shares per interval."""
-        return self._keep("resources", self._resources).copy(deep=False)
+        return self._mark("raw/resources.tsv", self._keep("resources", self._resources), False).copy(deep=False)
 
     def _resources(self) -> pd.DataFrame:
         path = self.path / "raw" / "resources.tsv"
@@ -354,7 +404,7 @@ class Run:
     def df_sched(self) -> pd.DataFrame:
         """raw/sched.tsv, the kernel timeline (hostwire.sched.read_sched_tsv); its `#` metadata
         in attrs["meta"]."""
-        return self._keep("sched", self._sched).copy(deep=False)
+        return self._mark("raw/sched.tsv", self._keep("sched", self._sched), False).copy(deep=False)
 
     def _sched(self) -> pd.DataFrame:
         path = self.path / "raw" / "sched.tsv"
@@ -366,7 +416,7 @@ class Run:
 
     def df_syscalls(self) -> pd.DataFrame:
         """raw/syscalls.tsv, the benchmark's I/O system calls (hostwire.syscalls.read_syscalls)."""
-        return self._keep("syscalls", self._syscalls).copy(deep=False)
+        return self._mark("raw/syscalls.tsv", self._keep("syscalls", self._syscalls), False).copy(deep=False)
 
     def _syscalls(self) -> pd.DataFrame:
         path = self.path / "raw" / "syscalls.tsv"
@@ -386,6 +436,7 @@ class Run:
         damage = frames.attrs.get("damage")
         if damage and not keep_damaged:
             raise InputError(str(damage.get("message") if isinstance(damage, dict) else damage))
+        frames = self._mark("raw/wirecap.json", self._mark("raw/wire.pcap", frames, keep_damaged), keep_damaged)
         return frames.copy(deep=False)
 
     def _decode(self) -> pd.DataFrame:
@@ -415,4 +466,5 @@ def load_run(path: str | Path) -> Run:
     if not manifest_path.exists():
         raise InputError(f"{path}: not a run directory (no manifest.json)")
     manifest = read_json(manifest_path, "hostwire-run", SUPPORTED_MANIFEST_VERSION)
+    check_seal(manifest_path, manifest)
     return Run(path, manifest)

@@ -141,7 +141,7 @@ def view(run: Run, keep_damaged: bool = False) -> Source:
                           f"intact frame, {(end - start) / 1e9:.6g} s of the planned {planned.length_ns / 1e9:.6g} s")
             warnings.append(window_cut)
     manifest = dict(run.manifest or {})
-    clock_sync, sync_port = _clock_exchange(run)
+    clock_sync, sync_port = _clock_exchange(run, damaged)
     return Source(path=run.path, frames=frames, window=Window(int(start), int(end)), writes=writes,
                   received=received, manifest=manifest, no_frames_reason=reason, clock_sync=clock_sync,
                   sync_port=sync_port, damaged=damaged, warnings=warnings, status=run.status,
@@ -206,10 +206,26 @@ def _last_payload_ns(frames: pd.DataFrame | None) -> int | None:
     return int(np.max(t)) if len(t) else None
 
 
-def _clock_exchange(run: Run) -> tuple[pd.DataFrame | None, int | None]:
-    """The benchmark's clock exchanges and the UDP port they went to; (None, None) for a run
-    whose logs do not have them."""
-    try:
-        return run.df_clock_sync(), int(run.bench_summary()["receiver_ports"]["udp"])
-    except (AttributeError, HostwireError, KeyError, TypeError, ValueError):
+def _clock_exchange(run: Run, damaged: list[DamagedSource]) -> tuple[pd.DataFrame | None, int | None]:
+    """The benchmark's clock exchanges (raw/bench/main.tsv, with damage kept) and the UDP port
+    they went to (bench.json); (None, None) for a run whose logs do not have them. Files that are
+    there but cannot be read are listed in `damaged`: the check they feed never vanishes
+    silently."""
+    main, summary = run.path / "raw" / "bench" / "main.tsv", run.path / "raw" / "bench" / "bench.json"
+    if not main.exists():
         return None, None
+    try:
+        table = run.df_clock_sync(keep_damaged=True)
+    except HostwireError as err:
+        damaged.append(DamagedSource(file=str(main), message=str(err)))
+        return None, None
+    damaged.extend(damage_entries(table, str(main)))
+    if not summary.exists():
+        return None, None
+    try:
+        return table, int(run.bench_summary()["receiver_ports"]["udp"])
+    except HostwireError as err:
+        damaged.append(DamagedSource(file=str(summary), message=str(err)))
+    except (KeyError, TypeError, ValueError) as err:
+        damaged.append(DamagedSource(file=str(summary), message=f"no receiver UDP port ({err!r})"))
+    return None, None
