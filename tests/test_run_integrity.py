@@ -234,3 +234,25 @@ def test_default_run_captures_at_the_senders_end_with_wire_like_gaps(tmp_path: P
     stolen = float(use.loc[use["cpu"] == 1, "steal_share"].mean())
     assert counters["impossible_share"] < (0.01 if stolen < 0.02 else 0.05), (counters["impossible_share"], stolen)
     assert counters["marked"] == 0, sanity.to_string()
+
+
+@pytest.mark.privileged("netns")
+def test_sender_cpu_cap_limits_the_sender_host_only_and_leaves_no_group(tmp_path: Path, build_dir: Path) -> None:
+    """sender_cpu_share puts hw-bench main and its children in a cgroup with a CPU quota: a
+    background process capped at a tenth of a CPU completes about a tenth of the sieve rounds it
+    completes uncapped (it shares the cap with the sender), and the group is gone after the run."""
+    from hostwire.cpulimit import cpu_hierarchy
+    from hostwire.runner import record_run
+
+    base = RunPoint(senders=1, background=1, warmup_s=0.3, duration_s=1.5, quiet_s=0.3, kernel_trace=False,
+                    capture=False)
+    rounds = {}
+    for share in (0.0, 0.1):
+        record = record_run(tmp_path, f"cap{int(share * 100)}", replace(base, sender_cpu_share=share))
+        assert record.status == "complete", record.reason
+        procs = {p["role"]: p for p in record.bench.summary["processes"]}
+        rounds[share] = procs["bg-0"]["calls_window"]
+    assert rounds[0.1] < 0.25 * rounds[0.0], rounds
+    root = cpu_hierarchy()
+    assert root is not None
+    assert not [p for p in root[0].iterdir() if p.name.startswith(f"hw{os.getpid()}-")]

@@ -74,7 +74,8 @@ class CpuLimit:
                 (self.directory / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
                 (self.directory / "cpu.cfs_quota_us").write_text(f"{quota}\n")
             # Opened here and inherited: the commands that join or leave run inside `ip netns exec`,
-            # whose private /sys has no cgroup file system to name.
+            # whose private /sys has no cgroup file system to name; they open the inherited file
+            # again through /proc/self/fd (sh's >&N takes one digit only).
             self.join_fd = os.open(_procs_file(self.directory), os.O_WRONLY)
             self.leave_fd = os.open(_procs_file(self.root), os.O_WRONLY)
         except OSError as err:
@@ -91,12 +92,12 @@ class CpuLimit:
     def join_prefix(self) -> list[str]:
         """The argv prefix that moves a command into the group, then runs it (same pid)."""
         assert self.join_fd is not None
-        return ["sh", "-c", f'echo $$ >&{self.join_fd} && exec "$@"', "hw-cpu-cap"]
+        return ["sh", "-c", f'echo $$ > /proc/self/fd/{self.join_fd} && exec "$@"', "hw-cpu-cap"]
 
     def leave_prefix(self) -> list[str]:
         """The argv prefix that moves a command back to the root group (the receiver host)."""
         assert self.leave_fd is not None
-        return ["sh", "-c", f'echo $$ >&{self.leave_fd} && exec "$@"', "hw-cpu-uncap"]
+        return ["sh", "-c", f'echo $$ > /proc/self/fd/{self.leave_fd} && exec "$@"', "hw-cpu-uncap"]
 
     def __exit__(self, *exc: object) -> None:
         for fd in self.pass_fds:
