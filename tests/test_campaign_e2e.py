@@ -147,3 +147,74 @@ def test_analyze_on_a_dask_cluster_equals_the_local_pool(quick_campaign: Path, d
     assert proc.returncode == 0, proc.stderr
     remote = pd.read_parquet(quick_campaign / "summary.parquet")
     pd.testing.assert_frame_equal(local, remote)
+
+
+SMALL_CAMPAIGN = """[campaign]
+name = "killed"
+[defaults]
+warmup_s = 0.3
+duration_s = 0.6
+quiet_s = 0.2
+kernel_trace = false
+[grid]
+senders = [1, 2]
+background = [0, 1]
+"""
+
+
+def _complete_runs(out: Path) -> dict[str, str]:
+    """run id -> sha256 of the manifest, of every complete run directory."""
+    import hashlib
+
+    found = {}
+    for path in out.iterdir() if out.exists() else []:
+        manifest = path / "manifest.json"
+        if path.is_dir() and not path.name.endswith(".partial") and "partial-" not in path.name and manifest.exists():
+            if json.loads(manifest.read_text()).get("status") == "complete":
+                found[path.name] = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    return found
+
+
+@pytest.mark.privileged("netns", "tracefs")
+@pytest.mark.slow
+def test_campaign_killed_ten_times_and_resumed_ends_as_an_uninterrupted_one(tmp_path: Path) -> None:
+    import random
+    import signal
+    import time
+
+    from hostwire.campaign import plan
+    from hostwire.campaign_config import load_config
+
+    config_path = tmp_path / "killed.toml"
+    config_path.write_text(SMALL_CAMPAIGN)
+    keys = {p.run_id: p.key for p in plan(load_config(config_path))}
+    out = tmp_path / "campaign"
+    rng = random.Random(1997)
+    kept: dict[str, str] = {}
+    for attempt in range(10):
+        proc = subprocess.Popen([*HOSTWIRE, "run", str(config_path), "--out", str(out), "--resume", "--no-progress"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.5, 6.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        cleanup = subprocess.run([*HOSTWIRE, "doctor", "--cleanup"], capture_output=True, text=True, timeout=60)
+        assert cleanup.returncode == 0, cleanup.stderr
+        complete = _complete_runs(out)
+        # runs complete before a kill keep their bytes
+        assert {k: complete[k] for k in kept} == kept, f"attempt {attempt}"
+        kept = complete
+    final = subprocess.run([*HOSTWIRE, "run", str(config_path), "--out", str(out), "--resume", "--no-progress"],
+                           capture_output=True, text=True, timeout=300)
+    assert final.returncode == 0, final.stderr
+    complete = _complete_runs(out)
+    assert set(complete) == set(keys)  # no run missing, none twice (the run id carries the key)
+    assert {k: complete[k] for k in kept} == kept
+    book = json.loads((out / "campaign.json").read_text())
+    assert book["state"] == "complete"
+    assert {r["run_id"]: r["key"] for r in book["runs"]} == keys
+    assert all(r["status"] == "complete" for r in book["runs"])
+    for run_id in keys:
+        manifest = json.loads((out / run_id / "manifest.json").read_text())
+        assert manifest["config"]["run_key"] == keys[run_id]
+    assert [line for line in subprocess.run([*HOSTWIRE, "doctor"], capture_output=True, text=True).stdout.splitlines()
+            if line.startswith("LEFT")] == []
