@@ -113,9 +113,11 @@ def read_counters(path: str | Path) -> dict:
     return data
 
 
-def df_writes(df: pd.DataFrame, kinds: tuple[str, ...] = ("tcp",)) -> pd.DataFrame:
-    """Finished calls that send data (write, writev, pwrite64, sendto, sendmsg, sendmmsg,
-    sendfile, splice) on fds of the given kinds, with bytes = the result when positive."""
+def send_calls(df: pd.DataFrame, kinds: tuple[str, ...] = ("tcp",)) -> pd.DataFrame:
+    """The tracer's finished calls that send data (write, writev, pwrite64, sendto, sendmsg,
+    sendmmsg, sendfile, splice) on fds of the given kinds, with bytes = the result when positive:
+    the system-call records, in syscalls.tsv's columns (Run.df_writes is the benchmark's own log
+    of its writes, in other columns)."""
     send_calls = ["write", "writev", "pwrite64", "sendto", "sendmsg", "sendmmsg", "sendfile", "splice"]
     sel = df["call"].isin(send_calls) & df["fd_kind"].isin(kinds) & ~df["unfinished"]
     out = df.loc[sel].copy()

@@ -17,7 +17,7 @@ import pytest
 
 from hostwire.errors import InputError
 from hostwire.paths import REPO_ROOT
-from hostwire.syscalls import COLUMNS, df_writes, read_counters, read_syscalls
+from hostwire.syscalls import COLUMNS, read_counters, read_syscalls, send_calls
 
 TIMEOUT = 60
 EAGAIN, EBADF = -errno.EAGAIN, -errno.EBADF
@@ -420,7 +420,7 @@ def test_attach_refusals_explain(build_dir: Path, tmp_path: Path) -> None:
 @pytest.mark.sanitized
 @pytest.mark.parametrize("args, needle", [
     (["-e", "write,bogus", "--", "true"], "failed to parse -e: unknown call 'bogus'"),
-    (["-p", "12x"], "failed to parse -p '12x'"),
+    (["-p", "12x"], "failed to parse -p: expected a process id, got '12x'"),
     ([], "give either -p PID or -- CMD ARGS"),
     (["-p", "1", "--", "true"], "give either -p PID or -- CMD ARGS"),
     (["--preload", "-p", "1"], "cannot attach"),
@@ -487,13 +487,13 @@ def test_reader_names_the_bad_line(tmp_path: Path, body: str, header: str, messa
         read_syscalls(write(tmp_path, body, header))
 
 
-def test_df_writes_counts_bytes_sent(tmp_path: Path) -> None:
+def test_send_calls_counts_bytes_sent(tmp_path: Path) -> None:
     path = write(tmp_path, "1\t2\t7\t7\twrite\t3\t100\t60\ttcp\ta>b\t0\n"
                            "3\t4\t7\t7\twrite\t3\t100\t-11\ttcp\ta>b\t0\n"
                            "5\t6\t7\t7\tread\t3\t100\t100\ttcp\ta>b\t0\n"
                            "7\t8\t7\t7\twrite\t1\t9\t9\tfile\t/dev/null\t0\n"
                            "9\t10\t7\t7\tsendmmsg\t3\t70\t2\ttcp\ta>b\t0\n")
-    w = df_writes(read_syscalls(path))
+    w = send_calls(read_syscalls(path))
     assert w.call.tolist() == ["write", "write", "sendmmsg"] and w.bytes.tolist() == [60, 0, 70]
 
 
@@ -537,7 +537,7 @@ def test_ptrace_preload_and_tracefs_agree_on_the_senders_writes(build_dir: Path,
     socket_use = None
     for name, path in (("ptrace", ptrace_out), ("preload", preload_out)):
         assert read_counters(path)["lost"] == 0
-        w = df_writes(read_syscalls(path))
+        w = send_calls(read_syscalls(path))
         w = w[w.pid.isin(senders)]
         assert (w.fd_desc.str.startswith("198.18.0.1:") & w.fd_desc.str.contains(">198.18.0.2:")).all()
         per_backend[name] = w.groupby("pid").bytes.agg(["count", "sum"])
