@@ -115,10 +115,10 @@ def plot_interval_distributions(hists: dict[tuple[int, int], pd.DataFrame]) -> F
 
 def plot_contract_curves(contracts: dict[tuple[int, int], pd.DataFrame]) -> Figure:
     """Zero-loss dual-leaky-bucket contracts: the smallest MBS against the SCR, averaged over the
-    streams (the `all` rows), one curve per grid point."""
+    streams (the `all` rows; a run of one stream has only its own), one curve per grid point."""
     fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
     for (senders, background), table in sorted(contracts.items()):
-        whole = table[table["stream"] == "all"]
+        whole = table[table["stream"] == "all"] if (table["stream"] == "all").any() else table
         if len(whole) == 0:
             continue
         curve = whole.groupby("scr_cells_s")["mbs_min"].mean()

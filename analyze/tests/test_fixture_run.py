@@ -1,0 +1,72 @@
+"""The small committed run (tests/fixtures/run-small, made by scripts/make-test-fixture.py): every
+table of a real run, the metrics, the analysis step and the report, without root and in seconds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import hostwire
+from hostwire.analysis import analyze_campaign
+from hostwire.metrics.compute import table
+from hostwire.paths import REPO_ROOT
+from hostwire.report import build_report
+
+FIXTURE = REPO_ROOT / "tests" / "fixtures" / "run-small"
+
+
+@pytest.fixture
+def campaign(tmp_path: Path) -> Path:
+    """A one-run campaign holding a copy of the fixture (analysis writes into run directories)."""
+    out = tmp_path / "campaign"
+    shutil.copytree(FIXTURE, out / "run-small")
+    return out
+
+
+def test_fixture_is_small_and_whole(build_dir: Path) -> None:
+    size = sum(p.stat().st_size for p in FIXTURE.rglob("*") if p.is_file())
+    assert size < 1_000_000
+    run = hostwire.load_run(FIXTURE)
+    assert run.status == "complete"
+    for relative in run.manifest["raw_digests"]:
+        assert run.raw_damage(relative) is None, relative
+    frames, writes, received = run.df_frames(), run.df_writes(), run.df_received()
+    assert len(frames) > 300 and len(writes) > 10 and len(received) > 10
+    assert 100 < len(run.df_sched()) < 1000 and len(run.df_syscalls()) > 0
+    procs = {p["role"]: p for p in run.bench_summary()["processes"]}
+    assert procs["send-0"]["bytes_total"] == int(run.log("send-0").meta.get("bytes_total", procs["send-0"]["bytes_total"]))
+
+
+def test_metrics_of_the_fixture_agree_with_its_own_logs(build_dir: Path) -> None:
+    run = hostwire.load_run(FIXTURE)
+    goodput = table("goodput", run)
+    total = goodput[goodput["stream"] == "all"].iloc[0]
+    # Wire and receivers' figures differ by at most the bytes in flight at the window's two ends.
+    assert abs(int(total["bytes"]) - int(total["app_bytes"])) <= 64 * 1448
+    start, end = run.window_ns()
+    received = run.df_received()
+    in_window = received[(received["t_ns"] >= start) & (received["t_ns"] <= end)]["bytes"].sum()
+    assert int(total["app_bytes"]) == int(in_window)
+    counters = table("sanity", run)
+    sanity = dict(zip(counters["counter"], counters["value"]))
+    assert sanity["marked"] == 0 and sanity["impossible_share"] < 0.05
+
+
+def test_analysis_and_report_of_the_fixture(campaign: Path, build_dir: Path) -> None:
+    summary = analyze_campaign(campaign, workers=1)
+    assert len(summary) == 1 and summary["status"].iloc[0] == "complete"
+    assert summary["errors"].iloc[0] == ""
+    assert 5e6 < summary["goodput_bit_s"].iloc[0] < 9.57e6
+    row = json.loads((campaign / "run-small" / "metrics.json").read_text())["row"]
+    assert row["goodput_bit_s"] == summary["goodput_bit_s"].iloc[0]
+    report = build_report(campaign)
+    html = report.read_text()
+    for name in ("intervals", "idc", "contracts", "process_trace"):
+        assert (campaign / "plots" / f"{name}.png").stat().st_size > 1000, name
+        assert f"plots/{name}.png" in html
+    assert "Paper, table 3" in html
+    assert pd.read_csv(campaign / "summary.csv")["run_id"].tolist() == summary["run_id"].tolist()
