@@ -43,22 +43,25 @@ PROGRAMS :=
 CTESTS :=
 LIBS_SO :=
 
-# $(call hw_program,NAME,C-SOURCES,PKG-CONFIG-NAMES,EXTRA-LDLIBS)
-define hw_program
-$(BUILD)/bin/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(2)) | check-libs
+# $(call hw_link,OUTPUT,C-SOURCES,PKG-CONFIG-NAMES,EXTRA-LDLIBS): links the sources and the
+# helpers every tool shares (HW_COMMON, from common/build.mk) into OUTPUT.
+define hw_link
+$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(2) $(HW_COMMON)) | check-libs
 	$$(call msg,LINK,$$@)
 	$$(Q)mkdir -p $$(@D)
-	$$(Q)$$(CC) $$(HW_LDFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $$(call pkg_libs,$(3)) $(4)
+	$$(Q)$$(CC) $$(HW_LDFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $$(call pkg_libs,$(3)) $(4) -lm
+endef
+
+# $(call hw_program,NAME,C-SOURCES,PKG-CONFIG-NAMES,EXTRA-LDLIBS): a tool in $(BUILD)/bin.
+define hw_program
+$(call hw_link,$(BUILD)/bin/$(1),$(2),$(3),$(4))
 PROGRAMS += $(BUILD)/bin/$(1)
 endef
 
 # $(call hw_ctest,NAME,C-SOURCES,PKG-CONFIG-NAMES,EXTRA-LDLIBS): a C unit test program that
 # prints the closing line "N passed, N failed" and exits non-zero on a failure.
 define hw_ctest
-$(BUILD)/test/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(2)) | check-libs
-	$$(call msg,LINK,$$@)
-	$$(Q)mkdir -p $$(@D)
-	$$(Q)$$(CC) $$(HW_LDFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $$(call pkg_libs,$(3)) $(4)
+$(call hw_link,$(BUILD)/test/$(1),$(2),$(3),$(4))
 CTESTS += $(BUILD)/test/$(1)
 endef
 
@@ -81,7 +84,9 @@ $(BUILD)/lib/$(1): $(patsubst %.c,$(BUILD)/pic/%.o,$(2)) | check-libs
 LIBS_SO += $(BUILD)/lib/$(1)
 endef
 
-include $(wildcard */build.mk)
+# common/ first: every other part links its HW_COMMON list.
+include common/build.mk
+include $(filter-out common/build.mk,$(wildcard */build.mk))
 
 $(BUILD)/obj/%.o: %.c
 	$(call msg,CC,$<)

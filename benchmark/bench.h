@@ -1,17 +1,20 @@
 /* Shared definitions of hw-bench's processes: the run configuration and what each child reports
  * back to main. */
-#ifndef HW_BENCH_H
-#define HW_BENCH_H
+#ifndef HB_BENCH_H
+#define HB_BENCH_H
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
-#define HW_BENCH_TOOL "hw-bench"
-#define HW_MAX_PROCS 1024
+#include "hwerr.h"
+
+#define HB_TOOL "hw-bench"
+#define HB_MAX_PROCS 1024
 /* Events a process may keep in the window: at least one (a log that can hold nothing would
  * discard every event of the run), at most 2^28 (40 bytes each, preallocated). */
-#define HW_LOG_CAPACITY_MAX (1LL << 28)
+#define HB_LOG_CAPACITY_MAX (1LL << 28)
 
-struct hw_bench_config {
+struct hb_config {
     int senders;              /* M */
     int background;           /* N */
     int sieve_log2;           /* background data set is 2^sieve_log2 bytes */
@@ -27,13 +30,13 @@ struct hw_bench_config {
     const char *connect_addr; /* receiver address for the senders and the clock exchange */
     const char *out_dir;
     int sync_samples;
-    int verbose;
+    FILE *log;                /* -v: what happens, one line a step; NULL: nothing */
 };
 
-enum hw_role { HW_ROLE_SEND = 1, HW_ROLE_BG = 2 };
+enum hb_role { HB_ROLE_SEND = 1, HB_ROLE_BG = 2 };
 
 /* A child's totals, written to main through one shared pipe (atomic: smaller than PIPE_BUF). */
-struct hw_child_report {
+struct hb_child_report {
     int32_t role;
     int32_t index;
     int32_t pid;
@@ -49,23 +52,26 @@ struct hw_child_report {
 };
 
 /* Process entry points; each returns the process's exit status. */
-int hw_run_sender(const struct hw_bench_config *cfg, int index, uint16_t tcp_port,
+int hb_run_sender(const struct hb_config *cfg, int index, uint16_t tcp_port,
                   int64_t window_start_ns, int64_t window_end_ns, int64_t quiet_end_ns, int report_fd);
-int hw_run_background(const struct hw_bench_config *cfg, int index, int64_t window_start_ns,
+int hb_run_background(const struct hb_config *cfg, int index, int64_t window_start_ns,
                       int64_t window_end_ns, int64_t quiet_end_ns, int report_fd);
-int hw_run_main(const struct hw_bench_config *cfg);
+/* Runs the benchmark to its end. 0 when every process ended cleanly; -1 with err set otherwise:
+ * one line per failure ("send-1 (pid 123) was killed by signal 9"), or why nothing could run. */
+int hb_run_main(const struct hb_config *cfg, struct hw_err *err);
 
-struct hw_receiver_config {
+struct hb_receiver_config {
     const char *listen_addr;
     const char *out_dir;
     int64_t log_capacity;
-    int verbose;
+    FILE *log;                /* -v: what happens; NULL: nothing */
 };
-int hw_run_receiver(const struct hw_receiver_config *cfg);
+/* Serves one run of main. 0 ok; -1 with err set. */
+int hb_run_receiver(const struct hb_receiver_config *cfg, struct hw_err *err);
 
-int hw_run_pingpong(int64_t loops, int cpu, double *round_trip_us);
-int hw_make_data(const char *path, int64_t size, uint64_t seed);
+int hb_run_pingpong(int64_t loops, int cpu, double *round_trip_us);
+int hb_make_data(const char *path, int64_t size, uint64_t seed);
 
 /* Sleeps until the CLOCK_MONOTONIC instant t_ns (absolute). */
-void hw_sleep_until(int64_t t_ns);
+void hb_sleep_until(int64_t t_ns);
 #endif

@@ -8,21 +8,21 @@
 #include "hwclock.h"
 #include "wire.h"
 
-int hw_sync_run(int udp_fd, uint32_t first_seq, int count, struct hw_sync_sample *out)
+int hb_sync_run(int udp_fd, uint32_t first_seq, int count, struct hb_sync_sample *out)
 {
     int stored = 0;
     for (int i = 0; i < count; i++) {
         if (i > 0) {
             /* Spread the exchanges over time: on a busy host a receiver kept off its CPU delays a
              * burst of back-to-back samples alike, while one of several spaced ones gets through. */
-            struct timespec gap = {.tv_sec = 0, .tv_nsec = HW_SYNC_SPACING_NS};
+            struct timespec gap = {.tv_sec = 0, .tv_nsec = HB_SYNC_SPACING_NS};
             nanosleep(&gap, NULL);
         }
-        uint8_t buf[HW_SYNC_REPLY_LEN];
-        struct hw_sync_msg req = {.magic = HW_MAGIC_SYNC, .seq = first_seq + (uint32_t)i};
+        uint8_t buf[HB_SYNC_REPLY_LEN];
+        struct hb_sync_msg req = {.magic = HB_MAGIC_SYNC, .seq = first_seq + (uint32_t)i};
         req.t1 = hw_mono_ns();
-        hw_pack_sync(buf, &req, HW_SYNC_REQ_LEN);
-        if (send(udp_fd, buf, HW_SYNC_REQ_LEN, 0) != HW_SYNC_REQ_LEN)
+        hb_pack_sync(buf, &req, HB_SYNC_REQ_LEN);
+        if (send(udp_fd, buf, HB_SYNC_REQ_LEN, 0) != HB_SYNC_REQ_LEN)
             return -errno;
         int64_t deadline = req.t1 + 500000000LL;
         for (;;) {
@@ -37,41 +37,41 @@ int hw_sync_run(int udp_fd, uint32_t first_seq, int count, struct hw_sync_sample
                 break;
             ssize_t n = recv(udp_fd, buf, sizeof(buf), 0);
             int64_t t4 = hw_mono_ns();
-            struct hw_sync_msg reply;
-            if (n < 0 || hw_unpack_sync(buf, (size_t)n, &reply) != 0 || n != HW_SYNC_REPLY_LEN)
+            struct hb_sync_msg reply;
+            if (n < 0 || hb_unpack_sync(buf, (size_t)n, &reply) != 0 || n != HB_SYNC_REPLY_LEN)
                 continue;
             if (reply.seq != req.seq)
                 continue; /* a late answer to an earlier request */
-            out[stored++] = (struct hw_sync_sample){reply.seq, reply.t1, reply.t2, reply.t3, t4};
+            out[stored++] = (struct hb_sync_sample){reply.seq, reply.t1, reply.t2, reply.t3, t4};
             break;
         }
     }
     return stored;
 }
 
-int hw_sync_serve_one(int udp_fd)
+int hb_sync_serve_one(int udp_fd)
 {
-    uint8_t buf[HW_SYNC_REPLY_LEN];
+    uint8_t buf[HB_SYNC_REPLY_LEN];
     struct sockaddr_storage peer;
     socklen_t peer_len = sizeof(peer);
     ssize_t n = recvfrom(udp_fd, buf, sizeof(buf), 0, (struct sockaddr *)&peer, &peer_len);
     int64_t t2 = hw_mono_ns();
     if (n < 0)
         return -errno;
-    struct hw_sync_msg msg;
-    if (hw_unpack_sync(buf, (size_t)n, &msg) != 0 || n != HW_SYNC_REQ_LEN)
+    struct hb_sync_msg msg;
+    if (hb_unpack_sync(buf, (size_t)n, &msg) != 0 || n != HB_SYNC_REQ_LEN)
         return 0; /* not ours: ignore */
     msg.t2 = t2;
     msg.t3 = hw_mono_ns();
-    hw_pack_sync(buf, &msg, HW_SYNC_REPLY_LEN);
-    if (sendto(udp_fd, buf, HW_SYNC_REPLY_LEN, 0, (struct sockaddr *)&peer, peer_len) < 0)
+    hb_pack_sync(buf, &msg, HB_SYNC_REPLY_LEN);
+    if (sendto(udp_fd, buf, HB_SYNC_REPLY_LEN, 0, (struct sockaddr *)&peer, peer_len) < 0)
         return -errno;
     return 0;
 }
 
-struct hw_sync_estimate hw_sync_estimate(const struct hw_sync_sample *s, int n)
+struct hb_sync_estimate hb_sync_estimate(const struct hb_sync_sample *s, int n)
 {
-    struct hw_sync_estimate best = {0, INT64_MAX, 0, n};
+    struct hb_sync_estimate best = {0, INT64_MAX, 0, n};
     for (int i = 0; i < n; i++) {
         int64_t rtt = (s[i].t4 - s[i].t1) - (s[i].t3 - s[i].t2);
         if (rtt < best.rtt_ns) {

@@ -1,6 +1,6 @@
 /* hw-bench main: starts the remote receiver, measures the clock offset, forks the background and
  * sending processes alternately, waits for them, stops the receiver and writes main.tsv and
- * bench.json. Exits non-zero, naming the process, when any child failed. */
+ * bench.json. Returns an error naming each process that failed. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,9 +16,11 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "clocksync.h"
 #include "child_common.h"
+#include "clocksync.h"
 #include "hwclock.h"
+#include "hwgate.h"
+#include "hwio.h"
 #include "net.h"
 #include "report.h"
 #include "wire.h"
@@ -26,55 +28,66 @@
 static volatile sig_atomic_t main_stop;
 static void on_stop(int sig) { (void)sig; main_stop = 1; }
 
-static int start_receiver(const struct hw_bench_config *cfg, pid_t *pid_out, struct hw_ports_msg *ports)
+static int stdout_to(void *fd)
+{
+    return dup2(*(const int *)fd, STDOUT_FILENO) < 0;
+}
+
+/* Starts the receiver with its stdout on a pipe and reads the ports it reports there. */
+static int start_receiver(const struct hb_config *cfg, pid_t *pid_out, struct hb_ports_msg *ports,
+                          struct hw_err *err)
 {
     int out[2];
     if (pipe2(out, O_CLOEXEC) < 0)
-        return -errno;
-    char capacity[32];
+        return hw_seterr(err, "failed to start the receiver: %s", strerror(errno)), -1;
+    char capacity[32], exe[4096] = "/proc/self/exe";
     snprintf(capacity, sizeof(capacity), "%lld", (long long)cfg->log_capacity);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -errno;
-    if (pid == 0) {
-        dup2(out[1], STDOUT_FILENO);
-        if (cfg->receiver_cmd)
-            execl("/bin/sh", "sh", "-c", cfg->receiver_cmd, (char *)NULL);
-        else
-            execl("/proc/self/exe", "hw-bench", "receive", "--listen", cfg->connect_addr, "-o", cfg->out_dir,
-                  "--log-capacity", capacity, (char *)NULL);
-        fprintf(stderr, "hw-bench: failed to start the receiver: %s\n", strerror(errno));
-        _exit(127);
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0)
+        exe[n] = '\0';
+    char *local[] = {exe, "receive", "--listen", (char *)cfg->connect_addr, "-o", (char *)cfg->out_dir,
+                     "--log-capacity", capacity, NULL};
+    char *shell[] = {"/bin/sh", "-c", (char *)cfg->receiver_cmd, NULL};
+    struct hw_gate gate;
+    if (hw_gate_start(&gate, HB_TOOL, cfg->receiver_cmd ? shell : local, stdout_to, &out[1], err) < 0 ||
+        hw_gate_open(&gate, err) < 0) {
+        close(out[0]);
+        close(out[1]);
+        return -1;
     }
+    pid_t pid = gate.pid;
     close(out[1]);
     *pid_out = pid;
-    uint8_t raw[HW_PORTS_LEN];
+    uint8_t raw[HB_PORTS_LEN];
     size_t got = 0;
     int64_t deadline = hw_mono_ns() + 15000000000LL;
-    int err = 0;
+    int failed = 0;
     while (got < sizeof(raw)) {
         int left_ms = (int)((deadline - hw_mono_ns()) / 1000000);
         struct pollfd pfd = {.fd = out[0], .events = POLLIN};
         if (left_ms <= 0 || poll(&pfd, 1, left_ms) == 0) {
-            err = -ETIMEDOUT;
+            failed = -ETIMEDOUT;
             break;
         }
-        ssize_t n = read(out[0], raw + got, sizeof(raw) - got);
+        n = read(out[0], raw + got, sizeof(raw) - got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            err = n == 0 ? -EPIPE : -errno;
+            failed = n == 0 ? -EPIPE : -errno;
             break;
         }
         got += (size_t)n;
     }
     close(out[0]);
-    if (!err && hw_unpack_ports(raw, ports) != 0)
-        err = -EPROTO;
-    return err;
+    if (!failed && hb_unpack_ports(raw, ports) != 0)
+        failed = -EPROTO;
+    if (failed)
+        hw_seterr(err, "failed to start the receiver: %s",
+                  failed == -EPIPE ? "it exited before reporting its ports" : strerror(-failed));
+    return failed ? -1 : 0;
 }
 
-static struct hw_proc_record *find_proc(struct hw_run_record *run, pid_t pid)
+static struct hb_proc_record *find_proc(struct hb_run_record *run, pid_t pid)
 {
     for (int i = 0; i < run->proc_count; i++)
         if (run->procs[i].pid == pid)
@@ -82,11 +95,11 @@ static struct hw_proc_record *find_proc(struct hw_run_record *run, pid_t pid)
     return NULL;
 }
 
-static void read_reports(int fd, struct hw_run_record *run)
+static void read_reports(int fd, struct hb_run_record *run)
 {
-    struct hw_child_report rep;
+    struct hb_child_report rep;
     while (read(fd, &rep, sizeof(rep)) == (ssize_t)sizeof(rep)) {
-        struct hw_proc_record *p = find_proc(run, rep.pid);
+        struct hb_proc_record *p = find_proc(run, rep.pid);
         if (p) {
             p->report = rep;
             p->have_report = 1;
@@ -95,7 +108,7 @@ static void read_reports(int fd, struct hw_run_record *run)
 }
 
 /* Waits for every child, reading their reports as they come; forwards a stop to them. */
-static void wait_children(int report_fd, struct hw_run_record *run)
+static void wait_children(int report_fd, struct hb_run_record *run)
 {
     int alive = run->proc_count;
     int forwarded = 0;
@@ -112,7 +125,7 @@ static void wait_children(int report_fd, struct hw_run_record *run)
         int wstatus;
         pid_t pid;
         while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
-            struct hw_proc_record *p = find_proc(run, pid);
+            struct hb_proc_record *p = find_proc(run, pid);
             if (!p)
                 continue;
             p->wstatus = wstatus;
@@ -123,9 +136,9 @@ static void wait_children(int report_fd, struct hw_run_record *run)
     read_reports(report_fd, run);
 }
 
-static int stop_receiver(int control_fd, pid_t receiver_pid, struct hw_run_record *run)
+static int stop_receiver(int control_fd, pid_t receiver_pid, struct hb_run_record *run)
 {
-    uint8_t stop = HW_CTL_STOP;
+    uint8_t stop = HB_CTL_STOP;
     int err = hw_write_all(control_fd, &stop, 1);
     struct timeval tv = {.tv_sec = 30};
     setsockopt(control_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -136,11 +149,11 @@ static int stop_receiver(int control_fd, pid_t receiver_pid, struct hw_run_recor
         uint32_t count;
         memcpy(&count, count_raw, 4);
         count = ntohl(count);
-        for (uint32_t i = 0; i < count && i < HW_MAX_PROCS && !err; i++) {
-            uint8_t packed[HW_SUMMARY_LEN];
+        for (uint32_t i = 0; i < count && i < HB_MAX_PROCS && !err; i++) {
+            uint8_t packed[HB_SUMMARY_LEN];
             err = hw_read_all(control_fd, packed, sizeof(packed));
             if (!err)
-                hw_unpack_summary(packed, &run->receivers[run->receiver_count++]);
+                hb_unpack_summary(packed, &run->receivers[run->receiver_count++]);
         }
     }
     /* The receiver exits once it has answered; give it ten seconds, then end it. */
@@ -163,104 +176,116 @@ static int stop_receiver(int control_fd, pid_t receiver_pid, struct hw_run_recor
     return err;
 }
 
-int hw_run_main(const struct hw_bench_config *cfg)
+/* Forks the background and sending processes alternately; stops forking on a signal or a failure. */
+static void fork_children(const struct hb_config *cfg, struct hb_run_record *run, int control_fd, int sync_fd,
+                          const int report_pipe[2], struct hw_err *err)
 {
-    struct hw_run_record *run = calloc(1, sizeof(*run));
-    pid_t receiver_pid = -1;
-    int control_fd = -1, sync_fd = -1, report_pipe[2] = {-1, -1};
-    int status = 1, err;
-
-    if (!run) {
-        fprintf(stderr, "hw-bench: failed to allocate the run record\n");
-        return 1;
-    }
-    run->cfg = cfg;
-    hw_catch_stop_signals(on_stop);
-
-    if (mkdir(cfg->out_dir, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "hw-bench: failed to create %s: %s\n", cfg->out_dir, strerror(errno));
-        goto cleanup;
-    }
-    err = start_receiver(cfg, &receiver_pid, &run->ports);
-    if (err) {
-        fprintf(stderr, "hw-bench: failed to start the receiver: %s\n",
-                err == -EPIPE ? "it exited before reporting its ports" : strerror(-err));
-        goto cleanup;
-    }
-    control_fd = hw_connect_hello(cfg->connect_addr, run->ports.tcp_port, HW_CONN_CONTROL, 0);
-    sync_fd = hw_connect(cfg->connect_addr, run->ports.udp_port, SOCK_DGRAM);
-    if (control_fd < 0 || sync_fd < 0) {
-        fprintf(stderr, "hw-bench: failed to connect to the receiver at %s: %s\n", cfg->connect_addr,
-                strerror(-(control_fd < 0 ? control_fd : sync_fd)));
-        goto cleanup;
-    }
-    run->sync_start_count = hw_sync_run(sync_fd, 0, cfg->sync_samples, run->sync_start);
-    if (run->sync_start_count <= 0) {
-        fprintf(stderr, "hw-bench: failed to exchange clock stamps with the receiver: no answer\n");
-        goto cleanup;
-    }
-    run->est_start = hw_sync_estimate(run->sync_start, run->sync_start_count);
-
-    run->t0_ns = hw_mono_ns();
-    run->window_start_ns = run->t0_ns + cfg->warmup_ns;
-    run->window_end_ns = run->window_start_ns + cfg->duration_ns;
-    run->quiet_end_ns = run->window_end_ns + cfg->quiet_ns;
-    uint8_t wmsg[HW_WINDOW_LEN];
-    struct hw_window_msg window = {run->est_start.offset_ns, run->window_start_ns, run->window_end_ns};
-    hw_pack_window(wmsg, &window);
-    if ((err = hw_write_all(control_fd, wmsg, sizeof(wmsg))) != 0) {
-        fprintf(stderr, "hw-bench: failed to send the window to the receiver: %s\n", strerror(-err));
-        goto cleanup;
-    }
-
-    if (pipe2(report_pipe, O_CLOEXEC) < 0) {
-        fprintf(stderr, "hw-bench: failed to create a pipe: %s\n", strerror(errno));
-        goto cleanup;
-    }
-    fcntl(report_pipe[0], F_SETFL, O_NONBLOCK);
     int most = cfg->senders > cfg->background ? cfg->senders : cfg->background;
     for (int k = 0; k < most && !main_stop; k++) {
-        for (int role = HW_ROLE_BG; role >= HW_ROLE_SEND; role--) {
-            if ((role == HW_ROLE_BG && k >= cfg->background) || (role == HW_ROLE_SEND && k >= cfg->senders))
+        for (int role = HB_ROLE_BG; role >= HB_ROLE_SEND; role--) {
+            if ((role == HB_ROLE_BG && k >= cfg->background) || (role == HB_ROLE_SEND && k >= cfg->senders))
                 continue;
             pid_t pid = fork();
             if (pid < 0) {
-                fprintf(stderr, "hw-bench: failed to fork %s-%d: %s\n", role == HW_ROLE_BG ? "bg" : "send", k,
-                        strerror(errno));
+                hw_adderr(err, "failed to fork %s-%d: %s", role == HB_ROLE_BG ? "bg" : "send", k, strerror(errno));
                 main_stop = 1;
-                break;
+                return;
             }
             if (pid == 0) {
                 close(report_pipe[0]);
                 close(control_fd);
                 close(sync_fd);
-                int rc = role == HW_ROLE_BG
-                             ? hw_run_background(cfg, k, run->window_start_ns, run->window_end_ns,
+                int rc = role == HB_ROLE_BG
+                             ? hb_run_background(cfg, k, run->window_start_ns, run->window_end_ns,
                                                  run->quiet_end_ns, report_pipe[1])
-                             : hw_run_sender(cfg, k, run->ports.tcp_port, run->window_start_ns,
+                             : hb_run_sender(cfg, k, run->ports.tcp_port, run->window_start_ns,
                                              run->window_end_ns, run->quiet_end_ns, report_pipe[1]);
                 _exit(rc);
             }
-            struct hw_proc_record *p = &run->procs[run->proc_count++];
+            struct hb_proc_record *p = &run->procs[run->proc_count++];
             p->role = role;
             p->index = k;
             p->pid = pid;
+            hb_say(cfg->log, "started %s-%d (pid %d)", role == HB_ROLE_BG ? "bg" : "send", k, (int)pid);
         }
     }
+}
+
+int hb_run_main(const struct hb_config *cfg, struct hw_err *err)
+{
+    struct hb_run_record *run = calloc(1, sizeof(*run));
+    pid_t receiver_pid = -1;
+    int control_fd = -1, sync_fd = -1, report_pipe[2] = {-1, -1};
+    int rc = -1, failed;
+
+    if (!run) {
+        hw_seterr(err, "failed to allocate the run record: %s", strerror(ENOMEM));
+        return -1;
+    }
+    run->cfg = cfg;
+    hb_catch_stop_signals(on_stop);
+
+    if (mkdir(cfg->out_dir, 0755) < 0 && errno != EEXIST) {
+        hw_seterr(err, "failed to create %s: %s", cfg->out_dir, strerror(errno));
+        goto cleanup;
+    }
+    if (start_receiver(cfg, &receiver_pid, &run->ports, err) < 0)
+        goto cleanup;
+    hb_say(cfg->log, "receiver (pid %d) at %s, tcp port %u, udp port %u", (int)receiver_pid, cfg->connect_addr,
+           run->ports.tcp_port, run->ports.udp_port);
+    control_fd = hb_connect_hello(cfg->connect_addr, run->ports.tcp_port, HB_CONN_CONTROL, 0);
+    sync_fd = hb_connect(cfg->connect_addr, run->ports.udp_port, SOCK_DGRAM);
+    if (control_fd < 0 || sync_fd < 0) {
+        hw_seterr(err, "failed to connect to the receiver at %s: %s", cfg->connect_addr,
+                  strerror(-(control_fd < 0 ? control_fd : sync_fd)));
+        goto cleanup;
+    }
+    run->sync_start_count = hb_sync_run(sync_fd, 0, cfg->sync_samples, run->sync_start);
+    if (run->sync_start_count <= 0) {
+        hw_seterr(err, "failed to exchange clock stamps with the receiver: no answer");
+        goto cleanup;
+    }
+    run->est_start = hb_sync_estimate(run->sync_start, run->sync_start_count);
+    hb_say(cfg->log, "clock offset %lld ns (round trip %lld ns, %d samples)", (long long)run->est_start.offset_ns,
+           (long long)run->est_start.rtt_ns, run->sync_start_count);
+
+    run->t0_ns = hw_mono_ns();
+    run->window_start_ns = run->t0_ns + cfg->warmup_ns;
+    run->window_end_ns = run->window_start_ns + cfg->duration_ns;
+    run->quiet_end_ns = run->window_end_ns + cfg->quiet_ns;
+    uint8_t wmsg[HB_WINDOW_LEN];
+    struct hb_window_msg window = {run->est_start.offset_ns, run->window_start_ns, run->window_end_ns};
+    hb_pack_window(wmsg, &window);
+    if ((failed = hw_write_all(control_fd, wmsg, sizeof(wmsg))) != 0) {
+        hw_seterr(err, "failed to send the window to the receiver: %s", strerror(-failed));
+        goto cleanup;
+    }
+
+    if (pipe2(report_pipe, O_CLOEXEC) < 0) {
+        hw_seterr(err, "failed to create a pipe: %s", strerror(errno));
+        goto cleanup;
+    }
+    fcntl(report_pipe[0], F_SETFL, O_NONBLOCK);
+    hb_say(cfg->log, "window from %lld to %lld ns (CLOCK_MONOTONIC)", (long long)run->window_start_ns,
+           (long long)run->window_end_ns);
+    fork_children(cfg, run, control_fd, sync_fd, report_pipe, err);
     close(report_pipe[1]);
     report_pipe[1] = -1;
     wait_children(report_pipe[0], run);
+    hb_say(cfg->log, "all %d processes ended", run->proc_count);
 
-    run->sync_end_count = hw_sync_run(sync_fd, 1000, cfg->sync_samples, run->sync_end);
+    run->sync_end_count = hb_sync_run(sync_fd, 1000, cfg->sync_samples, run->sync_end);
     if (run->sync_end_count > 0)
-        run->est_end = hw_sync_estimate(run->sync_end, run->sync_end_count);
+        run->est_end = hb_sync_estimate(run->sync_end, run->sync_end_count);
     if (stop_receiver(control_fd, receiver_pid, run) != 0)
-        fprintf(stderr, "hw-bench: failed to collect the receiver's totals\n");
+        hw_adderr(err, "failed to collect the receiver's totals");
     receiver_pid = -1;
     run->interrupted = main_stop;
-    status = hw_report_failures(run) ? 1 : 0;
-    if (hw_write_main_log(run) != 0 || hw_write_bench_json(run) != 0)
-        status = 1;
+    rc = hb_report_failures(run) ? -1 : 0;
+    if (run->failures[0])
+        hw_adderr(err, "%s", run->failures);
+    if (hb_write_main_log(run, err) != 0 || hb_write_bench_json(run, err) != 0)
+        rc = -1;
 
 cleanup:
     if (receiver_pid > 0) {
@@ -276,5 +301,5 @@ cleanup:
     if (report_pipe[1] >= 0)
         close(report_pipe[1]);
     free(run);
-    return status;
+    return rc;
 }

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-int hw_evlog_init(struct hw_evlog *log, int64_t capacity, int64_t window_start_ns, int64_t window_end_ns)
+int hb_evlog_init(struct hb_evlog *log, int64_t capacity, int64_t window_start_ns, int64_t window_end_ns)
 {
     memset(log, 0, sizeof(*log));
     log->capacity = capacity;
@@ -22,13 +22,13 @@ int hw_evlog_init(struct hw_evlog *log, int64_t capacity, int64_t window_start_n
     return 0;
 }
 
-void hw_evlog_free(struct hw_evlog *log)
+void hb_evlog_free(struct hb_evlog *log)
 {
     free(log->events);
     log->events = NULL;
 }
 
-FILE *hw_evlog_open_tsv(const char *dir, const char *name, const char *kind, const struct hw_evlog *log)
+FILE *hb_evlog_open_tsv(const char *dir, const char *name, const char *kind, const struct hb_evlog *log)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -45,7 +45,7 @@ FILE *hw_evlog_open_tsv(const char *dir, const char *name, const char *kind, con
     return f;
 }
 
-int64_t hw_evlog_sum_a(const struct hw_evlog *log)
+int64_t hb_evlog_sum_a(const struct hb_evlog *log)
 {
     int64_t sum = 0;
     for (int64_t i = 0; i < log->count; i++)
@@ -53,7 +53,7 @@ int64_t hw_evlog_sum_a(const struct hw_evlog *log)
     return sum;
 }
 
-void hw_tsv_put_trailer(FILE *f, int64_t records, int64_t bytes)
+void hb_tsv_put_trailer(FILE *f, int64_t records, int64_t bytes)
 {
     if (ferror(f))
         return;
@@ -63,9 +63,9 @@ void hw_tsv_put_trailer(FILE *f, int64_t records, int64_t bytes)
         fprintf(f, "# end: records=%lld\n", (long long)records);
 }
 
-int hw_evlog_close_tsv(FILE *f, const char *dir, const char *name, int64_t records, int64_t bytes)
+int hb_evlog_close_tsv(FILE *f, const char *dir, const char *name, int64_t records, int64_t bytes)
 {
-    hw_tsv_put_trailer(f, records, bytes);
+    hb_tsv_put_trailer(f, records, bytes);
     int failed = ferror(f);
     if (fclose(f) != 0 || failed) {
         fprintf(stderr, "hw-bench: failed to write %s/%s: %s\n", dir, name, strerror(errno ? errno : EIO));

@@ -1,6 +1,7 @@
 /* hw-bench: the synthetic workload of hostwire. Thin command-line layer over the library parts. */
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,338 +11,316 @@
 #include "hwargs.h"
 #include "hwclock.h"
 #include "sieve.h"
+#include "usage.h"
 
-#define TOOL "hw-bench"
+enum { OPT_LOG2 = 256, OPT_COPIES, OPT_READ, OPT_WRITE, OPT_DATA, OPT_DATA_SIZE, OPT_WARMUP, OPT_QUIET,
+       OPT_CONNECT, OPT_RECV_CMD, OPT_CAPACITY, OPT_SYNC, OPT_LISTEN, OPT_ROUNDS, OPT_COPY, OPT_LOOPS, OPT_CPU,
+       OPT_SIZE, OPT_SEED };
 
-static const char usage_top[] =
-    "Usage: hw-bench COMMAND [OPTIONS]\n"
-    "The synthetic workload of hostwire: N CPU-bound sieve processes and M TCP senders.\n\n"
-    "Commands:\n"
-    "  main       run the benchmark: receiver, clock sync, background and sending processes\n"
-    "  receive    the remote receiver (started by main through --receiver-cmd)\n"
-    "  sieve      run the background routine alone and time it (calibration)\n"
-    "  pingpong   one-byte pipe round trips between two processes (probe-effect yardstick)\n"
-    "  mkdata     make an ASCII data file with line feeds\n\n"
-    "Run 'hw-bench COMMAND --help' for the options of a command.\n";
+/* One subcommand's options: `take` stores one option (common/hwargs.h). */
+struct command {
+    const char *help;
+    const char *shorts;
+    const struct option *longs;
+    hw_take_fn take;
+};
 
-static const char usage_main[] =
-    "Usage: hw-bench main -o DIR [OPTIONS]\n"
-    "Starts the receiver, measures the clock offset, forks background and sending processes\n"
-    "alternately, logs their events during the window and writes DIR/*.tsv and DIR/bench.json.\n\n"
-    "  -o, --out DIR          directory for the logs (created if missing)\n"
-    "  -M, --senders M        sending processes (default 2, 0..1000)\n"
-    "  -N, --background N     background sieve processes (default 2, 0..1000)\n"
-    "      --log2 L           background data set of 2^L bytes, 1..30 (default 20)\n"
-    "      --code-copies K    background i runs sieve copy i mod K, 1..32 (default 1)\n"
-    "      --read-size S      bytes per read() of the data file (default 8k)\n"
-    "      --write-size S     bytes per write() to the socket (default: the read size)\n"
-    "      --data FILE        data file to send (default: DIR/data.txt, made with --data-size)\n"
-    "      --data-size S      size of the generated data file (default 8M)\n"
-    "      --warmup T         time before the logging window (default 1s)\n"
-    "      --duration T       length of the logging window (default 5s)\n"
-    "      --quiet T          idle time after the window before logs are written (default 1s)\n"
-    "      --connect ADDR     receiver's IPv4 address (default 127.0.0.1)\n"
-    "      --receiver-cmd CMD shell command that starts 'hw-bench receive' (default: a local one\n"
-    "                         listening on ADDR); it must print the receiver's port report on stdout\n"
-    "      --log-capacity N   events kept per process in the window, 1..2^28 (default 262144)\n"
-    "      --sync-samples N   clock exchanges at start and at end (default 16)\n"
-    "  -v, --verbose          say what happens\n"
-    "  -h, --help             this text\n\n"
-    "Exit status: 0 all processes ok; 1 a process failed (named on stderr); 2 bad arguments.\n\n"
-    "EXAMPLES\n"
-    "  hw-bench main -o /var/tmp/run1 -M 2 -N 2 --warmup 1 --duration 2\n"
-    "  hw-bench main -o out --connect 198.18.0.2 \\\n"
-    "      --receiver-cmd 'ip netns exec hw1-rx hw-bench receive --listen 198.18.0.2 -o out'\n";
-
-static const char usage_receive[] =
-    "Usage: hw-bench receive [--listen ADDR] -o DIR [--log-capacity N (1..2^28)]\n"
-    "Reserves a TCP and a UDP port on ADDR (default 127.0.0.1), reports them on stdout (binary,\n"
-    "network byte order) and serves one run of 'hw-bench main'. Logs go to DIR/recv-<i>.tsv.\n\n"
-    "EXAMPLES\n"
-    "  ip netns exec hw1-rx hw-bench receive --listen 198.18.0.2 -o /var/tmp/run1\n";
-
-static const char usage_sieve[] =
-    "Usage: hw-bench sieve --log2 L [--rounds R] [--copy C]\n"
-    "Runs the background routine alone over 2^L bytes (1..30) R times (default 3) and prints the\n"
-    "number of primes below 2^L, the largest one and the time per round.\n\n"
-    "EXAMPLES\n"
-    "  hw-bench sieve --log2 20\n";
-
-static const char usage_pingpong[] =
-    "Usage: hw-bench pingpong --loops N [--cpu C]\n"
-    "Two processes pass one byte through two pipes N times (lmbench lat_pipe) and print the\n"
-    "microseconds per round trip. --cpu pins both to CPU C.\n\n"
-    "EXAMPLES\n"
-    "  hw-bench pingpong --loops 100000 --cpu 0\n";
-
-static const char usage_mkdata[] =
-    "Usage: hw-bench mkdata --size S [--seed X] FILE\n"
-    "Writes S bytes of printable ASCII lines ending in LF to FILE (same seed, same file).\n\n"
-    "EXAMPLES\n"
-    "  hw-bench mkdata --size 8M data.txt\n";
-
-static int usage_error(const char *command, const char *message)
+static int parse(const struct command *cmd, int argc, char **argv, void *values, struct hw_err *err)
 {
-    fprintf(stderr, "%s: %s%s%s (see 'hw-bench %s%s--help')\n", TOOL, command ? command : "",
-            command ? ": " : "", message, command ? command : "", command ? " " : "");
-    return 2;
+    return hw_getopt(argc, argv, cmd->shorts, cmd->longs, cmd->help, cmd->take, values, err);
 }
 
-/* getopt_long (with a leading ':' in its option string) returns ':' for a missing value and '?'
- * for an unknown option. */
-static int option_error(const char *command, int c, const char *opt)
-{
-    char message[128];
-    snprintf(message, sizeof(message), c == ':' ? "option '%s' needs a value" : "unknown option '%s'", opt);
-    return usage_error(command, message);
-}
-
-static int check_extra_args(const char *command, int argc, char **argv)
+static int no_more_args(int argc, char **argv, struct hw_err *err)
 {
     if (optind < argc) {
-        char message[256];
-        snprintf(message, sizeof(message), "unexpected argument '%s'", argv[optind]);
-        return usage_error(command, message);
+        hw_usage_err(err, "unexpected argument '%s'", argv[optind]);
+        return -1;
     }
     return 0;
 }
 
-enum { OPT_LOG2 = 256, OPT_COPIES, OPT_READ, OPT_WRITE, OPT_DATA, OPT_DATA_SIZE, OPT_WARMUP, OPT_DURATION,
-       OPT_QUIET, OPT_CONNECT, OPT_RECV_CMD, OPT_CAPACITY, OPT_SYNC, OPT_LISTEN, OPT_ROUNDS, OPT_COPY,
-       OPT_LOOPS, OPT_CPU, OPT_SIZE, OPT_SEED };
+/* ---- main ---- */
 
-static int cmd_main(int argc, char **argv)
+struct main_values {
+    struct hb_config cfg;
+    int64_t data_size;
+};
+
+static int take_main(void *values, int c, const char *name, const char *arg, struct hw_err *err)
+{
+    struct main_values *m = values;
+    struct hb_config *cfg = &m->cfg;
+    switch (c) {
+    case 'o': cfg->out_dir = arg; return 0;
+    case 'M': return hw_parse_int(name, arg, 0, 1000, &cfg->senders, err);
+    case 'N': return hw_parse_int(name, arg, 0, 1000, &cfg->background, err);
+    case OPT_LOG2: return hw_parse_int(name, arg, HB_SIEVE_MIN_LOG2, HB_SIEVE_MAX_LOG2, &cfg->sieve_log2, err);
+    case OPT_COPIES: return hw_parse_int(name, arg, 1, HB_SIEVE_COPIES, &cfg->code_copies, err);
+    case OPT_READ: return hw_parse_size(name, arg, 1, 64 << 20, &cfg->read_size, err);
+    case OPT_WRITE: return hw_parse_size(name, arg, 1, 64 << 20, &cfg->write_size, err);
+    case OPT_DATA: cfg->data_path = arg; return 0;
+    case OPT_DATA_SIZE: return hw_parse_size(name, arg, 1, 1LL << 34, &m->data_size, err);
+    case OPT_WARMUP: return hw_parse_duration_ns(name, arg, 0, &cfg->warmup_ns, err);
+    case 'd': return hw_parse_duration_ns(name, arg, 1, &cfg->duration_ns, err);
+    case OPT_QUIET: return hw_parse_duration_ns(name, arg, 0, &cfg->quiet_ns, err);
+    case OPT_CONNECT: cfg->connect_addr = arg; return 0;
+    case OPT_RECV_CMD: cfg->receiver_cmd = arg; return 0;
+    case OPT_CAPACITY: return hw_parse_i64(name, arg, 1, HB_LOG_CAPACITY_MAX, &cfg->log_capacity, err);
+    case OPT_SYNC: return hw_parse_int(name, arg, 1, 256, &cfg->sync_samples, err);
+    case 'v': cfg->log = stderr; return 0;
+    }
+    return 0;
+}
+
+static int cmd_main(int argc, char **argv, struct hw_err *err)
 {
     static const struct option opts[] = {
-        {"out", required_argument, 0, 'o'}, {"senders", required_argument, 0, 'M'},
-        {"background", required_argument, 0, 'N'}, {"log2", required_argument, 0, OPT_LOG2},
-        {"code-copies", required_argument, 0, OPT_COPIES}, {"read-size", required_argument, 0, OPT_READ},
-        {"write-size", required_argument, 0, OPT_WRITE}, {"data", required_argument, 0, OPT_DATA},
-        {"data-size", required_argument, 0, OPT_DATA_SIZE}, {"warmup", required_argument, 0, OPT_WARMUP},
-        {"duration", required_argument, 0, OPT_DURATION}, {"quiet", required_argument, 0, OPT_QUIET},
-        {"connect", required_argument, 0, OPT_CONNECT}, {"receiver-cmd", required_argument, 0, OPT_RECV_CMD},
-        {"log-capacity", required_argument, 0, OPT_CAPACITY}, {"sync-samples", required_argument, 0, OPT_SYNC},
-        {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    struct hw_bench_config cfg = {
-        .senders = 2, .background = 2, .sieve_log2 = 20, .code_copies = 1, .read_size = 8192, .write_size = -1,
-        .warmup_ns = 1000000000LL, .duration_ns = 5000000000LL, .quiet_ns = 1000000000LL,
-        .log_capacity = 262144, .connect_addr = "127.0.0.1", .sync_samples = 16};
-    int64_t v, data_size = 8 << 20;
-    int c, bad = 0;
-    opterr = 0;
-    while (!bad && (c = getopt_long(argc, argv, ":o:M:N:vh", opts, NULL)) != -1) {
-        const char *o = argv[optind - 1];
-        switch (c) {
-        case 'o': cfg.out_dir = optarg; break;
-        case 'M': bad = hw_parse_i64(TOOL, "--senders", optarg, 0, 1000, &v); cfg.senders = (int)v; break;
-        case 'N': bad = hw_parse_i64(TOOL, "--background", optarg, 0, 1000, &v); cfg.background = (int)v; break;
-        case OPT_LOG2: bad = hw_parse_i64(TOOL, "--log2", optarg, HW_SIEVE_MIN_LOG2, HW_SIEVE_MAX_LOG2, &v);
-            cfg.sieve_log2 = (int)v; break;
-        case OPT_COPIES: bad = hw_parse_i64(TOOL, "--code-copies", optarg, 1, HW_SIEVE_COPIES, &v);
-            cfg.code_copies = (int)v; break;
-        case OPT_READ: bad = hw_parse_size(TOOL, "--read-size", optarg, 1, 64 << 20, &cfg.read_size); break;
-        case OPT_WRITE: bad = hw_parse_size(TOOL, "--write-size", optarg, 1, 64 << 20, &cfg.write_size); break;
-        case OPT_DATA: cfg.data_path = optarg; break;
-        case OPT_DATA_SIZE: bad = hw_parse_size(TOOL, "--data-size", optarg, 1, 1LL << 34, &data_size); break;
-        case OPT_WARMUP: bad = hw_parse_duration_ns(TOOL, "--warmup", optarg, &cfg.warmup_ns); break;
-        case OPT_DURATION: bad = hw_parse_duration_ns(TOOL, "--duration", optarg, &cfg.duration_ns); break;
-        case OPT_QUIET: bad = hw_parse_duration_ns(TOOL, "--quiet", optarg, &cfg.quiet_ns); break;
-        case OPT_CONNECT: cfg.connect_addr = optarg; break;
-        case OPT_RECV_CMD: cfg.receiver_cmd = optarg; break;
-        case OPT_CAPACITY: bad = hw_parse_i64(TOOL, "--log-capacity", optarg, 1, HW_LOG_CAPACITY_MAX,
-                                              &cfg.log_capacity); break;
-        case OPT_SYNC: bad = hw_parse_i64(TOOL, "--sync-samples", optarg, 1, 256, &v); cfg.sync_samples = (int)v; break;
-        case 'v': cfg.verbose = 1; break;
-        case 'h': fputs(usage_main, stdout); return 0;
-        default: return option_error("main", c, o);
-        }
-    }
-    if (bad)
-        return 2;
-    if (check_extra_args("main", argc, argv))
-        return 2;
-    if (!cfg.out_dir)
-        return usage_error("main", "-o DIR is required");
-    if (cfg.senders + cfg.background > HW_MAX_PROCS)
-        return usage_error("main", "at most 1024 processes in all");
-    if (cfg.senders + cfg.background == 0)
-        return usage_error("main", "-M 0 and -N 0: a run needs at least one process");
-    if (cfg.duration_ns == 0)
-        return usage_error("main", "--duration must be longer than 0");
-    if (cfg.write_size < 0)
-        cfg.write_size = cfg.read_size;
+        {"output", required_argument, 0, 'o'}, {"out", required_argument, 0, 'o'} /* old spelling */,
+        {"senders", required_argument, 0, 'M'}, {"background", required_argument, 0, 'N'},
+        {"log2", required_argument, 0, OPT_LOG2}, {"code-copies", required_argument, 0, OPT_COPIES},
+        {"read-size", required_argument, 0, OPT_READ}, {"write-size", required_argument, 0, OPT_WRITE},
+        {"data", required_argument, 0, OPT_DATA}, {"data-size", required_argument, 0, OPT_DATA_SIZE},
+        {"warmup", required_argument, 0, OPT_WARMUP}, {"duration", required_argument, 0, 'd'},
+        {"quiet", required_argument, 0, OPT_QUIET}, {"connect", required_argument, 0, OPT_CONNECT},
+        {"receiver-cmd", required_argument, 0, OPT_RECV_CMD}, {"log-capacity", required_argument, 0, OPT_CAPACITY},
+        {"sync-samples", required_argument, 0, OPT_SYNC}, {"verbose", no_argument, 0, 'v'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct command cmd = {hb_usage_main, ":o:M:N:d:vh", opts, take_main};
+    struct main_values m = {
+        .cfg = {.senders = 2, .background = 2, .sieve_log2 = 20, .code_copies = 1, .read_size = 8192,
+                .write_size = -1, .warmup_ns = 1000000000LL, .duration_ns = 5000000000LL,
+                .quiet_ns = 1000000000LL, .log_capacity = 262144, .connect_addr = "127.0.0.1", .sync_samples = 16},
+        .data_size = 8 << 20};
+    struct hb_config *cfg = &m.cfg;
+    int rc = parse(&cmd, argc, argv, &m, err);
+    if (rc)
+        return rc;
+    if (no_more_args(argc, argv, err) < 0)
+        return -1;
+    if (!cfg->out_dir)
+        return hw_usage_err(err, "-o DIR is required"), -1;
+    if (cfg->senders + cfg->background > HB_MAX_PROCS)
+        return hw_usage_err(err, "at most 1024 processes in all"), -1;
+    if (cfg->senders + cfg->background == 0)
+        return hw_usage_err(err, "-M 0 and -N 0: a run needs at least one process"), -1;
+    if (cfg->write_size < 0)
+        cfg->write_size = cfg->read_size;
     char data_path[4096];
-    if (!cfg.data_path) {
-        if (mkdir(cfg.out_dir, 0755) < 0 && errno != EEXIST) {
-            fprintf(stderr, "%s: failed to create %s: %s\n", TOOL, cfg.out_dir, strerror(errno));
-            return 1;
-        }
-        snprintf(data_path, sizeof(data_path), "%s/data.txt", cfg.out_dir);
-        int err = hw_make_data(data_path, data_size, 1997);
-        if (err) {
-            fprintf(stderr, "%s: failed to make %s: %s\n", TOOL, data_path, strerror(-err));
-            return 1;
-        }
-        cfg.data_path = data_path;
+    if (!cfg->data_path) {
+        if (mkdir(cfg->out_dir, 0755) < 0 && errno != EEXIST)
+            return hw_seterr(err, "failed to create %s: %s", cfg->out_dir, strerror(errno)), -1;
+        snprintf(data_path, sizeof(data_path), "%s/data.txt", cfg->out_dir);
+        int failed = hb_make_data(data_path, m.data_size, 1997);
+        if (failed)
+            return hw_seterr(err, "failed to make %s: %s", data_path, strerror(-failed)), -1;
+        cfg->data_path = data_path;
     }
-    return hw_run_main(&cfg);
+    return hb_run_main(cfg, err);
 }
 
-static int cmd_receive(int argc, char **argv)
+/* ---- receive ---- */
+
+static int take_receive(void *values, int c, const char *name, const char *arg, struct hw_err *err)
 {
-    static const struct option opts[] = {{"listen", required_argument, 0, OPT_LISTEN},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"log-capacity", required_argument, 0, OPT_CAPACITY},
-                                         {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    struct hw_receiver_config cfg = {.listen_addr = "127.0.0.1", .log_capacity = 262144};
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:vh", opts, NULL)) != -1) {
-        const char *o = argv[optind - 1];
-        switch (c) {
-        case OPT_LISTEN: cfg.listen_addr = optarg; break;
-        case 'o': cfg.out_dir = optarg; break;
-        case OPT_CAPACITY:
-            if (hw_parse_i64(TOOL, "--log-capacity", optarg, 1, HW_LOG_CAPACITY_MAX, &cfg.log_capacity))
-                return 2;
-            break;
-        case 'v': cfg.verbose = 1; break;
-        case 'h': fputs(usage_receive, stdout); return 0;
-        default: return option_error("receive", c, o);
-        }
+    struct hb_receiver_config *cfg = values;
+    switch (c) {
+    case OPT_LISTEN: cfg->listen_addr = arg; return 0;
+    case 'o': cfg->out_dir = arg; return 0;
+    case OPT_CAPACITY: return hw_parse_i64(name, arg, 1, HB_LOG_CAPACITY_MAX, &cfg->log_capacity, err);
+    case 'v': cfg->log = stderr; return 0;
     }
-    if (check_extra_args("receive", argc, argv))
-        return 2;
+    return 0;
+}
+
+static int cmd_receive(int argc, char **argv, struct hw_err *err)
+{
+    static const struct option opts[] = {
+        {"listen", required_argument, 0, OPT_LISTEN}, {"output", required_argument, 0, 'o'},
+        {"out", required_argument, 0, 'o'} /* old spelling */, {"log-capacity", required_argument, 0, OPT_CAPACITY},
+        {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct command cmd = {hb_usage_receive, ":o:vh", opts, take_receive};
+    struct hb_receiver_config cfg = {.listen_addr = "127.0.0.1", .log_capacity = 262144};
+    int rc = parse(&cmd, argc, argv, &cfg, err);
+    if (rc)
+        return rc;
+    if (no_more_args(argc, argv, err) < 0)
+        return -1;
     if (!cfg.out_dir)
-        return usage_error("receive", "-o DIR is required");
-    return hw_run_receiver(&cfg);
+        return hw_usage_err(err, "-o DIR is required"), -1;
+    return hb_run_receiver(&cfg, err);
 }
 
-static int cmd_sieve(int argc, char **argv)
+/* ---- sieve, pingpong, mkdata ---- */
+
+struct small_values {
+    int64_t log2, rounds, copy, loops, cpu, size, seed;
+    FILE *log;
+};
+
+static int take_small(void *values, int c, const char *name, const char *arg, struct hw_err *err)
 {
-    static const struct option opts[] = {{"log2", required_argument, 0, OPT_LOG2},
-                                         {"rounds", required_argument, 0, OPT_ROUNDS},
-                                         {"copy", required_argument, 0, OPT_COPY},
-                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int64_t log2 = -1, rounds = 3, copy = 0;
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        const char *o = argv[optind - 1];
-        int bad = 0;
-        switch (c) {
-        case OPT_LOG2: bad = hw_parse_i64(TOOL, "--log2", optarg, HW_SIEVE_MIN_LOG2, HW_SIEVE_MAX_LOG2, &log2); break;
-        case OPT_ROUNDS: bad = hw_parse_i64(TOOL, "--rounds", optarg, 1, 1000000, &rounds); break;
-        case OPT_COPY: bad = hw_parse_i64(TOOL, "--copy", optarg, 0, HW_SIEVE_COPIES - 1, &copy); break;
-        case 'h': fputs(usage_sieve, stdout); return 0;
-        default: return option_error("sieve", c, o);
-        }
-        if (bad)
-            return 2;
+    struct small_values *v = values;
+    switch (c) {
+    case OPT_LOG2: return hw_parse_i64(name, arg, HB_SIEVE_MIN_LOG2, HB_SIEVE_MAX_LOG2, &v->log2, err);
+    case OPT_ROUNDS: return hw_parse_i64(name, arg, 1, 1000000, &v->rounds, err);
+    case OPT_COPY: return hw_parse_i64(name, arg, 0, HB_SIEVE_COPIES - 1, &v->copy, err);
+    case OPT_LOOPS: return hw_parse_i64(name, arg, 1, 1LL << 40, &v->loops, err);
+    case OPT_CPU: return hw_parse_i64(name, arg, 0, 4095, &v->cpu, err);
+    case OPT_SIZE: return hw_parse_size(name, arg, 1, 1LL << 40, &v->size, err);
+    case OPT_SEED: return hw_parse_i64(name, arg, 0, INT64_MAX, &v->seed, err);
+    case 'v': v->log = stderr; return 0;
     }
-    if (check_extra_args("sieve", argc, argv))
-        return 2;
-    if (log2 < 0)
-        return usage_error("sieve", "--log2 L is required");
-    uint8_t *data = malloc((size_t)1 << log2);
-    if (!data) {
-        fprintf(stderr, "%s: failed to allocate 2^%lld bytes\n", TOOL, (long long)log2);
-        return 1;
-    }
-    struct hw_sieve_result want = hw_sieve_expected((int)log2), got = {0, 0};
+    return 0;
+}
+
+/* Parses a small command: then its required value (*need >= 0) and `operands` operands. */
+static int parse_small(const struct command *cmd, int argc, char **argv, struct small_values *v, const int64_t *need,
+                       const char *need_what, int operands, struct hw_err *err)
+{
+    int rc = parse(cmd, argc, argv, v, err);
+    if (rc)
+        return rc;
+    if (*need < 0)
+        return hw_usage_err(err, "%s is required", need_what), -1;
+    if (operands == 0)
+        return no_more_args(argc, argv, err);
+    if (optind + operands != argc)
+        return hw_usage_err(err, "expected exactly one FILE"), -1;
+    return 0;
+}
+
+/* Each small command's work, once its options are parsed (operands: what follows them). */
+static int run_sieve(const struct small_values *v, char **operands, struct hw_err *err)
+{
+    (void)operands;
+    uint8_t *data = malloc((size_t)1 << v->log2);
+    if (!data)
+        return hw_seterr(err, "failed to allocate 2^%lld bytes", (long long)v->log2), -1;
+    struct hb_sieve_result want = hb_sieve_expected((int)v->log2), got = {0, 0};
     int64_t start = hw_mono_ns();
     int failures = 0;
-    for (int64_t r = 0; r < rounds; r++) {
-        got = hw_sieve_round((int)copy, data, (int)log2);
+    for (int64_t r = 0; r < v->rounds; r++) {
+        int64_t t = hw_mono_ns();
+        got = hb_sieve_round((int)v->copy, data, (int)v->log2);
         failures += got.primes != want.primes || got.largest != want.largest;
+        if (v->log)
+            fprintf(v->log, "hw-bench: sieve: round %lld of copy %lld: %.3f ms\n", (long long)r + 1,
+                    (long long)v->copy, (double)(hw_mono_ns() - t) / 1e6);
     }
-    double round_ms = (double)(hw_mono_ns() - start) / (double)rounds / 1e6;
+    double round_ms = (double)(hw_mono_ns() - start) / (double)v->rounds / 1e6;
     free(data);
-    printf("sieve: log2=%lld primes=%lld largest=%lld rounds=%lld round_ms=%.3f check=%s\n", (long long)log2,
-           (long long)got.primes, (long long)got.largest, (long long)rounds, round_ms, failures ? "FAILED" : "ok");
-    return failures ? 1 : 0;
+    printf("sieve: log2=%lld primes=%lld largest=%lld rounds=%lld round_ms=%.3f check=%s\n", (long long)v->log2,
+           (long long)got.primes, (long long)got.largest, (long long)v->rounds, round_ms, failures ? "FAILED" : "ok");
+    if (failures)
+        return hw_seterr(err, "sieve: %d of %lld rounds gave a wrong answer", failures, (long long)v->rounds), -1;
+    return 0;
 }
 
-static int cmd_pingpong(int argc, char **argv)
+static int run_pingpong(const struct small_values *v, char **operands, struct hw_err *err)
 {
-    static const struct option opts[] = {{"loops", required_argument, 0, OPT_LOOPS},
-                                         {"cpu", required_argument, 0, OPT_CPU},
-                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int64_t loops = -1, cpu = -1;
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        const char *o = argv[optind - 1];
-        int bad = 0;
-        switch (c) {
-        case OPT_LOOPS: bad = hw_parse_i64(TOOL, "--loops", optarg, 1, 1LL << 40, &loops); break;
-        case OPT_CPU: bad = hw_parse_i64(TOOL, "--cpu", optarg, 0, 4095, &cpu); break;
-        case 'h': fputs(usage_pingpong, stdout); return 0;
-        default: return option_error("pingpong", c, o);
-        }
-        if (bad)
-            return 2;
-    }
-    if (check_extra_args("pingpong", argc, argv))
-        return 2;
-    if (loops < 0)
-        return usage_error("pingpong", "--loops N is required");
+    (void)operands;
     double us = 0;
-    int err = hw_run_pingpong(loops, (int)cpu, &us);
-    if (err) {
-        fprintf(stderr, "%s: failed to run the ping-pong: %s\n", TOOL, strerror(-err));
-        return 1;
+    int64_t start = hw_mono_ns();
+    int failed = hb_run_pingpong(v->loops, (int)v->cpu, &us);
+    if (failed)
+        return hw_seterr(err, "failed to run the ping-pong: %s", strerror(-failed)), -1;
+    if (v->log) {
+        char where[32] = "any CPU";
+        if (v->cpu >= 0)
+            snprintf(where, sizeof(where), "CPU %lld", (long long)v->cpu);
+        fprintf(v->log, "hw-bench: pingpong: %lld round trips on %s in %.3f s\n", (long long)v->loops, where,
+                (double)(hw_mono_ns() - start) / 1e9);
     }
-    printf("pingpong: loops=%lld round_trip_us=%.3f\n", (long long)loops, us);
+    printf("pingpong: loops=%lld round_trip_us=%.3f\n", (long long)v->loops, us);
     return 0;
 }
 
-static int cmd_mkdata(int argc, char **argv)
+static int run_mkdata(const struct small_values *v, char **operands, struct hw_err *err)
 {
-    static const struct option opts[] = {{"size", required_argument, 0, OPT_SIZE},
-                                         {"seed", required_argument, 0, OPT_SEED},
-                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int64_t size = -1, seed = 1997;
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        const char *o = argv[optind - 1];
-        int bad = 0;
-        switch (c) {
-        case OPT_SIZE: bad = hw_parse_size(TOOL, "--size", optarg, 1, 1LL << 40, &size); break;
-        case OPT_SEED: bad = hw_parse_i64(TOOL, "--seed", optarg, 0, INT64_MAX, &seed); break;
-        case 'h': fputs(usage_mkdata, stdout); return 0;
-        default: return option_error("mkdata", c, o);
-        }
-        if (bad)
-            return 2;
-    }
-    if (size < 0)
-        return usage_error("mkdata", "--size S is required");
-    if (optind + 1 != argc)
-        return usage_error("mkdata", "expected exactly one FILE");
-    int err = hw_make_data(argv[optind], size, (uint64_t)seed);
-    if (err) {
-        fprintf(stderr, "%s: failed to write %s: %s\n", TOOL, argv[optind], strerror(-err));
-        return 1;
-    }
+    int64_t start = hw_mono_ns();
+    int failed = hb_make_data(operands[0], v->size, (uint64_t)v->seed);
+    if (failed)
+        return hw_seterr(err, "failed to write %s: %s", operands[0], strerror(-failed)), -1;
+    if (v->log)
+        fprintf(v->log, "hw-bench: mkdata: %lld bytes (seed %lld) to %s in %.3f s\n", (long long)v->size,
+                (long long)v->seed, operands[0], (double)(hw_mono_ns() - start) / 1e9);
     return 0;
 }
+
+struct small_command {
+    struct command cmd;
+    struct small_values defaults;
+    size_t need;             /* offsetof the required value in struct small_values */
+    const char *need_what;
+    int operands;
+    int (*run)(const struct small_values *v, char **operands, struct hw_err *err);
+};
+
+static const struct option sieve_opts[] = {
+    {"log2", required_argument, 0, OPT_LOG2}, {"rounds", required_argument, 0, OPT_ROUNDS},
+    {"copy", required_argument, 0, OPT_COPY}, {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0}};
+static const struct option pingpong_opts[] = {
+    {"loops", required_argument, 0, OPT_LOOPS}, {"cpu", required_argument, 0, OPT_CPU},
+    {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+static const struct option mkdata_opts[] = {
+    {"size", required_argument, 0, OPT_SIZE}, {"seed", required_argument, 0, OPT_SEED},
+    {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+
+static const struct small_command small_commands[] = {
+    {{hb_usage_sieve, ":vh", sieve_opts, take_small}, {.log2 = -1, .rounds = 3},
+     offsetof(struct small_values, log2), "--log2 L", 0, run_sieve},
+    {{hb_usage_pingpong, ":vh", pingpong_opts, take_small}, {.loops = -1, .cpu = -1},
+     offsetof(struct small_values, loops), "--loops N", 0, run_pingpong},
+    {{hb_usage_mkdata, ":vh", mkdata_opts, take_small}, {.size = -1, .seed = 1997},
+     offsetof(struct small_values, size), "--size S", 1, run_mkdata},
+};
+
+static int small(const struct small_command *sc, int argc, char **argv, struct hw_err *err)
+{
+    struct small_values v = sc->defaults;
+    int rc = parse_small(&sc->cmd, argc, argv, &v, (const int64_t *)((const char *)&v + sc->need), sc->need_what,
+                         sc->operands, err);
+    return rc ? rc : sc->run(&v, argv + optind, err);
+}
+
+static int cmd_sieve(int argc, char **argv, struct hw_err *err)
+{
+    return small(&small_commands[0], argc, argv, err);
+}
+
+static int cmd_pingpong(int argc, char **argv, struct hw_err *err)
+{
+    return small(&small_commands[1], argc, argv, err);
+}
+
+static int cmd_mkdata(int argc, char **argv, struct hw_err *err)
+{
+    return small(&small_commands[2], argc, argv, err);
+}
+
 
 int main(int argc, char **argv)
 {
-    static const struct { const char *name; int (*run)(int, char **); } commands[] = {
+    static const struct { const char *name; int (*run)(int, char **, struct hw_err *); } commands[] = {
         {"main", cmd_main}, {"receive", cmd_receive}, {"sieve", cmd_sieve},
         {"pingpong", cmd_pingpong}, {"mkdata", cmd_mkdata}};
+    static struct hw_err err;
     if (argc < 2)
-        return fputs(usage_top, stderr), 2;
+        return hw_usage_exit(HB_TOOL, NULL, "expected a command: main, receive, sieve, pingpong or mkdata");
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
-        return fputs(usage_top, stdout), 0;
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
-    char m[128];
-    snprintf(m, sizeof(m), "unknown command '%s'", argv[1]);
-    return usage_error(NULL, m);
+        return fputs(hb_usage_top, stdout), 0;
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(argv[1], commands[i].name) != 0)
+            continue;
+        int rc = commands[i].run(argc - 1, argv + 1, &err);
+        if (rc < 0)
+            return hw_err_exit(HB_TOOL, commands[i].name, &err);
+        if (err.msg[0])  /* warnings of a run that went through */
+            hw_err_exit(HB_TOOL, commands[i].name, &err);
+        return HW_EXIT_OK;
+    }
+    if (argv[1][0] == '-')
+        return hw_usage_exit(HB_TOOL, NULL, "unknown option '%s'", argv[1]);
+    return hw_usage_exit(HB_TOOL, NULL, "unknown command '%s'", argv[1]);
 }

@@ -17,7 +17,7 @@ static uint64_t next_random(uint64_t *state)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
-int hw_make_data(const char *path, int64_t size, uint64_t seed)
+int hb_make_data(const char *path, int64_t size, uint64_t seed)
 {
     FILE *f = fopen(path, "w");
     if (!f)

@@ -7,9 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "hwio.h"
 #include "wire.h"
 
-int hw_connect(const char *addr, uint16_t port, int type)
+int hb_connect(const char *addr, uint16_t port, int type)
 {
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
     if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1)
@@ -25,14 +26,14 @@ int hw_connect(const char *addr, uint16_t port, int type)
     return fd;
 }
 
-int hw_connect_hello(const char *addr, uint16_t port, uint16_t kind, uint16_t index)
+int hb_connect_hello(const char *addr, uint16_t port, uint16_t kind, uint16_t index)
 {
-    int fd = hw_connect(addr, port, SOCK_STREAM);
+    int fd = hb_connect(addr, port, SOCK_STREAM);
     if (fd < 0)
         return fd;
-    uint8_t hello[HW_HELLO_LEN];
-    struct hw_hello_msg msg = {HW_MAGIC_HELLO, kind, index, (uint32_t)getpid()};
-    hw_pack_hello(hello, &msg);
+    uint8_t hello[HB_HELLO_LEN];
+    struct hb_hello_msg msg = {HB_MAGIC_HELLO, kind, index, (uint32_t)getpid()};
+    hb_pack_hello(hello, &msg);
     int err = hw_write_all(fd, hello, sizeof(hello));
     if (err) {
         close(fd);
@@ -41,7 +42,7 @@ int hw_connect_hello(const char *addr, uint16_t port, uint16_t kind, uint16_t in
     return fd;
 }
 
-void hw_socket_name(int fd, int peer, char *out, size_t len)
+void hb_socket_name(int fd, int peer, char *out, size_t len)
 {
     struct sockaddr_in sin;
     socklen_t sin_len = sizeof(sin);

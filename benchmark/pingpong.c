@@ -23,7 +23,7 @@ static int pass_byte(int rfd, int wfd, int first)
     return 0;
 }
 
-int hw_run_pingpong(int64_t loops, int cpu, double *round_trip_us)
+int hb_run_pingpong(int64_t loops, int cpu, double *round_trip_us)
 {
     int to_child[2], to_parent[2];
     if (cpu >= 0) {

@@ -21,6 +21,7 @@
 #include "clocksync.h"
 #include "evlog.h"
 #include "hwclock.h"
+#include "hwio.h"
 #include "net.h"
 #include "wire.h"
 
@@ -30,15 +31,16 @@ static volatile sig_atomic_t receiver_stop;
 static void on_stop(int sig) { (void)sig; receiver_stop = 1; }
 
 struct receiver_state {
-    const struct hw_receiver_config *cfg;
-    struct hw_window_msg window;
+    const struct hb_receiver_config *cfg;
+    struct hb_window_msg window;
     int have_window;
     int control_fd;
     int summary_pipe[2];
-    pid_t children[HW_MAX_PROCS];
+    pid_t children[HB_MAX_PROCS];
     int child_count;
-    struct hw_recv_summary summaries[HW_MAX_PROCS];
+    struct hb_recv_summary summaries[HB_MAX_PROCS];
     int summary_count;
+    struct hw_err *err;       /* warnings and the error that ended the receiver */
 };
 
 static int bind_socket(int type, const char *addr)
@@ -68,13 +70,13 @@ static uint16_t local_port(int fd)
 }
 
 static int write_recv_log(const struct receiver_state *st, int index, uint32_t sender_pid,
-                          const struct hw_evlog *log, int64_t lf_count, int64_t bytes_total, int fd)
+                          const struct hb_evlog *log, int64_t lf_count, int64_t bytes_total, int fd)
 {
     char name[64], local[64], peer[64];
-    hw_socket_name(fd, 0, local, sizeof(local));
-    hw_socket_name(fd, 1, peer, sizeof(peer));
+    hb_socket_name(fd, 0, local, sizeof(local));
+    hb_socket_name(fd, 1, peer, sizeof(peer));
     snprintf(name, sizeof(name), "recv-%d.tsv", index);
-    FILE *f = hw_evlog_open_tsv(st->cfg->out_dir, name, "bench-receive", log);
+    FILE *f = hb_evlog_open_tsv(st->cfg->out_dir, name, "bench-receive", log);
     if (!f)
         return -errno;
     fprintf(f, "# role: recv-%d\n# index: %d\n# pid: %d\n# sender_pid: %u\n", index, index, (int)getpid(), sender_pid);
@@ -83,10 +85,10 @@ static int write_recv_log(const struct receiver_state *st, int index, uint32_t s
     fprintf(f, "# lf_received: %lld\n# bytes_total: %lld\n", (long long)lf_count, (long long)bytes_total);
     fprintf(f, "t_ns\tt_raw_ns\tbytes\n");
     for (int64_t i = 0; i < log->count; i++) {
-        const struct hw_event *ev = &log->events[i];
+        const struct hb_event *ev = &log->events[i];
         fprintf(f, "%lld\t%lld\t%lld\n", (long long)ev->t_ns, (long long)ev->b, (long long)ev->a);
     }
-    return hw_evlog_close_tsv(f, st->cfg->out_dir, name, log->count, hw_evlog_sum_a(log));
+    return hb_evlog_close_tsv(f, st->cfg->out_dir, name, log->count, hb_evlog_sum_a(log));
 }
 
 static int count_lf(const uint8_t *p, size_t n)
@@ -98,13 +100,13 @@ static int count_lf(const uint8_t *p, size_t n)
 }
 
 /* The receiving process of one data connection. */
-static int receive_connection(struct receiver_state *st, int fd, const struct hw_hello_msg *hello)
+static int receive_connection(struct receiver_state *st, int fd, const struct hb_hello_msg *hello)
 {
-    struct hw_recv_summary sum = {.index = hello->index, .pid = (uint32_t)getpid()};
-    struct hw_evlog log;
+    struct hb_recv_summary sum = {.index = hello->index, .pid = (uint32_t)getpid()};
+    struct hb_evlog log;
     uint8_t *buf = malloc(RECV_BUF);
     int status = 0;
-    if (!buf || hw_evlog_init(&log, st->cfg->log_capacity, st->window.window_start_ns,
+    if (!buf || hb_evlog_init(&log, st->cfg->log_capacity, st->window.window_start_ns,
                               st->window.window_end_ns) != 0) {
         fprintf(stderr, "hw-bench: recv-%u: failed to allocate memory\n", hello->index);
         free(buf);
@@ -128,7 +130,7 @@ static int receive_connection(struct receiver_state *st, int fd, const struct hw
         int64_t t_corrected = t_raw - st->window.offset_ns;
         sum.bytes_total += n;
         sum.lf_count += count_lf(buf, (size_t)n);
-        if (hw_evlog_add(&log, t_corrected, 0, n, t_raw, 0))
+        if (hb_evlog_add(&log, t_corrected, 0, n, t_raw, 0))
             sum.bytes_window += n;
     }
     sum.overflow = log.overflow;
@@ -136,11 +138,11 @@ static int receive_connection(struct receiver_state *st, int fd, const struct hw
     if (write_recv_log(st, hello->index, hello->pid, &log, sum.lf_count, sum.bytes_total, fd) != 0)
         status = 1;
     sum.exit_status = status;
-    uint8_t packed[HW_SUMMARY_LEN];
-    hw_pack_summary(packed, &sum);
+    uint8_t packed[HB_SUMMARY_LEN];
+    hb_pack_summary(packed, &sum);
     (void)hw_write_all(st->summary_pipe[1], packed, sizeof(packed));
     free(buf);
-    hw_evlog_free(&log);
+    hb_evlog_free(&log);
     return status;
 }
 
@@ -149,18 +151,18 @@ static void accept_connection(struct receiver_state *st, int listen_fd, int udp_
     int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
         return;
-    uint8_t raw[HW_HELLO_LEN];
-    struct hw_hello_msg hello;
+    uint8_t raw[HB_HELLO_LEN];
+    struct hb_hello_msg hello;
     struct timeval tv = {.tv_sec = 5};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (hw_read_all(fd, raw, sizeof(raw)) != 0 || hw_unpack_hello(raw, &hello) != 0) {
-        fprintf(stderr, "hw-bench: receiver: dropped a connection without a valid hello\n");
+    if (hw_read_all(fd, raw, sizeof(raw)) != 0 || hb_unpack_hello(raw, &hello) != 0) {
+        hw_adderr(st->err, "receiver: dropped a connection without a valid hello");
         close(fd);
         return;
     }
     tv.tv_sec = 0;
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (hello.kind == HW_CONN_CONTROL) {
+    if (hello.kind == HB_CONN_CONTROL) {
         if (st->control_fd >= 0) {
             close(fd);
             return;
@@ -168,7 +170,7 @@ static void accept_connection(struct receiver_state *st, int listen_fd, int udp_
         st->control_fd = fd;
         return;
     }
-    if (st->child_count >= HW_MAX_PROCS) {
+    if (st->child_count >= HB_MAX_PROCS) {
         close(fd);
         return;
     }
@@ -180,36 +182,38 @@ static void accept_connection(struct receiver_state *st, int listen_fd, int udp_
         close(st->summary_pipe[0]);
         _exit(receive_connection(st, fd, &hello));
     }
-    if (pid > 0)
+    if (pid > 0) {
         st->children[st->child_count++] = pid;
+        hb_say(st->cfg->log, "receiver: recv-%u (pid %d) serves the sender pid %u", hello.index, (int)pid, hello.pid);
+    }
     close(fd);
 }
 
 /* Reads one control message; returns 1 when main asked to stop or went away. */
 static int handle_control(struct receiver_state *st)
 {
-    uint8_t msg[HW_WINDOW_LEN];
+    uint8_t msg[HB_WINDOW_LEN];
     if (hw_read_all(st->control_fd, msg, 1) != 0)
         return 1;
-    if (msg[0] == HW_CTL_STOP)
+    if (msg[0] == HB_CTL_STOP)
         return 1;
-    if (msg[0] == HW_CTL_WINDOW && hw_read_all(st->control_fd, msg + 1, HW_WINDOW_LEN - 1) == 0) {
-        hw_unpack_window(msg, &st->window);
+    if (msg[0] == HB_CTL_WINDOW && hw_read_all(st->control_fd, msg + 1, HB_WINDOW_LEN - 1) == 0) {
+        hb_unpack_window(msg, &st->window);
         st->have_window = 1;
         return 0;
     }
-    fprintf(stderr, "hw-bench: receiver: unknown control message 0x%02x\n", msg[0]);
+    hw_adderr(st->err, "receiver: unknown control message 0x%02x", msg[0]);
     return 1;
 }
 
 static void drain_summaries(struct receiver_state *st)
 {
-    uint8_t packed[HW_SUMMARY_LEN];
-    while (st->summary_count < HW_MAX_PROCS) {
+    uint8_t packed[HB_SUMMARY_LEN];
+    while (st->summary_count < HB_MAX_PROCS) {
         ssize_t n = read(st->summary_pipe[0], packed, sizeof(packed));
         if (n != (ssize_t)sizeof(packed))
             break;
-        hw_unpack_summary(packed, &st->summaries[st->summary_count++]);
+        hb_unpack_summary(packed, &st->summaries[st->summary_count++]);
     }
 }
 
@@ -231,40 +235,40 @@ static int finish(struct receiver_state *st)
         memcpy(count, &n, 4);
         hw_write_all(st->control_fd, count, sizeof(count));
         for (int i = 0; i < st->summary_count; i++) {
-            uint8_t packed[HW_SUMMARY_LEN];
-            hw_pack_summary(packed, &st->summaries[i]);
+            uint8_t packed[HB_SUMMARY_LEN];
+            hb_pack_summary(packed, &st->summaries[i]);
             hw_write_all(st->control_fd, packed, sizeof(packed));
         }
     }
     return failed;
 }
 
-int hw_run_receiver(const struct hw_receiver_config *cfg)
+int hb_run_receiver(const struct hb_receiver_config *cfg, struct hw_err *err)
 {
-    struct receiver_state st = {.cfg = cfg, .control_fd = -1};
-    int listen_fd = -1, udp_fd = -1, status = 1;
+    struct receiver_state st = {.cfg = cfg, .control_fd = -1, .err = err};
+    int listen_fd = -1, udp_fd = -1, rc = -1;
 
-    hw_catch_stop_signals(on_stop);
+    hb_catch_stop_signals(on_stop);
     /* Until main sends the window, log nothing. */
     st.window.window_start_ns = INT64_MAX;
     st.window.window_end_ns = INT64_MAX;
 
     if (pipe2(st.summary_pipe, O_CLOEXEC) < 0) {
-        fprintf(stderr, "hw-bench: receiver: failed to create a pipe: %s\n", strerror(errno));
-        return 1;
+        hw_seterr(err, "receiver: failed to create a pipe: %s", strerror(errno));
+        return -1;
     }
     listen_fd = bind_socket(SOCK_STREAM, cfg->listen_addr);
     udp_fd = bind_socket(SOCK_DGRAM, cfg->listen_addr);
     if (listen_fd < 0 || udp_fd < 0) {
-        fprintf(stderr, "hw-bench: receiver: failed to bind to %s: %s\n", cfg->listen_addr,
-                strerror(-(listen_fd < 0 ? listen_fd : udp_fd)));
+        hw_seterr(err, "receiver: failed to bind to %s: %s", cfg->listen_addr,
+                  strerror(-(listen_fd < 0 ? listen_fd : udp_fd)));
         goto cleanup;
     }
-    uint8_t ports[HW_PORTS_LEN];
-    struct hw_ports_msg pm = {HW_MAGIC_PORTS, HW_WIRE_VERSION, local_port(listen_fd), local_port(udp_fd)};
-    hw_pack_ports(ports, &pm);
+    uint8_t ports[HB_PORTS_LEN];
+    struct hb_ports_msg pm = {HB_MAGIC_PORTS, HB_WIRE_VERSION, local_port(listen_fd), local_port(udp_fd)};
+    hb_pack_ports(ports, &pm);
     if (hw_write_all(STDOUT_FILENO, ports, sizeof(ports)) != 0) {
-        fprintf(stderr, "hw-bench: receiver: failed to report the ports on stdout\n");
+        hw_seterr(err, "receiver: failed to report the ports on stdout");
         goto cleanup;
     }
     /* stdout is main's pipe: close it so nothing else reaches main that way. */
@@ -273,21 +277,23 @@ int hw_run_receiver(const struct hw_receiver_config *cfg)
         dup2(devnull, STDOUT_FILENO);
         close(devnull);
     }
+    hb_say(cfg->log, "receiver: listening on %s, tcp port %u, udp port %u", cfg->listen_addr, pm.tcp_port,
+           pm.udp_port);
     int64_t started = hw_mono_ns();
     while (!receiver_stop) {
         struct pollfd pfd[3] = {{.fd = listen_fd, .events = POLLIN}, {.fd = udp_fd, .events = POLLIN},
                                 {.fd = st.control_fd, .events = POLLIN}};
-        int rc = poll(pfd, st.control_fd >= 0 ? 3 : 2, 1000);
-        if (rc < 0 && errno != EINTR)
+        int ready = poll(pfd, st.control_fd >= 0 ? 3 : 2, 1000);
+        if (ready < 0 && errno != EINTR)
             break;
         if (st.control_fd < 0 && hw_mono_ns() - started > 30000000000LL) {
-            fprintf(stderr, "hw-bench: receiver: no control connection from main within 30 s\n");
+            hw_adderr(err, "receiver: no control connection from main within 30 s");
             break;
         }
-        if (rc <= 0)
+        if (ready <= 0)
             continue;
         if (pfd[1].revents & POLLIN)
-            hw_sync_serve_one(udp_fd);
+            hb_sync_serve_one(udp_fd);
         /* The window before new connections: main sends it before any sender connects, so it is
          * queued by the time their connections are, and a receiving process forked before reading
          * it would log nothing in the window. */
@@ -300,7 +306,8 @@ int hw_run_receiver(const struct hw_receiver_config *cfg)
         for (int i = 0; i < st.child_count; i++)
             kill(st.children[i], SIGTERM);
     }
-    status = finish(&st);
+    rc = finish(&st) ? -1 : 0;
+    hb_say(cfg->log, "receiver: %d connections served", st.summary_count);
 
 cleanup:
     if (listen_fd >= 0)
@@ -310,5 +317,5 @@ cleanup:
     if (st.control_fd >= 0)
         close(st.control_fd);
     close(st.summary_pipe[0]);
-    return status;
+    return rc;
 }

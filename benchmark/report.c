@@ -6,9 +6,10 @@
 #include <sys/wait.h>
 
 #include "evlog.h"
+#include "hwjson.h"
 #include "sieve.h"
 
-static const char *role_name(int role) { return role == HW_ROLE_SEND ? "send" : "bg"; }
+static const char *role_name(int role) { return role == HB_ROLE_SEND ? "send" : "bg"; }
 
 static void describe_exit(int wstatus, char *out, size_t len)
 {
@@ -20,19 +21,18 @@ static void describe_exit(int wstatus, char *out, size_t len)
         snprintf(out, len, "ended in an unknown state");
 }
 
-static void add_failure(struct hw_run_record *run, const char *line)
+static void add_failure(struct hb_run_record *run, const char *line)
 {
-    fprintf(stderr, "hw-bench: %s\n", line);
     size_t used = strlen(run->failures);
     snprintf(run->failures + used, sizeof(run->failures) - used, "%s%s", used ? "\n" : "", line);
 }
 
-int hw_report_failures(struct hw_run_record *run)
+int hb_report_failures(struct hb_run_record *run)
 {
     int failures = 0;
     char line[256], how[64];
     for (int i = 0; i < run->proc_count; i++) {
-        const struct hw_proc_record *p = &run->procs[i];
+        const struct hb_proc_record *p = &run->procs[i];
         describe_exit(p->wstatus, how, sizeof(how));
         if (!p->reaped || strcmp(how, "ok") != 0) {
             snprintf(line, sizeof(line), "%s-%d (pid %d) %s", role_name(p->role), p->index, (int)p->pid, how);
@@ -46,7 +46,7 @@ int hw_report_failures(struct hw_run_record *run)
         }
     }
     for (int i = 0; i < run->receiver_count; i++) {
-        const struct hw_recv_summary *r = &run->receivers[i];
+        const struct hb_recv_summary *r = &run->receivers[i];
         if (r->lf_count || r->exit_status) {
             snprintf(line, sizeof(line), "recv-%u (pid %u) %s", r->index, r->pid,
                      r->lf_count ? "received LF bytes" : "failed to receive or store its log");
@@ -72,81 +72,77 @@ int hw_report_failures(struct hw_run_record *run)
     return failures;
 }
 
-int hw_write_main_log(const struct hw_run_record *run)
+/* Closes f; a file that could not be written whole is named in err. */
+static int close_output(FILE *f, const char *path, struct hw_err *err)
 {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/main.tsv", run->cfg->out_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "hw-bench: failed to write %s: %s\n", path, strerror(errno));
+    int failed = ferror(f);
+    if (fclose(f) != 0 || failed) {
+        hw_adderr(err, "failed to write %s: %s", path, strerror(errno ? errno : EIO));
         return -1;
     }
+    return 0;
+}
+
+static FILE *open_output(const char *dir, const char *name, char *path, size_t len, struct hw_err *err)
+{
+    snprintf(path, len, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        hw_adderr(err, "failed to write %s: %s", path, strerror(errno));
+    return f;
+}
+
+int hb_write_main_log(const struct hb_run_record *run, struct hw_err *err)
+{
+    char path[4096];
+    FILE *f = open_output(run->cfg->out_dir, "main.tsv", path, sizeof(path), err);
+    if (!f)
+        return -1;
     fprintf(f, "# format: hostwire-tsv 2\n# kind: bench-clock-sync\n# role: main\n# clock: CLOCK_MONOTONIC\n");
     fprintf(f, "# note: t1 and t4 are the sender's clock, t2 and t3 the receiver's\n");
     fprintf(f, "phase\tseq\tt1_ns\tt2_ns\tt3_ns\tt4_ns\n");
     for (int i = 0; i < run->sync_start_count; i++) {
-        const struct hw_sync_sample *s = &run->sync_start[i];
+        const struct hb_sync_sample *s = &run->sync_start[i];
         fprintf(f, "start\t%u\t%lld\t%lld\t%lld\t%lld\n", s->seq, (long long)s->t1, (long long)s->t2,
                 (long long)s->t3, (long long)s->t4);
     }
     for (int i = 0; i < run->sync_end_count; i++) {
-        const struct hw_sync_sample *s = &run->sync_end[i];
+        const struct hb_sync_sample *s = &run->sync_end[i];
         fprintf(f, "end\t%u\t%lld\t%lld\t%lld\t%lld\n", s->seq, (long long)s->t1, (long long)s->t2,
                 (long long)s->t3, (long long)s->t4);
     }
     int records = (run->sync_start_count > 0 ? run->sync_start_count : 0) +
                   (run->sync_end_count > 0 ? run->sync_end_count : 0);
-    hw_tsv_put_trailer(f, records, -1);
-    int failed = ferror(f);
-    return fclose(f) != 0 || failed ? -1 : 0;
+    hb_tsv_put_trailer(f, records, -1);
+    return close_output(f, path, err);
 }
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static void json_estimate(FILE *f, const char *name, const struct hw_sync_estimate *e, int count)
+static void json_estimate(FILE *f, const char *name, const struct hb_sync_estimate *e, int count)
 {
     fprintf(f, "    \"%s\": {\"samples\": %d, \"offset_ns\": %lld, \"rtt_ns\": %lld, \"t_ns\": %lld}", name, count,
             (long long)e->offset_ns, (long long)e->rtt_ns, (long long)e->t_ns);
 }
 
-int hw_write_bench_json(const struct hw_run_record *run)
+int hb_write_bench_json(const struct hb_run_record *run, struct hw_err *err)
 {
-    const struct hw_bench_config *cfg = run->cfg;
+    const struct hb_config *cfg = run->cfg;
     char path[4096], how[64];
-    snprintf(path, sizeof(path), "%s/bench.json", cfg->out_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "hw-bench: failed to write %s: %s\n", path, strerror(errno));
+    FILE *f = open_output(cfg->out_dir, "bench.json", path, sizeof(path), err);
+    if (!f)
         return -1;
-    }
     fprintf(f, "{\n  \"format\": \"hostwire-bench 1\",\n  \"clock\": \"CLOCK_MONOTONIC\",\n");
     fprintf(f, "  \"config\": {\"senders\": %d, \"background\": %d, \"sieve_log2\": %d, \"code_copies\": %d, "
                "\"read_size\": %lld, \"write_size\": %lld, \"data\": ",
             cfg->senders, cfg->background, cfg->sieve_log2, cfg->code_copies, (long long)cfg->read_size,
             (long long)cfg->write_size);
-    json_string(f, cfg->data_path);
+    hw_json_str(f, cfg->data_path);
     fprintf(f, ", \"warmup_ns\": %lld, \"duration_ns\": %lld, \"quiet_ns\": %lld, \"log_capacity\": %lld, "
                "\"connect\": ",
             (long long)cfg->warmup_ns, (long long)cfg->duration_ns, (long long)cfg->quiet_ns,
             (long long)cfg->log_capacity);
-    json_string(f, cfg->connect_addr);
+    hw_json_str(f, cfg->connect_addr);
     fprintf(f, ", \"receiver_cmd\": ");
-    json_string(f, cfg->receiver_cmd ? cfg->receiver_cmd : "");
+    hw_json_str(f, cfg->receiver_cmd ? cfg->receiver_cmd : "");
     fprintf(f, "},\n");
     fprintf(f, "  \"t0_ns\": %lld,\n  \"window_start_ns\": %lld,\n  \"window_end_ns\": %lld,\n"
                "  \"quiet_end_ns\": %lld,\n",
@@ -159,14 +155,14 @@ int hw_write_bench_json(const struct hw_run_record *run)
     json_estimate(f, "end", &run->est_end, run->sync_end_count);
     fprintf(f, "\n  },\n  \"processes\": [\n");
     for (int i = 0; i < run->proc_count; i++) {
-        const struct hw_proc_record *p = &run->procs[i];
-        const struct hw_child_report *r = &p->report;
+        const struct hb_proc_record *p = &run->procs[i];
+        const struct hb_child_report *r = &p->report;
         describe_exit(p->wstatus, how, sizeof(how));
         fprintf(f, "    {\"role\": \"%s-%d\", \"kind\": \"%s\", \"index\": %d, \"pid\": %d, \"exit\": \"%s\", "
                    "\"reported\": %s, \"local_port\": %u, \"bytes_total\": %lld, \"bytes_window\": %lld, "
                    "\"calls_window\": %lld, \"rounds_total\": %lld, \"events\": %lld, \"overflow\": %lld, "
                    "\"check_failures\": %lld}%s\n",
-                role_name(p->role), p->index, p->role == HW_ROLE_SEND ? "send" : "background", p->index,
+                role_name(p->role), p->index, p->role == HB_ROLE_SEND ? "send" : "background", p->index,
                 (int)p->pid, how, p->have_report ? "true" : "false", r->local_port, (long long)r->bytes_total,
                 (long long)r->bytes_window, (long long)r->calls_window, (long long)r->rounds_total,
                 (long long)r->events, (long long)r->overflow, (long long)r->check_failures,
@@ -174,7 +170,7 @@ int hw_write_bench_json(const struct hw_run_record *run)
     }
     fprintf(f, "  ],\n  \"receivers\": [\n");
     for (int i = 0; i < run->receiver_count; i++) {
-        const struct hw_recv_summary *r = &run->receivers[i];
+        const struct hb_recv_summary *r = &run->receivers[i];
         fprintf(f, "    {\"role\": \"recv-%u\", \"index\": %u, \"pid\": %u, \"exit_status\": %d, \"bytes_total\": %lld, "
                    "\"bytes_window\": %lld, \"lf_received\": %lld, \"events\": %lld, \"overflow\": %lld}%s\n",
                 r->index, r->index, r->pid, r->exit_status, (long long)r->bytes_total, (long long)r->bytes_window,
@@ -199,10 +195,9 @@ int hw_write_bench_json(const struct hw_run_record *run)
     int first = 1;
     for (char *line = strtok_r(lines, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         fputs(first ? "" : ", ", f);
-        json_string(f, line);
+        hw_json_str(f, line);
         first = 0;
     }
     fprintf(f, "]\n}\n");
-    int failed = ferror(f);
-    return fclose(f) != 0 || failed ? -1 : 0;
+    return close_output(f, path, err);
 }

@@ -27,12 +27,12 @@ static void lf_to_cr(uint8_t *p, size_t n)
         *q = '\r';
 }
 
-static int write_log(const struct hw_bench_config *cfg, int index, const struct hw_evlog *log,
+static int write_log(const struct hb_config *cfg, int index, const struct hb_evlog *log,
                      uint16_t tcp_port, const char *local)
 {
     char name[64];
     snprintf(name, sizeof(name), "send-%d.tsv", index);
-    FILE *f = hw_evlog_open_tsv(cfg->out_dir, name, "bench-send", log);
+    FILE *f = hb_evlog_open_tsv(cfg->out_dir, name, "bench-send", log);
     if (!f)
         return -errno;
     fprintf(f, "# role: send-%d\n# index: %d\n# pid: %d\n", index, index, (int)getpid());
@@ -40,28 +40,28 @@ static int write_log(const struct hw_bench_config *cfg, int index, const struct 
     fprintf(f, "# read_size: %lld\n# write_size: %lld\n", (long long)cfg->read_size, (long long)cfg->write_size);
     fprintf(f, "t_ns\tevent\tbytes\n");
     for (int64_t i = 0; i < log->count; i++) {
-        const struct hw_event *ev = &log->events[i];
+        const struct hb_event *ev = &log->events[i];
         fprintf(f, "%lld\t%s\t%lld\n", (long long)ev->t_ns, event_names[ev->kind], (long long)ev->a);
     }
-    return hw_evlog_close_tsv(f, cfg->out_dir, name, log->count, hw_evlog_sum_a(log));
+    return hb_evlog_close_tsv(f, cfg->out_dir, name, log->count, hb_evlog_sum_a(log));
 }
 
-int hw_run_sender(const struct hw_bench_config *cfg, int index, uint16_t tcp_port,
+int hb_run_sender(const struct hb_config *cfg, int index, uint16_t tcp_port,
                   int64_t window_start_ns, int64_t window_end_ns, int64_t quiet_end_ns, int report_fd)
 {
-    struct hw_child_report report = {.role = HW_ROLE_SEND, .index = index, .pid = getpid()};
-    struct hw_evlog log;
+    struct hb_child_report report = {.role = HB_ROLE_SEND, .index = index, .pid = getpid()};
+    struct hb_evlog log;
     uint8_t *buf = NULL;
     int data_fd = -1, sock = -1, status = 1;
     char local[64] = "?";
     const int same_size = cfg->read_size == cfg->write_size;
     const size_t cap = (size_t)(cfg->read_size + cfg->write_size);
 
-    hw_child_setup_signals();
-    if (hw_evlog_init(&log, cfg->log_capacity, window_start_ns, window_end_ns) != 0) {
+    hb_child_setup_signals();
+    if (hb_evlog_init(&log, cfg->log_capacity, window_start_ns, window_end_ns) != 0) {
         fprintf(stderr, "hw-bench: send-%d: failed to allocate the event log\n", index);
         report.failed = 1;
-        hw_send_report(report_fd, &report);
+        hb_send_report(report_fd, &report);
         return 1;
     }
     buf = malloc(cap);
@@ -79,13 +79,13 @@ int hw_run_sender(const struct hw_bench_config *cfg, int index, uint16_t tcp_por
     off_t start = (off_t)((__int128)index * st.st_size / cfg->senders);
     lseek(data_fd, start, SEEK_SET);
 
-    sock = hw_connect_hello(cfg->connect_addr, tcp_port, HW_CONN_DATA, (uint16_t)index);
+    sock = hb_connect_hello(cfg->connect_addr, tcp_port, HB_CONN_DATA, (uint16_t)index);
     if (sock >= 0) {
         struct sockaddr_in me;
         socklen_t me_len = sizeof(me);
         getsockname(sock, (struct sockaddr *)&me, &me_len);
         report.local_port = ntohs(me.sin_port);
-        hw_socket_name(sock, 0, local, sizeof(local));
+        hb_socket_name(sock, 0, local, sizeof(local));
     }
     if (sock < 0) {
         fprintf(stderr, "hw-bench: send-%d: failed to connect to %s:%u: %s\n", index, cfg->connect_addr,
@@ -96,7 +96,7 @@ int hw_run_sender(const struct hw_bench_config *cfg, int index, uint16_t tcp_por
     size_t have = 0;
     int round_logged = 0;
     status = 0;
-    while (!hw_child_stop) {
+    while (!hb_child_stop) {
         int64_t now = hw_mono_ns();
         if (now >= window_end_ns)
             break;
@@ -118,10 +118,10 @@ int hw_run_sender(const struct hw_bench_config *cfg, int index, uint16_t tcp_por
             have += (size_t)n;
             /* A round (or, with unequal sizes, a call) that starts in the window is logged to its
              * end, so every logged call has its before and after events. */
-            round_logged = hw_evlog_add(&log, now, EV_READ_START, cfg->read_size, 0, 0);
+            round_logged = hb_evlog_add(&log, now, EV_READ_START, cfg->read_size, 0, 0);
             report.events += round_logged;
             if (!same_size && round_logged)
-                report.events += hw_evlog_add_always(&log, t_read_end, EV_READ_END, n, 0, 0);
+                report.events += hb_evlog_add_always(&log, t_read_end, EV_READ_END, n, 0, 0);
             if (!same_size && have < (size_t)cfg->write_size)
                 continue;
         }
@@ -137,10 +137,10 @@ int hw_run_sender(const struct hw_bench_config *cfg, int index, uint16_t tcp_por
             break;
         }
         int write_logged = same_size && round_logged
-                               ? hw_evlog_add_always(&log, t_write, EV_WRITE_START, (int64_t)chunk, 0, 0)
-                               : hw_evlog_add(&log, t_write, EV_WRITE_START, (int64_t)chunk, 0, 0);
+                               ? hb_evlog_add_always(&log, t_write, EV_WRITE_START, (int64_t)chunk, 0, 0)
+                               : hb_evlog_add(&log, t_write, EV_WRITE_START, (int64_t)chunk, 0, 0);
         if (write_logged)
-            write_logged += hw_evlog_add_always(&log, t_written, EV_WRITE_END, w, 0, 0);
+            write_logged += hb_evlog_add_always(&log, t_written, EV_WRITE_END, w, 0, 0);
         report.events += write_logged;
         report.bytes_total += w;
         report.rounds_total++;
@@ -154,7 +154,7 @@ int hw_run_sender(const struct hw_bench_config *cfg, int index, uint16_t tcp_por
     /* Closing ends the receiving process's log; the quiet time lets the system calm down. */
     close(sock);
     sock = -1;
-    hw_sleep_until(quiet_end_ns);
+    hb_sleep_until(quiet_end_ns);
     if (write_log(cfg, index, &log, tcp_port, local) != 0)
         status = 1;
 
@@ -162,12 +162,12 @@ cleanup:
     report.overflow = log.overflow;
     report.events -= log.overflow;
     report.failed = status != 0;
-    hw_send_report(report_fd, &report);
+    hb_send_report(report_fd, &report);
     if (sock >= 0)
         close(sock);
     if (data_fd >= 0)
         close(data_fd);
     free(buf);
-    hw_evlog_free(&log);
+    hb_evlog_free(&log);
     return status;
 }

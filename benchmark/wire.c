@@ -3,7 +3,6 @@
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
-#include <unistd.h>
 
 static void put16(uint8_t *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
 static void put32(uint8_t *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
@@ -12,7 +11,7 @@ static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return b
 static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
 static int64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return (int64_t)be64toh(v); }
 
-void hw_pack_ports(uint8_t *buf, const struct hw_ports_msg *m)
+void hb_pack_ports(uint8_t *buf, const struct hb_ports_msg *m)
 {
     put32(buf, m->magic);
     put16(buf + 4, m->version);
@@ -20,16 +19,16 @@ void hw_pack_ports(uint8_t *buf, const struct hw_ports_msg *m)
     put16(buf + 8, m->udp_port);
 }
 
-int hw_unpack_ports(const uint8_t *buf, struct hw_ports_msg *m)
+int hb_unpack_ports(const uint8_t *buf, struct hb_ports_msg *m)
 {
     m->magic = get32(buf);
     m->version = get16(buf + 4);
     m->tcp_port = get16(buf + 6);
     m->udp_port = get16(buf + 8);
-    return m->magic == HW_MAGIC_PORTS && m->version == HW_WIRE_VERSION ? 0 : -EPROTO;
+    return m->magic == HB_MAGIC_PORTS && m->version == HB_WIRE_VERSION ? 0 : -EPROTO;
 }
 
-void hw_pack_hello(uint8_t *buf, const struct hw_hello_msg *m)
+void hb_pack_hello(uint8_t *buf, const struct hb_hello_msg *m)
 {
     put32(buf, m->magic);
     put16(buf + 4, m->kind);
@@ -37,56 +36,56 @@ void hw_pack_hello(uint8_t *buf, const struct hw_hello_msg *m)
     put32(buf + 8, m->pid);
 }
 
-int hw_unpack_hello(const uint8_t *buf, struct hw_hello_msg *m)
+int hb_unpack_hello(const uint8_t *buf, struct hb_hello_msg *m)
 {
     m->magic = get32(buf);
     m->kind = get16(buf + 4);
     m->index = get16(buf + 6);
     m->pid = get32(buf + 8);
-    if (m->magic != HW_MAGIC_HELLO)
+    if (m->magic != HB_MAGIC_HELLO)
         return -EPROTO;
-    return m->kind == HW_CONN_CONTROL || m->kind == HW_CONN_DATA ? 0 : -EPROTO;
+    return m->kind == HB_CONN_CONTROL || m->kind == HB_CONN_DATA ? 0 : -EPROTO;
 }
 
-void hw_pack_window(uint8_t *buf, const struct hw_window_msg *m)
+void hb_pack_window(uint8_t *buf, const struct hb_window_msg *m)
 {
-    buf[0] = HW_CTL_WINDOW;
+    buf[0] = HB_CTL_WINDOW;
     put64(buf + 1, m->offset_ns);
     put64(buf + 9, m->window_start_ns);
     put64(buf + 17, m->window_end_ns);
 }
 
-void hw_unpack_window(const uint8_t *buf, struct hw_window_msg *m)
+void hb_unpack_window(const uint8_t *buf, struct hb_window_msg *m)
 {
     m->offset_ns = get64(buf + 1);
     m->window_start_ns = get64(buf + 9);
     m->window_end_ns = get64(buf + 17);
 }
 
-void hw_pack_sync(uint8_t *buf, const struct hw_sync_msg *m, size_t len)
+void hb_pack_sync(uint8_t *buf, const struct hb_sync_msg *m, size_t len)
 {
     put32(buf, m->magic);
     put32(buf + 4, m->seq);
     put64(buf + 8, m->t1);
-    if (len >= HW_SYNC_REPLY_LEN) {
+    if (len >= HB_SYNC_REPLY_LEN) {
         put64(buf + 16, m->t2);
         put64(buf + 24, m->t3);
     }
 }
 
-int hw_unpack_sync(const uint8_t *buf, size_t len, struct hw_sync_msg *m)
+int hb_unpack_sync(const uint8_t *buf, size_t len, struct hb_sync_msg *m)
 {
-    if (len != HW_SYNC_REQ_LEN && len != HW_SYNC_REPLY_LEN)
+    if (len != HB_SYNC_REQ_LEN && len != HB_SYNC_REPLY_LEN)
         return -EPROTO;
     m->magic = get32(buf);
     m->seq = get32(buf + 4);
     m->t1 = get64(buf + 8);
-    m->t2 = len == HW_SYNC_REPLY_LEN ? get64(buf + 16) : 0;
-    m->t3 = len == HW_SYNC_REPLY_LEN ? get64(buf + 24) : 0;
-    return m->magic == HW_MAGIC_SYNC ? 0 : -EPROTO;
+    m->t2 = len == HB_SYNC_REPLY_LEN ? get64(buf + 16) : 0;
+    m->t3 = len == HB_SYNC_REPLY_LEN ? get64(buf + 24) : 0;
+    return m->magic == HB_MAGIC_SYNC ? 0 : -EPROTO;
 }
 
-void hw_pack_summary(uint8_t *buf, const struct hw_recv_summary *s)
+void hb_pack_summary(uint8_t *buf, const struct hb_recv_summary *s)
 {
     put16(buf, s->index);
     put32(buf + 2, s->pid);
@@ -98,7 +97,7 @@ void hw_pack_summary(uint8_t *buf, const struct hw_recv_summary *s)
     put64(buf + 42, s->overflow);
 }
 
-void hw_unpack_summary(const uint8_t *buf, struct hw_recv_summary *s)
+void hb_unpack_summary(const uint8_t *buf, struct hb_recv_summary *s)
 {
     s->index = get16(buf);
     s->pid = get32(buf + 2);
@@ -108,38 +107,4 @@ void hw_unpack_summary(const uint8_t *buf, struct hw_recv_summary *s)
     s->lf_count = get64(buf + 26);
     s->events = get64(buf + 34);
     s->overflow = get64(buf + 42);
-}
-
-int hw_write_all(int fd, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-int hw_read_all(int fd, void *buf, size_t len)
-{
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            return -EPIPE;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
 }

@@ -12,7 +12,7 @@ struct addr_entry {
     char text[INET6_ADDRSTRLEN];
 };
 
-struct addrdict {
+struct cap_addrdict {
     struct addr_entry *entries;  /* in code order */
     uint32_t n, cap;
     int32_t *slots;              /* hash slot -> code, -1 empty */
@@ -20,9 +20,9 @@ struct addrdict {
     int32_t last_code, prev_code;  /* a two-entry cache: a flow's source and destination */
 };
 
-struct addrdict *addrdict_new(void)
+struct cap_addrdict *cap_addrdict_new(void)
 {
-    struct addrdict *d = calloc(1, sizeof(*d));
+    struct cap_addrdict *d = calloc(1, sizeof(*d));
     if (!d)
         return NULL;
     d->nslots = 256;
@@ -36,7 +36,7 @@ struct addrdict *addrdict_new(void)
     return d;
 }
 
-void addrdict_free(struct addrdict *d)
+void cap_addrdict_free(struct cap_addrdict *d)
 {
     if (!d)
         return;
@@ -61,7 +61,7 @@ static inline int same(const struct addr_entry *e, uint8_t family, const uint8_t
     return family == 4 ? memcmp(e->addr, a, 4) == 0 : memcmp(e->addr, a, 16) == 0;
 }
 
-static int grow_slots(struct addrdict *d)
+static int grow_slots(struct cap_addrdict *d)
 {
     uint32_t nslots = d->nslots * 2;
     int32_t *slots = malloc(nslots * sizeof(*slots));
@@ -80,7 +80,7 @@ static int grow_slots(struct addrdict *d)
     return 0;
 }
 
-int32_t addrdict_code(struct addrdict *d, uint8_t family, const uint8_t *addr)
+int32_t cap_addrdict_code(struct cap_addrdict *d, uint8_t family, const uint8_t *addr)
 {
     uint32_t s;
     struct addr_entry *e;
@@ -122,6 +122,6 @@ int32_t addrdict_code(struct addrdict *d, uint8_t family, const uint8_t *addr)
     return d->last_code;
 }
 
-uint32_t addrdict_size(const struct addrdict *d) { return d->n; }
+uint32_t cap_addrdict_size(const struct cap_addrdict *d) { return d->n; }
 
-const char *addrdict_text(const struct addrdict *d, uint32_t i) { return d->entries[i].text; }
+const char *cap_addrdict_text(const struct cap_addrdict *d, uint32_t i) { return d->entries[i].text; }

@@ -13,7 +13,7 @@ static uint32_t rd32(const uint8_t *p, int swap)
     return swap ? __builtin_bswap32(v) : v;
 }
 
-static int walk_pcap(FILE *f, int64_t size, int swap, struct damage *out)
+static int walk_pcap(FILE *f, int64_t size, int swap, struct cap_damage *out)
 {
     uint8_t hdr[16];
     int64_t off = 24, frame = 1;
@@ -52,7 +52,7 @@ found:
     return 0;
 }
 
-static int walk_pcapng(FILE *f, int64_t size, struct damage *out)
+static int walk_pcapng(FILE *f, int64_t size, struct cap_damage *out)
 {
     uint8_t hdr[12];
     int64_t off = 0, frame = 1;
@@ -96,7 +96,7 @@ found:
     return 0;
 }
 
-int damage_locate(const char *path, struct damage *out)
+int cap_damage_locate(const char *path, struct cap_damage *out)
 {
     FILE *f = fopen(path, "rb");
     struct stat st;

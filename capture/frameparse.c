@@ -6,16 +6,16 @@
 #include <pcap/dlt.h>
 #include <string.h>
 
-const char *const fp_kind_names[FP_NKINDS] = {
-    [FP_OK] = "tcp-udp",
-    [FP_NON_IP] = "non-ip",
-    [FP_ARP] = "arp",
-    [FP_ICMP] = "icmp",
-    [FP_ICMPV6] = "icmpv6",
-    [FP_OTHER_PROTO] = "other-ip-protocol",
-    [FP_FRAGMENT] = "ip-fragment",
-    [FP_SHORT] = "short-capture",
-    [FP_MALFORMED] = "malformed",
+const char *const cap_fp_kind_names[CAP_FP_NKINDS] = {
+    [CAP_FP_OK] = "tcp-udp",
+    [CAP_FP_NON_IP] = "non-ip",
+    [CAP_FP_ARP] = "arp",
+    [CAP_FP_ICMP] = "icmp",
+    [CAP_FP_ICMPV6] = "icmpv6",
+    [CAP_FP_OTHER_PROTO] = "other-ip-protocol",
+    [CAP_FP_FRAGMENT] = "ip-fragment",
+    [CAP_FP_SHORT] = "short-capture",
+    [CAP_FP_MALFORMED] = "malformed",
 };
 
 #define ETHERTYPE_IPV4 0x0800
@@ -33,7 +33,7 @@ static inline uint32_t rd32(const uint8_t *p)
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
-int fp_linktype_supported(int dlt)
+int cap_fp_linktype_supported(int dlt)
 {
     switch (dlt) {
     case DLT_EN10MB:
@@ -49,8 +49,8 @@ int fp_linktype_supported(int dlt)
 }
 
 /* The link header: sets *l2len and *ethertype (0 when the IP version decides, raw IP). */
-static enum fp_status parse_link(int dlt, const uint8_t *d, uint32_t caplen, uint32_t *l2len,
-                                 uint16_t *ethertype)
+static enum cap_fp_status parse_link(int dlt, const uint8_t *d, uint32_t caplen, uint32_t *l2len,
+                                     uint16_t *ethertype)
 {
     uint32_t off;
     uint16_t type;
@@ -59,28 +59,28 @@ static enum fp_status parse_link(int dlt, const uint8_t *d, uint32_t caplen, uin
     switch (dlt) {
     case DLT_EN10MB:
         if (caplen < 14)
-            return FP_SHORT;
+            return CAP_FP_SHORT;
         type = rd16(d + 12);
         off = 14;
         for (tags = 0; (type == ETHERTYPE_VLAN || type == ETHERTYPE_QINQ || type == ETHERTYPE_QINQ_OLD)
                        && tags < MAX_VLAN_TAGS; tags++) {
             if (caplen < off + 4)
-                return FP_SHORT;
+                return CAP_FP_SHORT;
             type = rd16(d + off + 2);
             off += 4;
         }
         if (type < 0x0600)  /* an 802.3 length field: LLC/SNAP, STP, ... */
-            return FP_NON_IP;
+            return CAP_FP_NON_IP;
         break;
     case DLT_LINUX_SLL:
         if (caplen < 16)
-            return FP_SHORT;
+            return CAP_FP_SHORT;
         type = rd16(d + 14);
         off = 16;
         break;
     case DLT_LINUX_SLL2:
         if (caplen < 20)
-            return FP_SHORT;
+            return CAP_FP_SHORT;
         type = rd16(d);
         off = 20;
         break;
@@ -97,49 +97,49 @@ static enum fp_status parse_link(int dlt, const uint8_t *d, uint32_t caplen, uin
         off = 0;
         break;
     default:
-        return FP_NON_IP;
+        return CAP_FP_NON_IP;
     }
     if (type == ETHERTYPE_ARP)
-        return FP_ARP;
+        return CAP_FP_ARP;
     if (type != 0 && type != ETHERTYPE_IPV4 && type != ETHERTYPE_IPV6)
-        return FP_NON_IP;
+        return CAP_FP_NON_IP;
     *l2len = off;
     *ethertype = type;
-    return FP_OK;
+    return CAP_FP_OK;
 }
 
-static enum fp_status classify_proto(uint8_t proto)
+static enum cap_fp_status classify_proto(uint8_t proto)
 {
     if (proto == 6 || proto == 17)
-        return FP_OK;
+        return CAP_FP_OK;
     if (proto == 1)
-        return FP_ICMP;
+        return CAP_FP_ICMP;
     if (proto == 58)
-        return FP_ICMPV6;
-    return FP_OTHER_PROTO;
+        return CAP_FP_ICMPV6;
+    return CAP_FP_OTHER_PROTO;
 }
 
 /* IPv4 header at ip (avail captured bytes, room wire bytes): sets *hlen, *ip_len, proto. */
-static enum fp_status parse_ipv4(const uint8_t *ip, uint32_t avail, uint32_t room, uint32_t *hlen,
-                                 int64_t *ip_len, struct fp_fields *out)
+static enum cap_fp_status parse_ipv4(const uint8_t *ip, uint32_t avail, uint32_t room, uint32_t *hlen,
+                                     int64_t *ip_len, struct cap_fp_fields *out)
 {
     uint32_t ihl, tot;
     uint16_t frag;
 
     if (avail < 20)
-        return room < 20 ? FP_MALFORMED : FP_SHORT;
+        return room < 20 ? CAP_FP_MALFORMED : CAP_FP_SHORT;
     ihl = (uint32_t)(ip[0] & 0x0f) * 4;
     if (ihl < 20)
-        return FP_MALFORMED;
+        return CAP_FP_MALFORMED;
     tot = rd16(ip + 2);
     if (tot == 0) {
         /* TSO/GSO or BIG TCP super-packet: the length is the frame's. */
         tot = room;
     }
     if (tot < ihl || tot > room)
-        return FP_MALFORMED;
+        return CAP_FP_MALFORMED;
     if (avail < ihl)
-        return FP_SHORT;
+        return CAP_FP_SHORT;
     frag = rd16(ip + 6);
     out->proto = ip[9];
     out->family = 4;
@@ -148,21 +148,21 @@ static enum fp_status parse_ipv4(const uint8_t *ip, uint32_t avail, uint32_t roo
     *hlen = ihl;
     *ip_len = tot;
     if (frag & 0x3fff)  /* MF set or a non-zero offset */
-        return FP_FRAGMENT;
+        return CAP_FP_FRAGMENT;
     return classify_proto(out->proto);
 }
 
 /* IPv6 header and extension headers (hop-by-hop with a jumbo option, routing, destination
  * options, fragment). */
-static enum fp_status parse_ipv6(const uint8_t *ip, uint32_t avail, uint32_t room, uint32_t *hlen,
-                                 int64_t *ip_len, struct fp_fields *out)
+static enum cap_fp_status parse_ipv6(const uint8_t *ip, uint32_t avail, uint32_t room, uint32_t *hlen,
+                                     int64_t *ip_len, struct cap_fp_fields *out)
 {
     uint32_t off = 40, plen, jumbo = 0;
     uint8_t next;
     int n;
 
     if (avail < 40)
-        return room < 40 ? FP_MALFORMED : FP_SHORT;
+        return room < 40 ? CAP_FP_MALFORMED : CAP_FP_SHORT;
     plen = rd16(ip + 4);
     next = ip[6];
     out->family = 6;
@@ -173,10 +173,10 @@ static enum fp_status parse_ipv6(const uint8_t *ip, uint32_t avail, uint32_t roo
         if (next != 0 && next != 43 && next != 60 && next != 44)
             break;
         if (avail < off + 8)
-            return room < off + 8 ? FP_MALFORMED : FP_SHORT;
+            return room < off + 8 ? CAP_FP_MALFORMED : CAP_FP_SHORT;
         if (next == 44) {
             if (rd16(ip + off + 2) & 0xfff9)  /* offset or MF */
-                return FP_FRAGMENT;
+                return CAP_FP_FRAGMENT;
             /* an atomic fragment: the header goes on */
             next = ip[off];
             off += 8;
@@ -184,7 +184,7 @@ static enum fp_status parse_ipv6(const uint8_t *ip, uint32_t avail, uint32_t roo
         }
         elen = ((uint32_t)ip[off + 1] + 1) * 8;
         if (avail < off + elen)
-            return room < off + elen ? FP_MALFORMED : FP_SHORT;
+            return room < off + elen ? CAP_FP_MALFORMED : CAP_FP_SHORT;
         if (next == 0) {
             /* hop-by-hop: look for the jumbo payload option (type 0xC2, length 4) */
             uint32_t o = off + 2;
@@ -192,7 +192,7 @@ static enum fp_status parse_ipv6(const uint8_t *ip, uint32_t avail, uint32_t roo
                 uint8_t t = ip[o];
                 if (t == 0) { o++; continue; }
                 if (o + 2 + ip[o + 1] > off + elen)
-                    return FP_MALFORMED;
+                    return CAP_FP_MALFORMED;
                 if (t == 0xc2 && ip[o + 1] == 4)
                     jumbo = rd32(ip + o + 2);
                 o += 2u + ip[o + 1];
@@ -204,7 +204,7 @@ static enum fp_status parse_ipv6(const uint8_t *ip, uint32_t avail, uint32_t roo
     if (plen == 0)
         plen = jumbo ? jumbo : (room >= 40 ? room - 40 : 0);
     if ((uint64_t)plen + 40 > room || off > (uint64_t)plen + 40)
-        return FP_MALFORMED;
+        return CAP_FP_MALFORMED;
     out->proto = next;
     *hlen = off;
     *ip_len = (int64_t)plen + 40;
@@ -236,40 +236,40 @@ static int8_t syn_wscale(const uint8_t *opt, uint32_t len)
     return -1;
 }
 
-enum fp_status fp_parse(int dlt, const uint8_t *data, uint32_t caplen, uint32_t wire_len,
-                        struct fp_fields *out)
+enum cap_fp_status cap_fp_parse(int dlt, const uint8_t *data, uint32_t caplen, uint32_t wire_len,
+                        struct cap_fp_fields *out)
 {
     uint32_t l2len = 0, hlen = 0, avail, room;
     uint16_t ethertype = 0;
     int64_t ip_len = 0, l4room;
     const uint8_t *ip, *l4;
-    enum fp_status st;
+    enum cap_fp_status st;
     int version;
 
     if (caplen > wire_len)
-        return FP_MALFORMED;
+        return CAP_FP_MALFORMED;
     st = parse_link(dlt, data, caplen, &l2len, &ethertype);
-    if (st != FP_OK)
+    if (st != CAP_FP_OK)
         return st;
     if (wire_len < l2len + 1)
-        return FP_MALFORMED;
+        return CAP_FP_MALFORMED;
     if (caplen < l2len + 1)
-        return FP_SHORT;
+        return CAP_FP_SHORT;
     ip = data + l2len;
     avail = caplen - l2len;
     room = wire_len - l2len;
     version = ip[0] >> 4;
     if (ethertype == 0) {
         if (version != 4 && version != 6)
-            return FP_MALFORMED;
+            return CAP_FP_MALFORMED;
     } else if ((ethertype == ETHERTYPE_IPV4 && version != 4) || (ethertype == ETHERTYPE_IPV6 && version != 6)) {
-        return FP_MALFORMED;
+        return CAP_FP_MALFORMED;
     }
     if (version == 4)
         st = parse_ipv4(ip, avail, room, &hlen, &ip_len, out);
     else
         st = parse_ipv6(ip, avail, room, &hlen, &ip_len, out);
-    if (st != FP_OK)
+    if (st != CAP_FP_OK)
         return st;
 
     out->ip_len = ip_len;
@@ -278,12 +278,12 @@ enum fp_status fp_parse(int dlt, const uint8_t *data, uint32_t caplen, uint32_t 
     if (out->proto == 6) {
         uint32_t thl;
         if (l4room < 20)
-            return FP_MALFORMED;
+            return CAP_FP_MALFORMED;
         if (avail < hlen + 20)
-            return FP_SHORT;
+            return CAP_FP_SHORT;
         thl = (uint32_t)(l4[12] >> 4) * 4;
         if (thl < 20 || thl > l4room)
-            return FP_MALFORMED;
+            return CAP_FP_MALFORMED;
         out->sport = rd16(l4);
         out->dport = rd16(l4 + 2);
         out->seq = rd32(l4 + 4);
@@ -294,9 +294,9 @@ enum fp_status fp_parse(int dlt, const uint8_t *data, uint32_t caplen, uint32_t 
         out->payload_len = l4room - thl;
     } else {
         if (l4room < 8)
-            return FP_MALFORMED;
+            return CAP_FP_MALFORMED;
         if (avail < hlen + 8)
-            return FP_SHORT;
+            return CAP_FP_SHORT;
         out->sport = rd16(l4);
         out->dport = rd16(l4 + 2);
         out->seq = out->ack = 0;
@@ -305,5 +305,5 @@ enum fp_status fp_parse(int dlt, const uint8_t *data, uint32_t caplen, uint32_t 
         out->wscale = -1;
         out->payload_len = l4room - 8;
     }
-    return FP_OK;
+    return CAP_FP_OK;
 }

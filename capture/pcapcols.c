@@ -14,7 +14,8 @@
 
 #include "addrdict.h"
 #include "damage.h"
-#include "jsonw.h"
+#include "hwio.h"
+#include "hwjson.h"
 
 #define CHUNK 16384
 
@@ -58,11 +59,11 @@ struct addr_cache {
     int32_t code;
 };
 
-static inline int32_t cached_code(struct addrdict *d, struct addr_cache *c, uint8_t family, const uint8_t *addr)
+static inline int32_t cached_code(struct cap_addrdict *d, struct addr_cache *c, uint8_t family, const uint8_t *addr)
 {
     if (c->family == family && memcmp(c->addr, addr, family == 4 ? 4 : 16) == 0)
         return c->code;
-    c->code = addrdict_code(d, family, addr);
+    c->code = cap_addrdict_code(d, family, addr);
     c->family = family;
     memcpy(c->addr, addr, 16);
     return c->code;
@@ -71,26 +72,10 @@ static inline int32_t cached_code(struct addrdict *d, struct addr_cache *c, uint
 struct state {
     int fds[C_NCOLS];
     struct chunk *chunk;
-    struct addrdict *dict;
+    struct cap_addrdict *dict;
     int64_t *malformed;
     size_t n_malformed, cap_malformed;
 };
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
 
 static int flush_chunk(struct state *s)
 {
@@ -100,7 +85,7 @@ static int flush_chunk(struct state *s)
         c->sport, c->dport, c->seq, c->ack, c->flags, c->window, c->payload_len, c->wscale,
     };
     for (int i = 0; i < C_NCOLS; i++)
-        if (write_all(s->fds[i], arrays[i], cols[i].size * (size_t)c->n) < 0)
+        if (hw_write_all(s->fds[i], arrays[i], cols[i].size * (size_t)c->n) < 0)
             return -1;
     c->n = 0;
     return 0;
@@ -147,8 +132,8 @@ static const char *file_precision(const char *path, int is_ng)
     return "unknown";
 }
 
-static int write_json(const struct pcapcols_opts *opts, struct state *s, struct pcapcols_result *res,
-                      pcap_t *p, const struct damage *dmg)
+static int write_json(const struct cap_pcapcols_opts *opts, struct state *s, struct cap_pcapcols_result *res,
+                      pcap_t *p, const struct cap_damage *dmg, const char *damage)
 {
     char path[4096], tmp[4096];
     FILE *f;
@@ -162,9 +147,9 @@ static int write_json(const struct pcapcols_opts *opts, struct state *s, struct 
     if (!f)
         return -1;
     fprintf(f, "{\n  \"format\": \"hostwire-columns 1\",\n  \"source\": ");
-    json_str(f, opts->input);
+    hw_json_str(f, opts->input);
     fprintf(f, ",\n  \"file_format\": \"%s\",\n  \"link_type\": ", fmt);
-    json_str(f, dlt_name ? dlt_name : "unknown");
+    hw_json_str(f, dlt_name ? dlt_name : "unknown");
     fprintf(f, ",\n  \"snaplen\": %d,\n  \"tstamp_precision\": \"%s\",\n", pcap_snapshot(p),
             file_precision(opts->input, is_ng));
     fprintf(f, "  \"frames\": %lld,\n  \"rows\": %lld,\n  \"columns\": [\n",
@@ -174,17 +159,17 @@ static int write_json(const struct pcapcols_opts *opts, struct state *s, struct 
                 cols[i].dtype, cols[i].name, (i == C_SRC || i == C_DST) ? ", \"dictionary\": \"addresses\"" : "",
                 i + 1 < C_NCOLS ? "," : "");
     fprintf(f, "  ],\n  \"dictionaries\": {\"addresses\": [");
-    for (uint32_t i = 0; i < addrdict_size(s->dict); i++) {
+    for (uint32_t i = 0; i < cap_addrdict_size(s->dict); i++) {
         if (i)
             fputs(", ", f);
-        json_str(f, addrdict_text(s->dict, i));
+        hw_json_str(f, cap_addrdict_text(s->dict, i));
     }
     fprintf(f, "]},\n  \"skipped\": {");
     int first = 1;
-    for (int k = FP_NON_IP; k < FP_NKINDS; k++) {
-        if (k == FP_MALFORMED || res->kinds[k] == 0)
+    for (int k = CAP_FP_NON_IP; k < CAP_FP_NKINDS; k++) {
+        if (k == CAP_FP_MALFORMED || res->kinds[k] == 0)
             continue;
-        fprintf(f, "%s\"%s\": %lld", first ? "" : ", ", fp_kind_names[k], (long long)res->kinds[k]);
+        fprintf(f, "%s\"%s\": %lld", first ? "" : ", ", cap_fp_kind_names[k], (long long)res->kinds[k]);
         first = 0;
     }
     fprintf(f, "},\n  \"malformed\": [");
@@ -193,7 +178,7 @@ static int write_json(const struct pcapcols_opts *opts, struct state *s, struct 
     fprintf(f, "],\n  \"damage\": ");
     if (res->damaged) {
         fprintf(f, "{\"message\": ");
-        json_str(f, res->error);
+        hw_json_str(f, damage);
         fprintf(f, ", \"byte_offset\": %lld, \"frame\": %lld}", dmg->found ? (long long)dmg->offset : -1LL,
                 dmg->found ? (long long)dmg->frame : (long long)res->frames + 1);
     } else {
@@ -209,29 +194,30 @@ static int write_json(const struct pcapcols_opts *opts, struct state *s, struct 
     return 0;
 }
 
-static int open_columns(const struct pcapcols_opts *opts, struct state *s, char *err, size_t errlen)
+static int open_columns(const struct cap_pcapcols_opts *opts, struct state *s, struct hw_err *err)
 {
     char path[4096];
     if (mkdir(opts->outdir, 0777) < 0 && errno != EEXIST) {
-        snprintf(err, errlen, "failed to create %s: %s", opts->outdir, strerror(errno));
+        hw_seterr(err, "failed to create %s: %s", opts->outdir, strerror(errno));
         return -1;
     }
     for (int i = 0; i < C_NCOLS; i++) {
         snprintf(path, sizeof(path), "%s/%s.bin", opts->outdir, cols[i].name);
         s->fds[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         if (s->fds[i] < 0) {
-            snprintf(err, errlen, "failed to create %s: %s", path, strerror(errno));
+            hw_seterr(err, "failed to create %s: %s", path, strerror(errno));
             return -1;
         }
     }
     return 0;
 }
 
-static int convert(const struct pcapcols_opts *opts, struct pcapcols_result *res, int exact)
+static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_result *res, int exact,
+                   struct hw_err *err)
 {
     char errbuf[PCAP_ERRBUF_SIZE];
     struct state s;
-    struct damage dmg;
+    struct cap_damage dmg;
     struct pcap_pkthdr *hdr;
     struct addr_cache src_cache = {0}, dst_cache = {0};
     const u_char *data;
@@ -249,7 +235,7 @@ static int convert(const struct pcapcols_opts *opts, struct pcapcols_result *res
 
     fp = fopen(opts->input, "rb");
     if (!fp) {
-        snprintf(res->error, sizeof(res->error), "failed to open %s: %s", opts->input, strerror(errno));
+        hw_seterr(err, "failed to open %s: %s", opts->input, strerror(errno));
         ret = 2;
         goto cleanup;
     }
@@ -261,17 +247,16 @@ static int convert(const struct pcapcols_opts *opts, struct pcapcols_result *res
     posix_fadvise(fileno(fp), 0, 0, POSIX_FADV_SEQUENTIAL);
     p = pcap_fopen_offline_with_tstamp_precision(fp, PCAP_TSTAMP_PRECISION_NANO, errbuf);
     if (!p) {
-        snprintf(res->error, sizeof(res->error), "failed to read %s: unsupported format: %s", opts->input, errbuf);
+        hw_seterr(err, "failed to read %s: unsupported format: %s", opts->input, errbuf);
         ret = 2;
         goto cleanup;  /* fp is still ours */
     }
     fp = NULL;  /* pcap_close closes it */
     dlt = pcap_datalink(p);
-    if (!fp_linktype_supported(dlt)) {
+    if (!cap_fp_linktype_supported(dlt)) {
         const char *name = pcap_datalink_val_to_name(dlt);
-        snprintf(res->error, sizeof(res->error),
-                 "failed to read %s: unsupported link type %d (%s); supported: EN10MB (Ethernet, VLAN), "
-                 "RAW, IPV4, IPV6, LINUX_SLL, LINUX_SLL2", opts->input, dlt, name ? name : "unknown");
+        hw_seterr(err, "failed to read %s: unsupported link type %d (%s); supported: EN10MB (Ethernet, VLAN), "
+                  "RAW, IPV4, IPV6, LINUX_SLL, LINUX_SLL2", opts->input, dlt, name ? name : "unknown");
         ret = 2;
         goto cleanup;
     }
@@ -286,18 +271,18 @@ static int convert(const struct pcapcols_opts *opts, struct pcapcols_result *res
     int64_t pos = pf ? ftello(pf) : 0, expected_size = 24;
 
     s.chunk = malloc(sizeof(*s.chunk));
-    s.dict = addrdict_new();
+    s.dict = cap_addrdict_new();
     if (!s.chunk || !s.dict) {
-        snprintf(res->error, sizeof(res->error), "failed to allocate buffers: %s", strerror(ENOMEM));
+        hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
         goto cleanup;
     }
     s.chunk->n = 0;
-    if (open_columns(opts, &s, res->error, sizeof(res->error)) < 0)
+    if (open_columns(opts, &s, err) < 0)
         goto cleanup;
 
     while ((rc = pcap_next_ex(p, &hdr, &data)) == 1) {
-        struct fp_fields ff;
-        enum fp_status st;
+        struct cap_fp_fields ff;
+        enum cap_fp_status st;
         int64_t frame = ++res->frames;
 
         int64_t next = pf ? ftello(pf) : 0;
@@ -306,26 +291,26 @@ static int convert(const struct pcapcols_opts *opts, struct pcapcols_result *res
         pos = next;
         if (hdr->caplen > snaplen || record_caplen != hdr->caplen) {
             res->malformed_records++;
-            st = FP_MALFORMED;
+            st = CAP_FP_MALFORMED;
         } else {
-            st = fp_parse(dlt, data, hdr->caplen, hdr->len, &ff);
+            st = cap_fp_parse(dlt, data, hdr->caplen, hdr->len, &ff);
         }
         res->kinds[st]++;
-        if (st == FP_MALFORMED) {
+        if (st == CAP_FP_MALFORMED) {
             if (add_malformed(&s, frame) < 0) {
-                snprintf(res->error, sizeof(res->error), "failed to allocate buffers: %s", strerror(ENOMEM));
+                hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
                 goto cleanup;
             }
             continue;
         }
-        if (st != FP_OK)
+        if (st != CAP_FP_OK)
             continue;
         struct chunk *c = s.chunk;
         int n = c->n;
         int32_t src = cached_code(s.dict, &src_cache, ff.family, ff.src);
         int32_t dst = cached_code(s.dict, &dst_cache, ff.family, ff.dst);
         if (src < 0 || dst < 0) {
-            snprintf(res->error, sizeof(res->error), "failed to allocate buffers: %s", strerror(ENOMEM));
+            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
             goto cleanup;
         }
         c->frame[n] = frame;
@@ -346,34 +331,34 @@ static int convert(const struct pcapcols_opts *opts, struct pcapcols_result *res
         c->wscale[n] = ff.wscale;
         res->rows++;
         if (++c->n == CHUNK && flush_chunk(&s) < 0) {
-            snprintf(res->error, sizeof(res->error), "failed to write %s: %s", opts->outdir, strerror(errno));
+            hw_seterr(err, "failed to write %s: %s", opts->outdir, strerror(errno));
             goto cleanup;
         }
     }
     if (rc == PCAP_ERROR) {
         res->damaged = 1;
-        if (damage_locate(opts->input, &dmg) == 0 && dmg.found)
-            snprintf(res->error, sizeof(res->error), "failed to read %s: %s, at byte offset %lld (frame %lld)",
-                     opts->input, dmg.what, (long long)dmg.offset, (long long)dmg.frame);
+        if (cap_damage_locate(opts->input, &dmg) == 0 && dmg.found)
+            hw_seterr(err, "failed to read %s: %s, at byte offset %lld (frame %lld)",
+                      opts->input, dmg.what, (long long)dmg.offset, (long long)dmg.frame);
         else
-            snprintf(res->error, sizeof(res->error), "failed to read %s: %s, after frame %lld", opts->input,
-                     pcap_geterr(p), (long long)res->frames);
+            hw_seterr(err, "failed to read %s: %s, after frame %lld", opts->input,
+                      pcap_geterr(p), (long long)res->frames);
     }
     if (flush_chunk(&s) < 0) {
-        snprintf(res->error, sizeof(res->error), "failed to write %s: %s", opts->outdir, strerror(errno));
+        hw_seterr(err, "failed to write %s: %s", opts->outdir, strerror(errno));
         goto cleanup;
     }
     for (int i = 0; i < C_NCOLS; i++) {
         int fd = s.fds[i];
         s.fds[i] = -1;
         if (close(fd) < 0) {
-            snprintf(res->error, sizeof(res->error), "failed to write %s: %s", opts->outdir, strerror(errno));
+            hw_seterr(err, "failed to write %s: %s", opts->outdir, strerror(errno));
             goto cleanup;
         }
     }
-    if (write_json(opts, &s, res, p, &dmg) < 0) {
-        snprintf(res->error, sizeof(res->error), "failed to write %s/columns.json: %s", opts->outdir,
-                 strerror(errno));
+    if (write_json(opts, &s, res, p, &dmg, err->msg) < 0) {
+        hw_seterr(err, "failed to write %s/columns.json: %s", opts->outdir,
+                  strerror(errno));
         goto cleanup;
     }
     ret = res->damaged ? 1 : 0;
@@ -393,14 +378,14 @@ cleanup:
     free(iobuf);
     free(s.chunk);
     free(s.malformed);
-    addrdict_free(s.dict);
+    cap_addrdict_free(s.dict);
     return ret;
 }
 
-int pcapcols_convert(const struct pcapcols_opts *opts, struct pcapcols_result *res)
+int cap_pcapcols_convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_result *res, struct hw_err *err)
 {
-    int ret = convert(opts, res, 0);
+    int ret = convert(opts, res, 0, err);
     if (ret == 3)
-        ret = convert(opts, res, 1);
+        ret = convert(opts, res, 1, err);
     return ret;
 }

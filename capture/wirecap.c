@@ -13,11 +13,12 @@
 #include <unistd.h>
 
 #include "hwclock.h"
-#include "jsonw.h"
+#include "hwio.h"
+#include "hwjson.h"
 
 #define POLL_MS 100
 
-void wirecap_clock_pair(struct wirecap_clock_pair *pair)
+void cap_wirecap_clock_pair(struct cap_wirecap_clock_pair *pair)
 {
     int64_t r1 = hw_realtime_ns();
     int64_t m = hw_mono_ns();
@@ -26,7 +27,7 @@ void wirecap_clock_pair(struct wirecap_clock_pair *pair)
     pair->monotonic_ns = m;
 }
 
-int wirecap_enter_netns(const char *netns, char *err, size_t errlen)
+int cap_wirecap_enter_netns(const char *netns, struct hw_err *err)
 {
     char path[4096];
     int fd, ret = -1;
@@ -37,11 +38,11 @@ int wirecap_enter_netns(const char *netns, char *err, size_t errlen)
         snprintf(path, sizeof(path), "/run/netns/%s", netns);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, errlen, "failed to open network namespace %s: %s", path, strerror(errno));
+        hw_seterr(err, "failed to open network namespace %s: %s", path, strerror(errno));
         return -1;
     }
     if (setns(fd, CLONE_NEWNET) < 0) {
-        snprintf(err, errlen, "failed to enter network namespace %s: %s", path, strerror(errno));
+        hw_seterr(err, "failed to enter network namespace %s: %s", path, strerror(errno));
         goto cleanup;
     }
     ret = 0;
@@ -50,7 +51,7 @@ cleanup:
     return ret;
 }
 
-int wirecap_list_tstamp_types(const struct wirecap_opts *opts, FILE *out, char *err, size_t errlen)
+int cap_wirecap_list_tstamp_types(const struct cap_wirecap_opts *opts, FILE *out, struct hw_err *err)
 {
     char errbuf[PCAP_ERRBUF_SIZE];
     int *types = NULL, n, ret = -1;
@@ -58,12 +59,12 @@ int wirecap_list_tstamp_types(const struct wirecap_opts *opts, FILE *out, char *
 
     p = pcap_create(opts->iface, errbuf);
     if (!p) {
-        snprintf(err, errlen, "failed to open interface %s: %s", opts->iface, errbuf);
+        hw_seterr(err, "failed to open interface %s: %s", opts->iface, errbuf);
         return -1;
     }
     n = pcap_list_tstamp_types(p, &types);
     if (n < 0) {
-        snprintf(err, errlen, "failed to list stamp types of %s: %s", opts->iface, pcap_geterr(p));
+        hw_seterr(err, "failed to list stamp types of %s: %s", opts->iface, pcap_geterr(p));
         goto cleanup;
     }
     if (n == 0)
@@ -90,43 +91,43 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *b
     s->written++;
 }
 
-static pcap_t *open_handle(const struct wirecap_opts *opts, char *err, size_t errlen)
+static pcap_t *open_handle(const struct cap_wirecap_opts *opts, struct hw_err *err)
 {
     char errbuf[PCAP_ERRBUF_SIZE];
     pcap_t *p = pcap_create(opts->iface, errbuf);
     int rc;
 
     if (!p) {
-        snprintf(err, errlen, "failed to open interface %s: %s", opts->iface, errbuf);
+        hw_seterr(err, "failed to open interface %s: %s", opts->iface, errbuf);
         return NULL;
     }
     if (pcap_set_snaplen(p, opts->snaplen) != 0 || pcap_set_buffer_size(p, opts->buffer_size) != 0 ||
         pcap_set_immediate_mode(p, opts->immediate) != 0) {
-        snprintf(err, errlen, "failed to configure capture on %s", opts->iface);
+        hw_seterr(err, "failed to configure capture on %s", opts->iface);
         goto fail;
     }
     if (pcap_set_tstamp_precision(p, PCAP_TSTAMP_PRECISION_NANO) != 0) {
-        snprintf(err, errlen, "failed to set nanosecond stamps on %s: not supported", opts->iface);
+        hw_seterr(err, "failed to set nanosecond stamps on %s: not supported", opts->iface);
         goto fail;
     }
     if (opts->tstamp_type) {
         int type = pcap_tstamp_type_name_to_val(opts->tstamp_type);
         if (type < 0) {
-            snprintf(err, errlen, "failed to set stamp type %s: unknown name (see --list-tstamp-types)",
-                     opts->tstamp_type);
+            hw_seterr(err, "failed to set stamp type %s: unknown name (see --list-tstamp-types)",
+                      opts->tstamp_type);
             goto fail;
         }
         rc = pcap_set_tstamp_type(p, type);
         if (rc != 0) {
-            snprintf(err, errlen, "failed to set stamp type %s on %s: not supported (see --list-tstamp-types)",
-                     opts->tstamp_type, opts->iface);
+            hw_seterr(err, "failed to set stamp type %s on %s: not supported (see --list-tstamp-types)",
+                      opts->tstamp_type, opts->iface);
             goto fail;
         }
     }
     rc = pcap_activate(p);
     if (rc < 0) {
-        snprintf(err, errlen, "failed to activate capture on %s: %s", opts->iface,
-                 rc == PCAP_ERROR ? pcap_geterr(p) : pcap_statustostr(rc));
+        hw_seterr(err, "failed to activate capture on %s: %s", opts->iface,
+                  rc == PCAP_ERROR ? pcap_geterr(p) : pcap_statustostr(rc));
         goto fail;
     }
     if (rc > 0 && opts->log)
@@ -134,18 +135,18 @@ static pcap_t *open_handle(const struct wirecap_opts *opts, char *err, size_t er
     if (opts->filter) {
         struct bpf_program prog;
         if (pcap_compile(p, &prog, opts->filter, 1, PCAP_NETMASK_UNKNOWN) != 0) {
-            snprintf(err, errlen, "failed to compile filter '%s': %s", opts->filter, pcap_geterr(p));
+            hw_seterr(err, "failed to compile filter '%s': %s", opts->filter, pcap_geterr(p));
             goto fail;
         }
         rc = pcap_setfilter(p, &prog);
         pcap_freecode(&prog);
         if (rc != 0) {
-            snprintf(err, errlen, "failed to set filter '%s': %s", opts->filter, pcap_geterr(p));
+            hw_seterr(err, "failed to set filter '%s': %s", opts->filter, pcap_geterr(p));
             goto fail;
         }
     }
     if (pcap_setnonblock(p, 1, errbuf) != 0) {
-        snprintf(err, errlen, "failed to set non-blocking mode on %s: %s", opts->iface, errbuf);
+        hw_seterr(err, "failed to set non-blocking mode on %s: %s", opts->iface, errbuf);
         goto fail;
     }
     return p;
@@ -154,7 +155,7 @@ fail:
     return NULL;
 }
 
-static int write_json(const struct wirecap_opts *opts, const char *json_path, const struct wirecap_result *res,
+static int write_json(const struct cap_wirecap_opts *opts, const char *json_path, const struct cap_wirecap_result *res,
                       const char *error)
 {
     char tmp[4200];
@@ -165,16 +166,16 @@ static int write_json(const struct wirecap_opts *opts, const char *json_path, co
     if (!f)
         return -1;
     fprintf(f, "{\n  \"format\": \"hostwire-wirecap 1\",\n  \"tool\": \"hw-wirecap\",\n  \"pcap\": ");
-    json_str(f, opts->output);
+    hw_json_str(f, opts->output);
     fprintf(f, ",\n  \"interface\": ");
-    json_str(f, opts->iface);
+    hw_json_str(f, opts->iface);
     fprintf(f, ",\n  \"netns\": ");
-    json_str(f, opts->netns);
+    hw_json_str(f, opts->netns);
     fprintf(f, ",\n  \"snaplen\": %d,\n  \"buffer_size\": %d,\n  \"immediate\": %s,\n  \"filter\": ", opts->snaplen,
             opts->buffer_size, opts->immediate ? "true" : "false");
-    json_str(f, opts->filter);
+    hw_json_str(f, opts->filter);
     fprintf(f, ",\n  \"tstamp_type\": ");
-    json_str(f, opts->tstamp_type ? opts->tstamp_type : "host");
+    hw_json_str(f, opts->tstamp_type ? opts->tstamp_type : "host");
     fprintf(f, ",\n  \"tstamp_precision\": \"nano\",\n  \"tstamp_clock\": \"CLOCK_REALTIME\",\n");
     fprintf(f, "  \"ps_recv\": %llu,\n  \"ps_drop\": %llu,\n  \"ps_ifdrop\": %llu,\n  \"packets_written\": %llu,\n",
             (unsigned long long)res->ps_recv, (unsigned long long)res->ps_drop,
@@ -184,7 +185,7 @@ static int write_json(const struct wirecap_opts *opts, const char *json_path, co
             (long long)res->start.realtime_ns, (long long)res->start.monotonic_ns,
             (long long)res->end.realtime_ns, (long long)res->end.monotonic_ns);
     fprintf(f, "  \"stop_reason\": \"%s\",\n  \"error\": ", res->stop_reason);
-    json_str(f, error);
+    hw_json_str(f, error);
     fputs("\n}\n", f);
     /* A half-written file (disk full) is removed, so nothing incomplete is left looking whole. */
     int failed = fflush(f) != 0 || ferror(f);
@@ -195,8 +196,8 @@ static int write_json(const struct wirecap_opts *opts, const char *json_path, co
     return 0;
 }
 
-int wirecap_run(const struct wirecap_opts *opts, volatile sig_atomic_t *stop, struct wirecap_result *res,
-                char *err, size_t errlen)
+int cap_wirecap_run(const struct cap_wirecap_opts *opts, volatile sig_atomic_t *stop, struct cap_wirecap_result *res,
+                    struct hw_err *err)
 {
     char json_path[4096], dir[4096];
     struct sink sink = {0};
@@ -205,7 +206,7 @@ int wirecap_run(const struct wirecap_opts *opts, volatile sig_atomic_t *stop, st
     FILE *out = NULL;
     char *iobuf = NULL;
     int64_t deadline = 0;
-    int ret = -1, fd, failed = 0;
+    int ret = -1, fd, failed = 0, ready_fd = opts->ready_fd;
 
     memset(res, 0, sizeof(*res));
     res->stop_reason = "signal";
@@ -215,12 +216,12 @@ int wirecap_run(const struct wirecap_opts *opts, volatile sig_atomic_t *stop, st
         snprintf(dir, sizeof(dir), "%s", opts->output);
         snprintf(json_path, sizeof(json_path), "%s/wirecap.json", dirname(dir));
     }
-    p = open_handle(opts, err, errlen);
+    p = open_handle(opts, err);
     if (!p)
         goto cleanup;
     out = fopen(opts->output, "wb");
     if (!out) {
-        snprintf(err, errlen, "failed to create %s: %s", opts->output, strerror(errno));
+        hw_seterr(err, "failed to create %s: %s", opts->output, strerror(errno));
         goto cleanup;
     }
     iobuf = malloc(1 << 20);
@@ -228,22 +229,28 @@ int wirecap_run(const struct wirecap_opts *opts, volatile sig_atomic_t *stop, st
         setvbuf(out, iobuf, _IOFBF, 1 << 20);
     sink.dumper = pcap_dump_fopen(p, out);
     if (!sink.dumper) {
-        snprintf(err, errlen, "failed to write %s: %s", opts->output, pcap_geterr(p));
+        hw_seterr(err, "failed to write %s: %s", opts->output, pcap_geterr(p));
         goto cleanup;
     }
     out = NULL;  /* pcap_dump_close closes it */
     /* the header goes out at once: a reader sees a valid (empty) capture from the start */
     pcap_dump_flush(sink.dumper);
     fd = pcap_get_selectable_fd(p);
-    wirecap_clock_pair(&res->start);
-    if (opts->duration_s > 0)
-        deadline = res->start.monotonic_ns + (int64_t)(opts->duration_s * 1e9);
+    cap_wirecap_clock_pair(&res->start);
+    if (opts->duration_ns > 0)
+        deadline = res->start.monotonic_ns + opts->duration_ns;
     if (opts->log) {
         fprintf(opts->log, "hw-wirecap: capturing on %s%s%s, snaplen %d, stamps %s/nano\n", opts->iface,
                 opts->netns ? " in " : "", opts->netns ? opts->netns : "", opts->snaplen,
                 opts->tstamp_type ? opts->tstamp_type : "host");
+        if (opts->verbose)
+            fprintf(opts->log, "hw-wirecap: buffer %d KiB, %s, filter %s, pcap %s, metadata %s%s\n",
+                    opts->buffer_size / 1024, opts->immediate ? "immediate mode" : "batched delivery",
+                    opts->filter ? opts->filter : "none", opts->output, json_path,
+                    opts->duration_ns > 0 ? ", stop by duration" : "");
         fflush(opts->log);
     }
+    hw_ready_notify(&ready_fd);
     while (!*stop) {
         int timeout = POLL_MS;
         if (deadline) {
@@ -260,14 +267,14 @@ int wirecap_run(const struct wirecap_opts *opts, volatile sig_atomic_t *stop, st
         if (rc < 0) {
             if (errno == EINTR)
                 continue;
-            snprintf(err, errlen, "failed to poll %s: %s", opts->iface, strerror(errno));
+            hw_seterr(err, "failed to poll %s: %s", opts->iface, strerror(errno));
             goto cleanup;
         }
         if (rc == 0)
             continue;
         if (pcap_dispatch(p, -1, on_packet, (u_char *)&sink) < 0) {
             /* the interface went away (its namespace deleted?): keep what was captured */
-            snprintf(err, errlen, "failed to read packets from %s: %s", opts->iface, pcap_geterr(p));
+            hw_seterr(err, "failed to read packets from %s: %s", opts->iface, pcap_geterr(p));
             res->stop_reason = "error";
             failed = 1;
             break;
@@ -281,20 +288,27 @@ int wirecap_run(const struct wirecap_opts *opts, volatile sig_atomic_t *stop, st
         res->ps_drop = st.ps_drop;
         res->ps_ifdrop = st.ps_ifdrop;
     }
-    wirecap_clock_pair(&res->end);
+    cap_wirecap_clock_pair(&res->end);
     res->packets_written = sink.written;
     if (pcap_dump_flush(sink.dumper) != 0) {
-        snprintf(err, errlen, "failed to write %s: %s", opts->output, strerror(errno));
+        hw_seterr(err, "failed to write %s: %s", opts->output, strerror(errno));
         goto cleanup;
     }
     pcap_dump_close(sink.dumper);
     sink.dumper = NULL;
-    if (write_json(opts, json_path, res, failed ? err : NULL) < 0) {
-        snprintf(err, errlen, "failed to write %s: %s", json_path, strerror(errno));
+    if (write_json(opts, json_path, res, failed ? err->msg : NULL) < 0) {
+        hw_seterr(err, "failed to write %s: %s", json_path, strerror(errno));
         goto cleanup;
     }
+    if (opts->log && opts->verbose)
+        fprintf(opts->log, "hw-wirecap: stopped (%s) after %.3f s; clock pairs: realtime - monotonic %lld ns at start, "
+                "%lld ns at end\n", res->stop_reason, (double)(res->end.monotonic_ns - res->start.monotonic_ns) / 1e9,
+                (long long)(res->start.realtime_ns - res->start.monotonic_ns),
+                (long long)(res->end.realtime_ns - res->end.monotonic_ns));
     ret = failed ? -1 : 0;
 cleanup:
+    if (ready_fd >= 0)
+        close(ready_fd);  /* never ready: the starter reads the end of the pipe */
     if (sink.dumper)
         pcap_dump_close(sink.dumper);
     if (out)

@@ -15,4 +15,8 @@ static inline void hw_on_stop_signals(void (*handler)(int))
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
+
+/* The plain case: SIGINT and SIGTERM set hw_stop_requested, which the library loop watches. */
+extern volatile sig_atomic_t hw_stop_requested;
+void hw_catch_stop(void);
 #endif

@@ -1,182 +1,161 @@
 /* hw-schedtrace: records scheduler, network and (on request) I/O system-call events from a
  * private tracefs instance into trace.dat, sched.tsv, syscalls.tsv and sched.json. */
-#include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "hwargs.h"
 #include "hwsignal.h"
 #include "st.h"
 
-static volatile sig_atomic_t stop_flag;
+#define TOOL "hw-schedtrace"
 
-static void on_signal(int sig)
+static const char usage[] =
+    "usage: hw-schedtrace [OPTIONS] [-- COMMAND [ARG...]]\n"
+    "       hw-schedtrace convert [OPTIONS] TRACE.DAT\n"
+    "\n"
+    "Records kernel events from its own tracefs instance (hw-<pid>, trace clock mono) until\n"
+    "SIGINT/SIGTERM, --duration or the end of COMMAND, draining the per-CPU buffers to disk.\n"
+    "Writes DIR/trace.dat (trace-cmd report and KernelShark open it), DIR/sched.tsv,\n"
+    "DIR/sched.json (loss counters, clock check) and with --syscalls DIR/syscalls.dat and\n"
+    "DIR/syscalls.tsv. Default events: sched_switch, sched_wakeup, sched_wakeup_new,\n"
+    "sched_migrate_task, sched_process_fork/exec/exit, net_dev_queue, net_dev_xmit,\n"
+    "netif_receive_skb, sock:inet_sock_set_state, tcp:tcp_probe (where the kernel has it).\n"
+    "'convert' turns a trace.dat (or syscalls.dat with -s) into DIR/sched.tsv (syscalls.tsv).\n"
+    "\n"
+    "OPTIONS\n"
+    "  -o, --output DIR         output directory, created if missing (default .)\n"
+    "  -d, --duration T         stop after T: 500ms, 2s, 1m (a bare number is seconds)\n"
+    "  -b, --buffer-size KIB    per-CPU ring buffer size in KiB (default: the kernel's)\n"
+    "  -s, --syscalls           also record enter/exit of hw-iotrace's default calls: read,\n"
+    "                           write, readv, writev, pread64, pwrite64, sendto, sendmsg,\n"
+    "                           sendmmsg, recvfrom, recvmsg, sendfile, splice, connect, accept,\n"
+    "                           accept4, close (own instance hw-<pid>-sys)\n"
+    "  -p, --pid PID            system calls of PID and its descendants only (repeatable);\n"
+    "                           COMMAND is added to this list\n"
+    "  -e, --event SYS:EVENT    record this event instead of the default set (repeatable)\n"
+    "  -f, --filter SYS:EVENT=EXPR  kernel event filter for a recorded event (repeatable)\n"
+    "      --no-drain           do not read the buffers while recording (loss tests)\n"
+    "  -r, --rt-prio PRIO       SCHED_FIFO priority of the drain threads (default 1, so that\n"
+    "                           a loaded machine does not starve them; 0: normal scheduling)\n"
+    "      --name SUFFIX        instance name hw-<pid>-SUFFIX\n"
+    "      --ready-fd N         write \"ready\\n\" to descriptor N once recording, then close it\n"
+    "  -v, --verbose            the events, buffer sizes and pids of each instance on stderr\n"
+    "                           (convert: the records of each CPU)\n"
+    "  -h, --help               this help\n"
+    "\n"
+    "EXIT STATUS: 0 ok, 1 runtime failure, 2 usage error.\n"
+    "\n"
+    "EXAMPLES\n"
+    "  hw-schedtrace -o raw -d 10\n"
+    "  hw-schedtrace -o raw -d 300ms -v\n"
+    "  hw-schedtrace -o raw -s -- hw-bench pingpong --loops 100000 --cpu 0\n"
+    "  hw-schedtrace -o raw -s -p 4242\n"
+    "  hw-schedtrace -o raw -b 4 --no-drain -e sched:sched_switch \\\n"
+    "      -f 'sched:sched_switch=prev_pid==4242' -- sleep 1\n"
+    "  hw-schedtrace convert -o out raw/trace.dat\n"
+    "  trace-cmd report -i raw/trace.dat\n";
+
+enum { OPT_NO_DRAIN = 256, OPT_NAME, OPT_READY_FD };
+
+static int take(void *values, int c, const char *name, const char *arg, struct hw_err *err)
 {
-    (void)sig;
-    stop_flag = 1;
+    struct st_config *cfg = values;
+    int n;
+    switch (c) {
+    case 'o': cfg->outdir = arg; return 0;
+    case 'd': return hw_parse_duration_ns(name, arg, 1, &cfg->duration_ns, err);
+    case 'b':
+        if (hw_parse_int(name, arg, 1, 1 << 30, &n, err) < 0)
+            return -1;
+        cfg->buffer_kb = n;
+        return 0;
+    case 's': cfg->syscalls = true; return 0;
+    case 'p':
+        if (cfg->npids >= ST_MAX_PIDS - 1)
+            return hw_usage_err(err, "failed to parse %s: at most %d pids", name, ST_MAX_PIDS - 1), -1;
+        return hw_parse_pid(name, arg, &cfg->pids[cfg->npids++], err);
+    case 'e':
+        if (cfg->nevents >= ST_MAX_EVENTS)
+            return hw_usage_err(err, "failed to parse %s: at most %d events", name, ST_MAX_EVENTS), -1;
+        cfg->events[cfg->nevents++] = arg;
+        return 0;
+    case 'f':
+        if (cfg->nfilters >= ST_MAX_FILTERS)
+            return hw_usage_err(err, "failed to parse %s: at most %d filters", name, ST_MAX_FILTERS), -1;
+        cfg->filters[cfg->nfilters++] = arg;
+        return 0;
+    case OPT_NO_DRAIN: cfg->drain = false; return 0;
+    case 'r': return hw_parse_int(name, arg, 0, 99, &cfg->rt_prio, err);
+    case 'n':  /* old spelling of --name (-n is --netns in hostwire's vocabulary) */
+    case OPT_NAME: cfg->suffix = arg; return 0;
+    case OPT_READY_FD: return hw_parse_ready_fd(name, arg, &cfg->ready_fd, err);
+    case 'v': cfg->verbose++; return 0;
+    }
+    return 0;
 }
 
-static void usage(FILE *out)
+struct convert_values {
+    const char *outdir;
+    bool syscalls;
+    int verbose;
+};
+
+static int take_convert(void *values, int c, const char *name, const char *arg, struct hw_err *err)
 {
-    fprintf(out,
-        "usage: hw-schedtrace [options] [-- COMMAND [ARG...]]\n"
-        "       hw-schedtrace convert [--syscalls] [-o DIR] TRACE.DAT\n"
-        "\n"
-        "Records kernel events from its own tracefs instance (hw-<pid>, trace clock mono) until\n"
-        "SIGINT/SIGTERM, --duration or the end of COMMAND, draining the per-CPU buffers to disk.\n"
-        "Writes DIR/trace.dat (trace-cmd report and KernelShark open it), DIR/sched.tsv,\n"
-        "DIR/sched.json (loss counters, clock check) and with --syscalls DIR/syscalls.dat and\n"
-        "DIR/syscalls.tsv. Default events: sched_switch, sched_wakeup, sched_wakeup_new,\n"
-        "sched_migrate_task, sched_process_fork/exec/exit, net_dev_queue, net_dev_xmit,\n"
-        "netif_receive_skb, sock:inet_sock_set_state, tcp:tcp_probe (where the kernel has it).\n"
-        "\n"
-        "  -o, --output DIR         output directory, created if missing (default .)\n"
-        "  -d, --duration SECONDS   stop after this long\n"
-        "  -b, --buffer-kb KB       per-CPU ring buffer size (default: the kernel's)\n"
-        "  -s, --syscalls           also record enter/exit of hw-iotrace's default calls: read,\n"
-        "                           write, readv, writev, pread64, pwrite64, sendto, sendmsg,\n"
-        "                           sendmmsg, recvfrom, recvmsg, sendfile, splice, connect, accept,\n"
-        "                           accept4, close (own instance hw-<pid>-sys)\n"
-        "  -p, --pid PID            system calls of PID and its descendants only (repeatable);\n"
-        "                           COMMAND is added to this list\n"
-        "  -e, --event SYS:EVENT    record this event instead of the default set (repeatable)\n"
-        "  -f, --filter SYS:EVENT=EXPR  kernel event filter for a recorded event (repeatable)\n"
-        "      --no-drain           do not read the buffers while recording (loss tests)\n"
-        "  -r, --rt-prio PRIO       SCHED_FIFO priority of the drain threads (default 1, so that\n"
-        "                           a loaded machine does not starve them; 0: normal scheduling)\n"
-        "  -n, --name SUFFIX        instance name hw-<pid>-SUFFIX\n"
-        "  -v, --verbose            more messages\n"
-        "  -h, --help               this help\n"
-        "\n"
-        "Exit status: 0 ok, 1 runtime failure, 2 usage.\n"
-        "\n"
-        "EXAMPLES\n"
-        "  hw-schedtrace -o raw --duration 10\n"
-        "  hw-schedtrace -o raw -s -- hw-bench pingpong --loops 100000 --cpu 0\n"
-        "  hw-schedtrace -o raw -s -p 4242\n"
-        "  hw-schedtrace -o raw -b 4 --no-drain -e sched:sched_switch \\\n"
-        "      -f 'sched:sched_switch=prev_pid==4242' -- sleep 1\n"
-        "  hw-schedtrace convert -o out raw/trace.dat\n"
-        "  trace-cmd report -i raw/trace.dat\n");
+    struct convert_values *v = values;
+    (void)name, (void)err;
+    if (c == 'o')
+        v->outdir = arg;
+    else if (c == 's')
+        v->syscalls = true;
+    else if (c == 'v')
+        v->verbose = 1;
+    return 0;
 }
 
-static int parse_number(const char *text, double *out)
-{
-    char *end;
-    *out = strtod(text, &end);
-    return end != text && *end == '\0' && *out >= 0;
-}
-
-static int convert_main(int argc, char **argv)
+static int convert_main(int argc, char **argv, struct hw_err *err)
 {
     static const struct option longopts[] = {
         { "output", required_argument, NULL, 'o' }, { "syscalls", no_argument, NULL, 's' },
-        { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+        { "verbose", no_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
     };
-    const char *outdir = ".";
-    bool syscalls = false;
-    int c;
-    while ((c = getopt_long(argc, argv, "o:sh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'o': outdir = optarg; break;
-        case 's': syscalls = true; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind + 1 != argc) {
-        fprintf(stderr, "hw-schedtrace: failed to parse arguments: convert needs one TRACE.DAT\n");
-        return 2;
-    }
-    struct st_err err = { 0 };
-    if (st_convert_file(argv[optind], outdir, syscalls, &err) < 0) {
-        fprintf(stderr, "hw-schedtrace: %s\n", err.msg);
-        return err.usage ? 2 : 1;
-    }
-    return 0;
+    struct convert_values v = { .outdir = "." };
+    int rc = hw_getopt(argc, argv, ":o:svh", longopts, usage, take_convert, &v, err);
+    if (rc)
+        return rc > 0 ? HW_EXIT_OK : hw_err_exit(TOOL, "convert", err);
+    if (optind + 1 != argc)
+        return hw_usage_exit(TOOL, NULL, "convert needs one TRACE.DAT");
+    if (st_convert_file(argv[optind], v.outdir, v.syscalls, stderr, v.verbose, err) < 0)
+        return hw_err_exit(TOOL, NULL, err);
+    return HW_EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
         { "output", required_argument, NULL, 'o' }, { "duration", required_argument, NULL, 'd' },
-        { "buffer-kb", required_argument, NULL, 'b' }, { "syscalls", no_argument, NULL, 's' },
-        { "pid", required_argument, NULL, 'p' }, { "event", required_argument, NULL, 'e' },
-        { "filter", required_argument, NULL, 'f' }, { "no-drain", no_argument, NULL, 'N' },
-        { "name", required_argument, NULL, 'n' }, { "verbose", no_argument, NULL, 'v' },
-        { "rt-prio", required_argument, NULL, 'r' },
-        { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+        { "buffer-size", required_argument, NULL, 'b' },
+        { "buffer-kb", required_argument, NULL, 'b' },   /* old spelling of --buffer-size */
+        { "syscalls", no_argument, NULL, 's' }, { "pid", required_argument, NULL, 'p' },
+        { "event", required_argument, NULL, 'e' }, { "filter", required_argument, NULL, 'f' },
+        { "no-drain", no_argument, NULL, OPT_NO_DRAIN }, { "rt-prio", required_argument, NULL, 'r' },
+        { "name", required_argument, NULL, OPT_NAME }, { "ready-fd", required_argument, NULL, OPT_READY_FD },
+        { "verbose", no_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
     };
-    struct st_config cfg = { .outdir = ".", .drain = true, .rt_prio = 1, .stop = &stop_flag };
-    double num;
-    int c;
+    struct st_config cfg = { .outdir = ".", .drain = true, .rt_prio = 1, .ready_fd = -1,
+                             .stop = &hw_stop_requested, .log = stderr };
+    static struct hw_err err;
     if (argc > 1 && strcmp(argv[1], "convert") == 0)
-        return convert_main(argc - 1, argv + 1);
-    while ((c = getopt_long(argc, argv, "+o:d:b:sp:e:f:n:r:vh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'o': cfg.outdir = optarg; break;
-        case 'd':
-            if (!parse_number(optarg, &num) || num <= 0) {
-                fprintf(stderr, "hw-schedtrace: failed to parse --duration '%s': expected seconds > 0\n", optarg);
-                return 2;
-            }
-            cfg.duration_s = num;
-            break;
-        case 'b':
-            if (!parse_number(optarg, &num) || num < 1 || num != (long)num) {
-                fprintf(stderr, "hw-schedtrace: failed to parse --buffer-kb '%s': expected a whole number >= 1\n", optarg);
-                return 2;
-            }
-            cfg.buffer_kb = (long)num;
-            break;
-        case 's': cfg.syscalls = true; break;
-        case 'p':
-            if (!parse_number(optarg, &num) || num < 1 || num != (int)num || cfg.npids >= ST_MAX_PIDS - 1) {
-                fprintf(stderr, "hw-schedtrace: failed to parse --pid '%s': expected a process id\n", optarg);
-                return 2;
-            }
-            cfg.pids[cfg.npids++] = (int)num;
-            break;
-        case 'e':
-            if (cfg.nevents >= ST_MAX_EVENTS) {
-                fprintf(stderr, "hw-schedtrace: failed to parse --event: at most %d events\n", ST_MAX_EVENTS);
-                return 2;
-            }
-            cfg.events[cfg.nevents++] = optarg;
-            break;
-        case 'f':
-            if (cfg.nfilters >= ST_MAX_FILTERS) {
-                fprintf(stderr, "hw-schedtrace: failed to parse --filter: at most %d filters\n", ST_MAX_FILTERS);
-                return 2;
-            }
-            cfg.filters[cfg.nfilters++] = optarg;
-            break;
-        case 'N': cfg.drain = false; break;
-        case 'r':
-            if (!parse_number(optarg, &num) || num > 99 || num != (int)num) {
-                fprintf(stderr, "hw-schedtrace: failed to parse --rt-prio '%s': expected 0 to 99\n", optarg);
-                return 2;
-            }
-            cfg.rt_prio = (int)num;
-            break;
-        case 'n': cfg.suffix = optarg; break;
-        case 'v': cfg.verbose++; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
+        return convert_main(argc - 1, argv + 1, &err);
+    int rc = hw_getopt(argc, argv, "+:o:d:b:sp:e:f:n:r:vh", longopts, usage, take, &cfg, &err);
+    if (rc)
+        return rc > 0 ? HW_EXIT_OK : hw_err_exit(TOOL, NULL, &err);
     if (optind < argc)
         cfg.command = argv + optind;
-    if (cfg.npids && !cfg.syscalls) {
-        fprintf(stderr, "hw-schedtrace: failed to parse --pid: it selects system calls, give --syscalls too\n");
-        return 2;
-    }
-    hw_on_stop_signals(on_signal);
-    struct st_err err = { 0 };
-    if (st_record(&cfg, &err) < 0) {
-        fprintf(stderr, "hw-schedtrace: %s\n", err.msg);
-        return err.usage ? 2 : 1;
-    }
-    return 0;
+    if (cfg.npids && !cfg.syscalls)
+        return hw_usage_exit(TOOL, NULL, "failed to parse --pid: it selects system calls, give --syscalls too");
+    hw_catch_stop();
+    if (st_record(&cfg, &err) < 0)
+        return hw_err_exit(TOOL, NULL, &err);
+    return HW_EXIT_OK;
 }

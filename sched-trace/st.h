@@ -1,12 +1,15 @@
 /* hw-schedtrace library: records kernel events of a private tracefs instance into trace.dat
  * (version 6 layout) and converts them to hostwire TSV logs. No function here exits; errors come
- * back as -1 with a message in the caller's st_err. */
+ * back as -1 with a message in the caller's struct hw_err (common/hwerr.h). */
 #ifndef HW_ST_H
 #define HW_ST_H
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "hwerr.h"
 
 #define ST_MAX_CPUS 256
 #define ST_MAX_PIDS 64
@@ -14,12 +17,6 @@
 #define ST_MAX_FILTERS 16
 #define ST_UNKNOWN (-1LL)   /* a counter that could not be read */
 
-/* One error message, shaped "failed to <verb> <object>: <reason>" (the tool adds its name). */
-struct st_err {
-    char msg[512];
-    int usage; /* 1 when the fault is in what the user asked for (exit 2) */
-};
-void st_seterr(struct st_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- per-CPU ring-buffer counters (per_cpu/cpuN/stats) ---- */
 struct st_cpustat {
@@ -50,11 +47,11 @@ struct st_buffer_spec {
 struct st_buffer;                       /* opaque */
 
 struct st_buffer *st_buffer_open(const struct st_buffer_spec *spec, const char *tmpdir,
-                                 struct st_err *err);
-int st_buffer_start(struct st_buffer *buf, struct st_err *err);   /* drains + tracing_on */
-int st_buffer_marker(struct st_buffer *buf, const char *what, struct st_err *err);
-int st_buffer_stop(struct st_buffer *buf, struct st_err *err);    /* tracing_off + flush */
-int st_buffer_write_dat(struct st_buffer *buf, const char *path, struct st_err *err);
+                                 struct hw_err *err);
+int st_buffer_start(struct st_buffer *buf, struct hw_err *err);   /* drains + tracing_on */
+int st_buffer_marker(struct st_buffer *buf, const char *what, struct hw_err *err);
+int st_buffer_stop(struct st_buffer *buf, struct hw_err *err);    /* tracing_off + flush */
+int st_buffer_write_dat(struct st_buffer *buf, const char *path, struct hw_err *err);
 void st_buffer_close(struct st_buffer *buf);                      /* removes the instance */
 int st_buffer_ncpus(const struct st_buffer *buf);
 const char *st_buffer_instance(const struct st_buffer *buf);
@@ -79,7 +76,7 @@ struct st_dat {
     char *clock;
     uint64_t buffer_offset;             /* first BUFFER option's flyrecord section, 0: none */
 };
-int st_dat_open(struct st_dat *dat, const char *path, struct st_err *err);
+int st_dat_open(struct st_dat *dat, const char *path, struct hw_err *err);
 void st_dat_close(struct st_dat *dat);
 
 /* ---- conversion ---- */
@@ -92,17 +89,17 @@ struct st_convert_stats {
     long long syscalls, unfinished, exits_without_enter;
 };
 int st_convert_sched(const char *dat_path, const char *tsv_path, struct st_convert_stats *st,
-                     struct st_err *err);
+                     struct hw_err *err);
 int st_convert_syscalls(const char *dat_path, const char *tsv_path, struct st_convert_stats *st,
-                        struct st_err *err);
+                        struct hw_err *err);
 /* tgids: text of tracefs saved_tgids ("tid tgid" lines) for the pid column; NULL leaves it empty */
 int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const char *tgids,
-                              struct st_convert_stats *st, struct st_err *err);
+                              struct st_convert_stats *st, struct hw_err *err);
 
 /* ---- one recording ---- */
 struct st_config {
     const char *outdir;
-    double duration_s;                  /* 0: until a signal or the command's end */
+    int64_t duration_ns;                /* 0: until a signal or the command's end */
     long buffer_kb;                     /* per CPU, 0: kernel default */
     bool drain;
     bool syscalls;
@@ -115,11 +112,15 @@ struct st_config {
     const char *suffix;
     int rt_prio;                        /* drain threads' SCHED_FIFO priority, 0: normal */
     char **command;                     /* run under tracing, NULL: none */
-    int verbose;
+    int verbose;                        /* describe the buffers on log */
+    FILE *log;                          /* progress: the "recording" line, loss counters; NULL: none */
+    int ready_fd;                       /* "ready\n" there once recording, then closed; -1: none */
     volatile sig_atomic_t *stop;        /* set by the signal handler */
 };
-int st_record(const struct st_config *cfg, struct st_err *err);
-int st_convert_file(const char *dat_path, const char *outdir, bool syscalls, struct st_err *err);
+int st_record(const struct st_config *cfg, struct hw_err *err);
+/* log: the line naming what was written (verbose: and the records of each CPU); NULL: none. */
+int st_convert_file(const char *dat_path, const char *outdir, bool syscalls, FILE *log, int verbose,
+                    struct hw_err *err);
 
 #define ST_MARKER_PREFIX "hw-schedtrace clock "
 

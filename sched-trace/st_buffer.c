@@ -7,7 +7,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include <tracefs.h>
 
 #include "hwclock.h"
+#include "hwio.h"
 #include "st.h"
 #include "st_internal.h"
 
@@ -57,16 +57,6 @@ struct st_buffer {
     char *cmdlines;      /* saved_cmdlines read at stop */
     char *tgids;         /* saved_tgids read at stop */
 };
-
-void st_seterr(struct st_err *err, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-    va_end(ap);
-}
 
 int st_instance_name(char *out, size_t len, int pid, const char *suffix)
 {
@@ -151,7 +141,7 @@ static int read_stats(struct st_buffer *buf, int when)
 
 /* Fails with a usage error when a required event is unknown to this kernel. */
 static int check_events(struct st_buffer *buf, const struct st_buffer_spec *spec, bool *present,
-                        struct st_err *err)
+                        struct hw_err *err)
 {
     for (int i = 0; i < spec->nevents; i++) {
         const struct st_event_ref *ev = &spec->events[i];
@@ -162,7 +152,7 @@ static int check_events(struct st_buffer *buf, const struct st_buffer_spec *spec
         } else if (spec->optional[i]) {
             buf->missing[buf->nmissing++] = buf->names[i];
         } else {
-            st_seterr(err, "failed to find event %s: this kernel has no such tracepoint in %s/events",
+            hw_seterr(err, "failed to find event %s: this kernel has no such tracepoint in %s/events",
                       buf->names[i], tracefs_tracing_dir());
             err->usage = 1;
             return -1;
@@ -171,10 +161,10 @@ static int check_events(struct st_buffer *buf, const struct st_buffer_spec *spec
     return 0;
 }
 
-static int write_file(struct st_buffer *buf, const char *file, const char *text, struct st_err *err)
+static int write_file(struct st_buffer *buf, const char *file, const char *text, struct hw_err *err)
 {
     if (tracefs_instance_file_write(buf->inst, file, text) < 0) {
-        st_seterr(err, "failed to write %s of tracefs instance %s: %s", file, buf->name,
+        hw_seterr(err, "failed to write %s of tracefs instance %s: %s", file, buf->name,
                   strerror(errno ? errno : EIO));
         return -1;
     }
@@ -182,10 +172,10 @@ static int write_file(struct st_buffer *buf, const char *file, const char *text,
 }
 
 static int configure(struct st_buffer *buf, const struct st_buffer_spec *spec, const bool *present,
-                     struct st_err *err)
+                     struct hw_err *err)
 {
     if (tracefs_trace_off(buf->inst) < 0) {
-        st_seterr(err, "failed to stop tracing in instance %s: %s", buf->name, strerror(errno));
+        hw_seterr(err, "failed to stop tracing in instance %s: %s", buf->name, strerror(errno));
         return -1;
     }
     if (write_file(buf, "trace_clock", "mono", err) < 0)
@@ -193,7 +183,7 @@ static int configure(struct st_buffer *buf, const struct st_buffer_spec *spec, c
     if (tracefs_file_exists(buf->inst, "buffer_percent"))
         tracefs_instance_file_write(buf->inst, "buffer_percent", WAKE_PERCENT);
     if (spec->buffer_kb > 0 && tracefs_instance_set_buffer_size(buf->inst, (size_t)spec->buffer_kb, -1) < 0) {
-        st_seterr(err, "failed to set buffer size of instance %s to %ld KiB: %s", buf->name,
+        hw_seterr(err, "failed to set buffer size of instance %s to %ld KiB: %s", buf->name,
                   spec->buffer_kb, strerror(errno));
         return -1;
     }
@@ -203,7 +193,7 @@ static int configure(struct st_buffer *buf, const struct st_buffer_spec *spec, c
         for (int i = 0; i < spec->npids; i++)
             used += (size_t)snprintf(list + used, sizeof(list) - used, "%d ", spec->pids[i]);
         if (tracefs_option_enable(buf->inst, TRACEFS_OPTION_EVENT_FORK) < 0) {
-            st_seterr(err, "failed to enable option event-fork of instance %s: %s", buf->name,
+            hw_seterr(err, "failed to enable option event-fork of instance %s: %s", buf->name,
                       strerror(errno));
             return -1;
         }
@@ -219,13 +209,13 @@ static int configure(struct st_buffer *buf, const struct st_buffer_spec *spec, c
             continue;
         if (spec->filters[i] &&
             tracefs_event_file_write(buf->inst, ev->system, ev->name, "filter", spec->filters[i]) < 0) {
-            st_seterr(err, "failed to set filter '%s' on event %s:%s: the kernel rejected it",
+            hw_seterr(err, "failed to set filter '%s' on event %s:%s: the kernel rejected it",
                       spec->filters[i], ev->system, ev->name);
             err->usage = 1;
             return -1;
         }
         if (tracefs_event_enable(buf->inst, ev->system, ev->name) < 0) {
-            st_seterr(err, "failed to enable event %s:%s in instance %s: %s", ev->system, ev->name,
+            hw_seterr(err, "failed to enable event %s:%s in instance %s: %s", ev->system, ev->name,
                       buf->name, strerror(errno ? errno : EIO));
             return -1;
         }
@@ -234,12 +224,12 @@ static int configure(struct st_buffer *buf, const struct st_buffer_spec *spec, c
 }
 
 struct st_buffer *st_buffer_open(const struct st_buffer_spec *spec, const char *tmpdir,
-                                 struct st_err *err)
+                                 struct hw_err *err)
 {
     struct st_buffer *buf = calloc(1, sizeof(*buf));
     bool present[ST_MAX_EVENTS];
     if (!buf) {
-        st_seterr(err, "failed to allocate buffer state: out of memory");
+        hw_seterr(err, "failed to allocate buffer state: out of memory");
         return NULL;
     }
     buf->marker_fd = -1;
@@ -249,31 +239,31 @@ struct st_buffer *st_buffer_open(const struct st_buffer_spec *spec, const char *
         buf->cpus[i].fd = buf->cpus[i].out = buf->cpus[i].pipe[0] = buf->cpus[i].pipe[1] = -1;
     snprintf(buf->tmpdir, sizeof(buf->tmpdir), "%s", tmpdir);
     if (st_instance_name(buf->name, sizeof(buf->name), (int)getpid(), spec->suffix) < 0) {
-        st_seterr(err, "failed to name tracefs instance: suffix '%s' is too long", spec->suffix);
+        hw_seterr(err, "failed to name tracefs instance: suffix '%s' is too long", spec->suffix);
         err->usage = 1;
         goto fail;
     }
     const char *dir = tracefs_tracing_dir();
     if (!dir) {
-        st_seterr(err, "failed to find tracefs: it is not mounted (mount -t tracefs nodev /sys/kernel/tracing)");
+        hw_seterr(err, "failed to find tracefs: it is not mounted (mount -t tracefs nodev /sys/kernel/tracing)");
         goto fail;
     }
     if (check_events(buf, spec, present, err) < 0)
         goto fail;
     if (tracefs_instance_exists(buf->name)) {
-        st_seterr(err, "failed to create tracefs instance %s: it exists already; a live collector owns "
+        hw_seterr(err, "failed to create tracefs instance %s: it exists already; a live collector owns "
                   "it or a killed one left it ('hostwire doctor --cleanup' removes stale ones)", buf->name);
         goto fail;
     }
     errno = 0;
     buf->inst = tracefs_instance_create(buf->name);
     if (!buf->inst) {
-        st_seterr(err, "failed to create tracefs instance %s in %s/instances: %s", buf->name, dir,
+        hw_seterr(err, "failed to create tracefs instance %s in %s/instances: %s", buf->name, dir,
                   strerror(errno ? errno : EACCES));
         goto fail;
     }
     if (!tracefs_instance_exists(buf->name)) {
-        st_seterr(err, "failed to create tracefs instance %s in %s/instances: %s", buf->name, dir,
+        hw_seterr(err, "failed to create tracefs instance %s in %s/instances: %s", buf->name, dir,
                   strerror(errno ? errno : EACCES));
         tracefs_instance_free(buf->inst);
         buf->inst = NULL;
@@ -281,7 +271,7 @@ struct st_buffer *st_buffer_open(const struct st_buffer_spec *spec, const char *
     }
     buf->ncpus = count_cpus(buf->inst);
     if (buf->ncpus <= 0 || buf->ncpus > ST_MAX_CPUS) {
-        st_seterr(err, "failed to count CPUs of instance %s: per_cpu has %d entries", buf->name, buf->ncpus);
+        hw_seterr(err, "failed to count CPUs of instance %s: per_cpu has %d entries", buf->name, buf->ncpus);
         goto fail;
     }
     buf->page_size = read_page_size(buf->inst);
@@ -338,13 +328,13 @@ static void *drain_main(void *arg)
 }
 
 /* What is left in the kernel buffer, one (possibly partial) page per read. */
-static int flush_cpu(struct st_cpu *c, struct st_err *err)
+static int flush_cpu(struct st_cpu *c, struct hw_err *err)
 {
     unsigned page = c->buf->page_size;
     char *data = malloc(page);
     int rc = 0;
     if (!data) {
-        st_seterr(err, "failed to allocate a page: out of memory");
+        hw_seterr(err, "failed to allocate a page: out of memory");
         return -1;
     }
     for (;;) {
@@ -354,8 +344,9 @@ static int flush_cpu(struct st_cpu *c, struct st_err *err)
             continue;
         if (n <= 0)
             break;
-        if (write(c->out, data, page) != (ssize_t)page) {
-            st_seterr(err, "failed to write raw pages of CPU %d: %s", c->cpu, strerror(errno ? errno : ENOSPC));
+        int failed = hw_write_all(c->out, data, page);
+        if (failed) {
+            hw_seterr(err, "failed to write raw pages of CPU %d: %s", c->cpu, strerror(-failed));
             rc = -1;
             break;
         }
@@ -365,7 +356,7 @@ static int flush_cpu(struct st_cpu *c, struct st_err *err)
     return rc;
 }
 
-int st_buffer_start(struct st_buffer *buf, struct st_err *err)
+int st_buffer_start(struct st_buffer *buf, struct hw_err *err)
 {
     read_stats(buf, 0);
     for (int cpu = 0; cpu < buf->ncpus; cpu++) {
@@ -376,17 +367,17 @@ int st_buffer_start(struct st_buffer *buf, struct st_err *err)
         snprintf(file, sizeof(file), "per_cpu/cpu%d/trace_pipe_raw", cpu);
         c->fd = tracefs_instance_file_open(buf->inst, file, O_RDONLY | O_NONBLOCK);
         if (c->fd < 0) {
-            st_seterr(err, "failed to open %s of instance %s: %s", file, buf->name, strerror(errno));
+            hw_seterr(err, "failed to open %s of instance %s: %s", file, buf->name, strerror(errno));
             return -1;
         }
         st_raw_path(buf, cpu, path, sizeof(path));
         c->out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (c->out < 0) {
-            st_seterr(err, "failed to create %s: %s", path, strerror(errno));
+            hw_seterr(err, "failed to create %s: %s", path, strerror(errno));
             return -1;
         }
         if (pipe2(c->pipe, O_CLOEXEC) < 0) {
-            st_seterr(err, "failed to create a pipe for CPU %d: %s", cpu, strerror(errno));
+            hw_seterr(err, "failed to create a pipe for CPU %d: %s", cpu, strerror(errno));
             return -1;
         }
         fcntl(c->pipe[1], F_SETPIPE_SZ, (int)(buf->page_size * SPLICE_PAGES));
@@ -396,37 +387,37 @@ int st_buffer_start(struct st_buffer *buf, struct st_err *err)
         for (int cpu = 0; cpu < buf->ncpus; cpu++) {
             int rc = pthread_create(&buf->cpus[cpu].thread, NULL, drain_main, &buf->cpus[cpu]);
             if (rc != 0) {
-                st_seterr(err, "failed to start the drain thread of CPU %d: %s", cpu, strerror(rc));
+                hw_seterr(err, "failed to start the drain thread of CPU %d: %s", cpu, strerror(rc));
                 return -1;
             }
             buf->cpus[cpu].started = 1;
         }
     }
     if (tracefs_trace_on(buf->inst) < 0) {
-        st_seterr(err, "failed to start tracing in instance %s: %s", buf->name, strerror(errno));
+        hw_seterr(err, "failed to start tracing in instance %s: %s", buf->name, strerror(errno));
         return -1;
     }
     return 0;
 }
 
 /* A print event carrying this process's CLOCK_MONOTONIC stamp: the clock check. */
-int st_buffer_marker(struct st_buffer *buf, const char *what, struct st_err *err)
+int st_buffer_marker(struct st_buffer *buf, const char *what, struct hw_err *err)
 {
     char text[128];
     if (buf->marker_fd < 0) {
-        st_seterr(err, "failed to open trace_marker of instance %s", buf->name);
+        hw_seterr(err, "failed to open trace_marker of instance %s", buf->name);
         return -1;
     }
     int64_t now = hw_mono_ns();
     int n = snprintf(text, sizeof(text), ST_MARKER_PREFIX "%s mono_ns=%lld", what, (long long)now);
     if (write(buf->marker_fd, text, (size_t)n) != n) {
-        st_seterr(err, "failed to write trace_marker of instance %s: %s", buf->name, strerror(errno));
+        hw_seterr(err, "failed to write trace_marker of instance %s: %s", buf->name, strerror(errno));
         return -1;
     }
     return 0;
 }
 
-int st_buffer_stop(struct st_buffer *buf, struct st_err *err)
+int st_buffer_stop(struct st_buffer *buf, struct hw_err *err)
 {
     int rc = 0;
     tracefs_trace_off(buf->inst);
@@ -438,7 +429,7 @@ int st_buffer_stop(struct st_buffer *buf, struct st_err *err)
             c->started = 0;
         }
         if (c->err && rc == 0) {
-            st_seterr(err, "failed to drain CPU %d of instance %s: %s", cpu, buf->name, strerror(c->err));
+            hw_seterr(err, "failed to drain CPU %d of instance %s: %s", cpu, buf->name, strerror(c->err));
             rc = -1;
         }
     }

@@ -57,17 +57,17 @@ static void close_tsv_lines(FILE *out, int ok, long long records, const char *re
         fprintf(out, "# end: records=%lld\n", records);
         return;
     }
-    char text[sizeof(((struct st_err *)0)->msg) + 8];
+    char text[sizeof(((struct hw_err *)0)->msg) + 8];
     st_tsv_escape(text, sizeof(text), reason && *reason ? reason : "conversion failed", sizeof(text));
     fprintf(out, "# damaged: %s\n", text);
 }
 
-static int load_page(struct st_dat *dat, struct cursor *c, struct st_convert_stats *st, struct st_err *err)
+static int load_page(struct st_dat *dat, struct cursor *c, struct st_convert_stats *st, struct hw_err *err)
 {
     while (c->off < c->end) {
         ssize_t n = pread(dat->fd, c->page, dat->page_size, (off_t)c->off);
         if (n != (ssize_t)dat->page_size) {
-            st_seterr(err, "failed to read CPU %d data: byte %llu: expected a %u-byte page", c->cpu,
+            hw_seterr(err, "failed to read CPU %d data: byte %llu: expected a %u-byte page", c->cpu,
                       (unsigned long long)c->off, dat->page_size);
             return -1;
         }
@@ -89,12 +89,12 @@ static int load_page(struct st_dat *dat, struct cursor *c, struct st_convert_sta
 
 /* Calls fn for every record of the file in time order. */
 static int iterate(struct st_dat *dat, record_fn fn, void *ctx, struct st_convert_stats *st,
-                   struct st_err *err)
+                   struct hw_err *err)
 {
     struct cursor *cur = calloc((size_t)dat->ncpus, sizeof(*cur));
     int rc = -1;
     if (!cur) {
-        st_seterr(err, "failed to allocate cursors: out of memory");
+        hw_seterr(err, "failed to allocate cursors: out of memory");
         return -1;
     }
     for (int cpu = 0; cpu < dat->ncpus; cpu++) {
@@ -105,7 +105,7 @@ static int iterate(struct st_dat *dat, record_fn fn, void *ctx, struct st_conver
         c->kb = kbuffer_alloc(dat->long_size == 4 ? KBUFFER_LSIZE_4 : KBUFFER_LSIZE_8, KBUFFER_ENDIAN_LITTLE);
         c->page = malloc(dat->page_size);
         if (!c->kb || !c->page) {
-            st_seterr(err, "failed to allocate a page buffer: out of memory");
+            hw_seterr(err, "failed to allocate a page buffer: out of memory");
             goto out;
         }
         if (load_page(dat, c, st, err) < 0)
@@ -295,7 +295,7 @@ static void learn_comms(struct sched_ctx *sc, struct tep_event *ev, struct tep_r
     }
 }
 
-static int build_columns(struct sched_ctx *sc, struct st_err *err)
+static int build_columns(struct sched_ctx *sc, struct hw_err *err)
 {
     struct tep_event **events = tep_list_events(sc->tep, TEP_EVENT_SORT_ID);
     for (int i = 0; events && events[i]; i++)
@@ -350,7 +350,7 @@ static int build_columns(struct sched_ctx *sc, struct st_err *err)
         goto oom;
     return 0;
 oom:
-    st_seterr(err, "failed to build the sched.tsv columns: out of memory");
+    hw_seterr(err, "failed to build the sched.tsv columns: out of memory");
     return -1;
 }
 
@@ -399,7 +399,7 @@ static void init_stats(struct st_convert_stats *st)
 }
 
 int st_convert_sched(const char *dat_path, const char *tsv_path, struct st_convert_stats *st,
-                     struct st_err *err)
+                     struct hw_err *err)
 {
     struct st_dat dat;
     struct sched_ctx sc = { 0 };
@@ -413,7 +413,7 @@ int st_convert_sched(const char *dat_path, const char *tsv_path, struct st_conve
         goto out;
     sc.out = fopen(tsv_path, "w");
     if (!sc.out) {
-        st_seterr(err, "failed to create %s: %s", tsv_path, strerror(errno));
+        hw_seterr(err, "failed to create %s: %s", tsv_path, strerror(errno));
         goto out;
     }
     setvbuf(sc.out, NULL, _IOFBF, 1 << 20);
@@ -430,17 +430,17 @@ int st_convert_sched(const char *dat_path, const char *tsv_path, struct st_conve
     fputc('\n', sc.out);
     if (iterate(&dat, sched_record, &sc, st, err) < 0) {
         if (!err->msg[0])
-            st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
+            hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
         close_tsv_lines(sc.out, 0, sc.lines, err->msg);
         goto out;
     }
     close_tsv_lines(sc.out, 1, sc.lines, NULL);
     rc = ferror(sc.out) ? -1 : 0;
     if (rc < 0)
-        st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
+        hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
 out:
     if (sc.out && fclose(sc.out) != 0 && rc == 0) {
-        st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno));
+        hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno));
         rc = -1;
     }
     for (int i = 0; i < sc.ncols; i++)
@@ -645,7 +645,7 @@ static void parse_tgids(struct sys_ctx *sc, const char *text)
 }
 
 int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const char *tgids,
-                              struct st_convert_stats *st, struct st_err *err)
+                              struct st_convert_stats *st, struct hw_err *err)
 {
     struct st_dat dat;
     struct sys_ctx sc = { 0 };
@@ -658,7 +658,7 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
     parse_tgids(&sc, tgids);
     sc.out = fopen(tsv_path, "w");
     if (!sc.out) {
-        st_seterr(err, "failed to create %s: %s", tsv_path, strerror(errno));
+        hw_seterr(err, "failed to create %s: %s", tsv_path, strerror(errno));
         goto out;
     }
     setvbuf(sc.out, NULL, _IOFBF, 1 << 20);
@@ -672,7 +672,7 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
     fprintf(sc.out, "\nt_enter_ns\tt_exit_ns\tpid\ttid\tcall\tfd\treq_bytes\tresult\tfd_kind\tfd_desc\tunfinished\n");
     if (iterate(&dat, sys_record, &sc, st, err) < 0) {
         if (!err->msg[0])
-            st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : ENOMEM));
+            hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : ENOMEM));
         close_tsv_lines(sc.out, 0, st->syscalls, err->msg);
         goto out;
     }
@@ -682,10 +682,10 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
     close_tsv_lines(sc.out, 1, st->syscalls, NULL);
     rc = ferror(sc.out) ? -1 : 0;
     if (rc < 0)
-        st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
+        hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
 out:
     if (sc.out && fclose(sc.out) != 0 && rc == 0) {
-        st_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno));
+        hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno));
         rc = -1;
     }
     free(sc.slots);
@@ -695,7 +695,7 @@ out:
 }
 
 int st_convert_syscalls(const char *dat_path, const char *tsv_path, struct st_convert_stats *st,
-                        struct st_err *err)
+                        struct hw_err *err)
 {
     return st_convert_syscalls_tgids(dat_path, tsv_path, NULL, st, err);
 }

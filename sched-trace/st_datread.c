@@ -16,14 +16,14 @@
 struct in {
     FILE *f;
     const char *path;
-    struct st_err *err;
+    struct hw_err *err;
 };
 
 static int get(struct in *in, void *dst, size_t n, const char *what)
 {
     long at = ftell(in->f);
     if (n && fread(dst, 1, n, in->f) != n) {
-        st_seterr(in->err, "failed to read %s: byte %ld: expected %s, the file ends", in->path, at, what);
+        hw_seterr(in->err, "failed to read %s: byte %ld: expected %s, the file ends", in->path, at, what);
         return -1;
     }
     return 0;
@@ -38,13 +38,13 @@ static char *get_blob(struct in *in, int width, uint64_t *size, const char *what
     if (width == 4)
         n = n32;
     if (n > (1ULL << 31)) {
-        st_seterr(in->err, "failed to read %s: byte %ld: %s claims %llu bytes", in->path,
+        hw_seterr(in->err, "failed to read %s: byte %ld: %s claims %llu bytes", in->path,
                   ftell(in->f) - width, what, (unsigned long long)n);
         return NULL;
     }
     char *data = malloc(n + 1);
     if (!data) {
-        st_seterr(in->err, "failed to read %s: out of memory", in->path);
+        hw_seterr(in->err, "failed to read %s: out of memory", in->path);
         return NULL;
     }
     if (get(in, data, n, what)) {
@@ -62,14 +62,14 @@ static int get_string(struct in *in, char *out, size_t len, const char *what)
     int c;
     while ((c = fgetc(in->f)) != EOF && c != '\0') {
         if (i + 1 >= len) {
-            st_seterr(in->err, "failed to read %s: byte %ld: %s is too long", in->path, ftell(in->f), what);
+            hw_seterr(in->err, "failed to read %s: byte %ld: %s is too long", in->path, ftell(in->f), what);
             return -1;
         }
         out[i++] = (char)c;
     }
     out[i] = '\0';
     if (c == EOF) {
-        st_seterr(in->err, "failed to read %s: expected %s, the file ends", in->path, what);
+        hw_seterr(in->err, "failed to read %s: expected %s, the file ends", in->path, what);
         return -1;
     }
     return 0;
@@ -119,7 +119,7 @@ static int get_options(struct in *in, struct st_dat *dat)
     }
 }
 
-int st_dat_open(struct st_dat *dat, const char *path, struct st_err *err)
+int st_dat_open(struct st_dat *dat, const char *path, struct hw_err *err)
 {
     struct in in = { .path = path, .err = err };
     char magic[10], version[16], label[16];
@@ -131,32 +131,32 @@ int st_dat_open(struct st_dat *dat, const char *path, struct st_err *err)
     dat->fd = -1;
     in.f = fopen(path, "r");
     if (!in.f) {
-        st_seterr(err, "failed to open %s: %s", path, strerror(errno));
+        hw_seterr(err, "failed to open %s: %s", path, strerror(errno));
         return -1;
     }
     if (get(&in, magic, 10, "the trace.dat magic"))
         goto fail;
     if (memcmp(magic, "\x17\x08\x44tracing", 10) != 0) {
-        st_seterr(err, "failed to read %s: byte 0: expected the trace.dat magic 17 08 44 'tracing'", path);
+        hw_seterr(err, "failed to read %s: byte 0: expected the trace.dat magic 17 08 44 'tracing'", path);
         goto fail;
     }
     if (get_string(&in, version, sizeof(version), "the version string"))
         goto fail;
     if (strcmp(version, "6") != 0) {
-        st_seterr(err, "failed to read %s: byte 10: trace.dat version %s, this reader knows version 6 "
+        hw_seterr(err, "failed to read %s: byte 10: trace.dat version %s, this reader knows version 6 "
                   "(trace-cmd record --file-version 6)", path, version);
         goto fail;
     }
     if (get(&in, flags, 2, "endianness and long size") || get(&in, &dat->page_size, 4, "the page size"))
         goto fail;
     if (flags[0] != 0) {
-        st_seterr(err, "failed to read %s: byte 12: big-endian traces are not supported", path);
+        hw_seterr(err, "failed to read %s: byte 12: big-endian traces are not supported", path);
         goto fail;
     }
     dat->long_size = flags[1];
     dat->tep = tep_alloc();
     if (!dat->tep) {
-        st_seterr(err, "failed to allocate a tep handle: out of memory");
+        hw_seterr(err, "failed to allocate a tep handle: out of memory");
         goto fail;
     }
     tep_set_file_bigendian(dat->tep, TEP_LITTLE_ENDIAN);
@@ -164,7 +164,7 @@ int st_dat_open(struct st_dat *dat, const char *path, struct st_err *err)
     tep_set_long_size(dat->tep, dat->long_size);
     tep_set_page_size(dat->tep, (int)dat->page_size);
     if (get_string(&in, label, sizeof(label), "'header_page'") || strcmp(label, "header_page") != 0) {
-        st_seterr(err, "failed to read %s: expected the 'header_page' section", path);
+        hw_seterr(err, "failed to read %s: expected the 'header_page' section", path);
         goto fail;
     }
     if (!(blob = get_blob(&in, 8, &size, "the header_page text")))
@@ -172,7 +172,7 @@ int st_dat_open(struct st_dat *dat, const char *path, struct st_err *err)
     tep_parse_header_page(dat->tep, blob, (unsigned long)size, dat->long_size);
     free(blob);
     if (get_string(&in, label, sizeof(label), "'header_event'") || strcmp(label, "header_event") != 0) {
-        st_seterr(err, "failed to read %s: expected the 'header_event' section", path);
+        hw_seterr(err, "failed to read %s: expected the 'header_event' section", path);
         goto fail;
     }
     if (!(blob = get_blob(&in, 8, &size, "the header_event text")))
@@ -208,7 +208,7 @@ int st_dat_open(struct st_dat *dat, const char *path, struct st_err *err)
     if (get(&in, &ncpus, 4, "the CPU count"))
         goto fail;
     if (ncpus > ST_MAX_CPUS) {
-        st_seterr(err, "failed to read %s: %u CPUs, at most %d are supported", path, ncpus, ST_MAX_CPUS);
+        hw_seterr(err, "failed to read %s: %u CPUs, at most %d are supported", path, ncpus, ST_MAX_CPUS);
         goto fail;
     }
     dat->ncpus = (int)ncpus;
@@ -219,7 +219,7 @@ int st_dat_open(struct st_dat *dat, const char *path, struct st_err *err)
             goto fail;
     }
     if (memcmp(label, "flyrecord", 10) != 0) {
-        st_seterr(err, "failed to read %s: byte %ld: expected 'flyrecord' (latency traces are not supported)",
+        hw_seterr(err, "failed to read %s: byte %ld: expected 'flyrecord' (latency traces are not supported)",
                   path, ftell(in.f) - 10);
         goto fail;
     }
@@ -235,7 +235,7 @@ int st_dat_open(struct st_dat *dat, const char *path, struct st_err *err)
     if (total == 0 && dat->buffer_offset) {
         if (fseek(in.f, (long)dat->buffer_offset, SEEK_SET) < 0 ||
             get(&in, label, 10, "the buffer's 'flyrecord'") || memcmp(label, "flyrecord", 10) != 0) {
-            st_seterr(err, "failed to read %s: byte %llu: expected the buffer's 'flyrecord'", path,
+            hw_seterr(err, "failed to read %s: byte %llu: expected the buffer's 'flyrecord'", path,
                       (unsigned long long)dat->buffer_offset);
             goto fail;
         }

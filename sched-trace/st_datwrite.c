@@ -11,6 +11,7 @@
 
 #include <tracefs.h>
 
+#include "hwio.h"
 #include "st.h"
 #include "st_internal.h"
 
@@ -176,7 +177,7 @@ static int copy_cpu(struct out *o, const char *raw, uint64_t *size)
             char chunk[1 << 16];
             ssize_t r;
             while ((r = read(in, chunk, sizeof(chunk))) > 0) {
-                if (write(outfd, chunk, (size_t)r) != r) {
+                if (hw_write_all(outfd, chunk, (size_t)r) != 0) {
                     rc = -1;
                     break;
                 }
@@ -196,7 +197,7 @@ static int copy_cpu(struct out *o, const char *raw, uint64_t *size)
     return rc;
 }
 
-int st_buffer_write_dat(struct st_buffer *buf, const char *path, struct st_err *err)
+int st_buffer_write_dat(struct st_buffer *buf, const char *path, struct hw_err *err)
 {
     struct out o = { .f = fopen(path, "w") };
     unsigned page = st_buffer_page_size(buf);
@@ -207,7 +208,7 @@ int st_buffer_write_dat(struct st_buffer *buf, const char *path, struct st_err *
     int size = 0;
     char *text;
     if (!o.f) {
-        st_seterr(err, "failed to create %s: %s", path, strerror(errno));
+        hw_seterr(err, "failed to create %s: %s", path, strerror(errno));
         return -1;
     }
     put(&o, "\x17\x08\x44tracing6", 11);
@@ -247,7 +248,7 @@ int st_buffer_write_dat(struct st_buffer *buf, const char *path, struct st_err *
         offsets[cpu] = (uint64_t)(pos + pad);
         st_raw_path(buf, cpu, raw, sizeof(raw));
         if (copy_cpu(&o, raw, &sizes[cpu]) < 0) {
-            st_seterr(err, "failed to read %s: %s", raw, strerror(errno));
+            hw_seterr(err, "failed to read %s: %s", raw, strerror(errno));
             goto fail;
         }
     }
@@ -259,12 +260,12 @@ int st_buffer_write_dat(struct st_buffer *buf, const char *path, struct st_err *
     }
     if (fclose(o.f) != 0 || o.failed) {
         o.f = NULL;
-        st_seterr(err, "failed to write %s: %s", path, strerror(errno ? errno : EIO));
+        hw_seterr(err, "failed to write %s: %s", path, strerror(errno ? errno : EIO));
         return -1;
     }
     return 0;
 fail_read:
-    st_seterr(err, "failed to read event formats from tracefs: %s", strerror(errno ? errno : EIO));
+    hw_seterr(err, "failed to read event formats from tracefs: %s", strerror(errno ? errno : EIO));
 fail:
     if (o.f)
         fclose(o.f);

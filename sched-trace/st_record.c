@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include "hwclock.h"
+#include "hwgate.h"
+#include "hwio.h"
+#include "hwjson.h"
 #include "st.h"
 #include "st_internal.h"
 
@@ -35,14 +38,14 @@ struct recording {
     struct st_buffer *buf[2];           /* 0: scheduler, 1: system calls */
     struct st_buffer_spec spec[2];
     char *filter_text[ST_MAX_FILTERS];
-    pid_t child;
-    int go_fd;
+    struct hw_gate gate;                /* the command, waiting until tracing runs */
+    pid_t child;                        /* > 0 running, < 0 reaped (its pid negated), 0 none */
     int child_status;
     long long t_start, t_stop;
     struct st_convert_stats conv[2];
 };
 
-static int add_event(struct st_buffer_spec *spec, const char *name, struct st_err *err)
+static int add_event(struct st_buffer_spec *spec, const char *name, struct hw_err *err)
 {
     int optional = name[0] == '?';
     const char *full = name + optional;
@@ -50,7 +53,7 @@ static int add_event(struct st_buffer_spec *spec, const char *name, struct st_er
     if (!colon || colon == full || !colon[1] || spec->nevents >= ST_MAX_EVENTS ||
         (size_t)(colon - full) >= sizeof(spec->events[0].system) ||
         strlen(colon + 1) >= sizeof(spec->events[0].name)) {
-        st_seterr(err, "failed to parse event '%s': expected SYSTEM:EVENT (at most %d events)", full,
+        hw_seterr(err, "failed to parse event '%s': expected SYSTEM:EVENT (at most %d events)", full,
                   ST_MAX_EVENTS);
         err->usage = 1;
         return -1;
@@ -63,14 +66,14 @@ static int add_event(struct st_buffer_spec *spec, const char *name, struct st_er
 }
 
 /* --filter SYSTEM:EVENT=EXPR applies to that event of whichever buffer records it. */
-static int apply_filters(struct recording *s, struct st_err *err)
+static int apply_filters(struct recording *s, struct hw_err *err)
 {
     const struct st_config *cfg = s->cfg;
     for (int i = 0; i < cfg->nfilters; i++) {
         const char *eq = strchr(cfg->filters[i], '=');
         int used = 0;
         if (!eq) {
-            st_seterr(err, "failed to parse filter '%s': expected SYSTEM:EVENT=EXPRESSION", cfg->filters[i]);
+            hw_seterr(err, "failed to parse filter '%s': expected SYSTEM:EVENT=EXPRESSION", cfg->filters[i]);
             err->usage = 1;
             return -1;
         }
@@ -86,7 +89,7 @@ static int apply_filters(struct recording *s, struct st_err *err)
                 }
             }
         if (!used) {
-            st_seterr(err, "failed to apply filter '%s': that event is not recorded", cfg->filters[i]);
+            hw_seterr(err, "failed to apply filter '%s': that event is not recorded", cfg->filters[i]);
             err->usage = 1;
             return -1;
         }
@@ -94,7 +97,7 @@ static int apply_filters(struct recording *s, struct st_err *err)
     return 0;
 }
 
-static int build_specs(struct recording *s, struct st_err *err)
+static int build_specs(struct recording *s, struct hw_err *err)
 {
     const struct st_config *cfg = s->cfg;
     struct st_buffer_spec *sp = &s->spec[0], *sy = &s->spec[1];
@@ -132,41 +135,19 @@ static int build_specs(struct recording *s, struct st_err *err)
     return apply_filters(s, err);
 }
 
-/* The command waits on a pipe until tracing runs, so its first system calls are recorded. */
-static int spawn(struct recording *s, struct st_err *err)
+/* The command waits at a gate until tracing runs, so its first system calls are recorded. */
+static int spawn(struct recording *s, struct hw_err *err)
 {
-    int go[2];
-    if (pipe2(go, O_CLOEXEC) < 0) {
-        st_seterr(err, "failed to create a pipe: %s", strerror(errno));
+    if (hw_gate_start(&s->gate, "hw-schedtrace", s->cfg->command, NULL, NULL, err) < 0)
         return -1;
-    }
-    s->child = fork();
-    if (s->child < 0) {
-        st_seterr(err, "failed to fork: %s", strerror(errno));
-        close(go[0]);
-        close(go[1]);
-        return -1;
-    }
-    if (s->child == 0) {
-        char c;
-        close(go[1]);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        if (read(go[0], &c, 1) != 1)
-            _exit(127);
-        execvp(s->cfg->command[0], s->cfg->command);
-        fprintf(stderr, "hw-schedtrace: failed to run %s: %s\n", s->cfg->command[0], strerror(errno));
-        _exit(127);
-    }
-    close(go[0]);
-    s->go_fd = go[1];
+    s->child = s->gate.pid;
     return 0;
 }
 
 static void wait_loop(struct recording *s)
 {
     const struct st_config *cfg = s->cfg;
-    long long deadline = cfg->duration_s > 0 ? s->t_start + (long long)(cfg->duration_s * 1e9) : -1;
+    long long deadline = cfg->duration_ns > 0 ? s->t_start + cfg->duration_ns : -1;
     for (;;) {
         if (cfg->stop && *cfg->stop)
             return;
@@ -206,20 +187,6 @@ static void json_cpustat(FILE *f, const struct st_cpustat *c)
     fputc('}', f);
 }
 
-static void json_string(FILE *f, const char *text)
-{
-    fputc('"', f);
-    for (const char *p = text; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if ((unsigned char)*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 /* Lost events of one buffer: overrun + dropped + commit overrun (end minus start) + missed in
  * stream; -1 when a counter is unknown. */
 static long long buffer_lost(struct st_buffer *buf, const struct st_convert_stats *conv)
@@ -249,13 +216,13 @@ static void json_buffer(FILE *f, struct recording *s, int b, const char *dat, co
             b ? "syscalls" : "sched", st_buffer_instance(buf), dat, tsv);
     fprintf(f, "     \"events\": [");
     for (int i = 0; i < n; i++) {
-        json_string(f, names[i]);
+        hw_json_str(f, names[i]);
         fputs(i + 1 < n ? ", " : "", f);
     }
     n = st_buffer_missing(buf, &names);
     fprintf(f, "],\n     \"events_missing\": [");
     for (int i = 0; i < n; i++) {
-        json_string(f, names[i]);
+        hw_json_str(f, names[i]);
         fputs(i + 1 < n ? ", " : "", f);
     }
     fprintf(f, "],\n     \"pids\": [");
@@ -303,11 +270,11 @@ static void json_clock(FILE *f, const struct st_convert_stats *cv)
             worst == ST_UNKNOWN ? "null" : worst <= 10000 ? "true" : "false");
 }
 
-static int write_json(struct recording *s, const char *path, struct st_err *err)
+static int write_json(struct recording *s, const char *path, struct hw_err *err)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
-        st_seterr(err, "failed to create %s: %s", path, strerror(errno));
+        hw_seterr(err, "failed to create %s: %s", path, strerror(errno));
         return -1;
     }
     fprintf(f, "{\n  \"format\": \"hostwire-sched 1\",\n  \"tool\": \"hw-schedtrace\",\n");
@@ -317,7 +284,7 @@ static int write_json(struct recording *s, const char *path, struct st_err *err)
     if (s->cfg->command) {
         fprintf(f, "  \"command\": {\"argv\": [");
         for (char **a = s->cfg->command; *a; a++) {
-            json_string(f, *a);
+            hw_json_str(f, *a);
             fputs(a[1] ? ", " : "", f);
         }
         fprintf(f, "], \"pid\": %d, ", s->child < 0 ? -s->child : s->child);
@@ -334,13 +301,13 @@ static int write_json(struct recording *s, const char *path, struct st_err *err)
     }
     fprintf(f, "\n  ]\n}\n");
     if (fclose(f) != 0) {
-        st_seterr(err, "failed to write %s: %s", path, strerror(errno));
+        hw_seterr(err, "failed to write %s: %s", path, strerror(errno));
         return -1;
     }
     return 0;
 }
 
-static void report(struct recording *s)
+static void report(struct recording *s, FILE *log)
 {
     for (int b = 0; b < 2; b++) {
         struct st_buffer *buf = s->buf[b];
@@ -354,39 +321,39 @@ static void report(struct recording *s)
             commit += e[cpu].commit_overrun - a[cpu].commit_overrun;
             missed += s->conv[b].missed[cpu];
         }
-        fprintf(stderr, "hw-schedtrace: %s: %lld events recorded; lost: overrun %lld, dropped %lld, "
+        fprintf(log, "hw-schedtrace: %s: %lld events recorded; lost: overrun %lld, dropped %lld, "
                 "commit overrun %lld, missed in stream %lld\n", b ? "syscalls" : "sched",
                 s->conv[b].records, over, drop, commit, missed);
     }
     const struct st_convert_stats *cv = &s->conv[0];
     if (cv->marker_trace_ns[0] != ST_UNKNOWN && cv->marker_trace_ns[1] != ST_UNKNOWN)
-        fprintf(stderr, "hw-schedtrace: clock check: trace stamp - monotonic stamp = %lld ns at start, "
+        fprintf(log, "hw-schedtrace: clock check: trace stamp - monotonic stamp = %lld ns at start, "
                 "%lld ns at stop\n", cv->marker_trace_ns[0] - cv->marker_mono_ns[0],
                 cv->marker_trace_ns[1] - cv->marker_mono_ns[1]);
     else
-        fprintf(stderr, "hw-schedtrace: clock check: a marker was lost from the buffer (unknown)\n");
+        fprintf(log, "hw-schedtrace: clock check: a marker was lost from the buffer (unknown)\n");
 }
 
-static void describe(struct st_buffer *buf, const struct st_buffer_spec *spec)
+static void describe(struct st_buffer *buf, const struct st_buffer_spec *spec, FILE *log)
 {
     const char **names;
     int n = st_buffer_enabled(buf, &names);
-    fprintf(stderr, "hw-schedtrace: %s: %d events:", st_buffer_instance(buf), n);
+    fprintf(log, "hw-schedtrace: %s: %d events:", st_buffer_instance(buf), n);
     for (int i = 0; i < n; i++)
-        fprintf(stderr, " %s", names[i]);
+        fprintf(log, " %s", names[i]);
     n = st_buffer_missing(buf, &names);
     for (int i = 0; i < n; i++)
-        fprintf(stderr, "%s%s", i ? " " : "; not in this kernel: ", names[i]);
-    fprintf(stderr, "\nhw-schedtrace: %s: buffer %ld KiB per CPU%s, %u-byte pages, %s", st_buffer_instance(buf),
+        fprintf(log, "%s%s", i ? " " : "; not in this kernel: ", names[i]);
+    fprintf(log, "\nhw-schedtrace: %s: buffer %ld KiB per CPU%s, %u-byte pages, %s", st_buffer_instance(buf),
             st_buffer_size_kb(buf), spec->buffer_kb ? "" : " (kernel default)", st_buffer_page_size(buf),
             spec->drain ? "drained while recording" : "read only at the end");
     if (spec->npids) {
-        fprintf(stderr, ", pids");
+        fprintf(log, ", pids");
         for (int i = 0; i < spec->npids; i++)
-            fprintf(stderr, " %d", spec->pids[i]);
-        fprintf(stderr, " and descendants");
+            fprintf(log, " %d", spec->pids[i]);
+        fprintf(log, " and descendants");
     }
-    fputc('\n', stderr);
+    fputc('\n', log);
 }
 
 static void path_in(char *out, size_t len, const char *dir, const char *name)
@@ -394,13 +361,13 @@ static void path_in(char *out, size_t len, const char *dir, const char *name)
     snprintf(out, len, "%s/%s", dir, name);
 }
 
-int st_record(const struct st_config *cfg, struct st_err *err)
+int st_record(const struct st_config *cfg, struct hw_err *err)
 {
-    struct recording s = { .cfg = cfg, .go_fd = -1 };
+    struct recording s = { .cfg = cfg, .gate = { .pid = -1, .go_fd = -1 } };
     char path[4200], tsv[4200];
-    int rc = -1, nb = cfg->syscalls ? 2 : 1;
+    int rc = -1, nb = cfg->syscalls ? 2 : 1, ready_fd = cfg->ready_fd;
     if (mkdir(cfg->outdir, 0755) < 0 && errno != EEXIST) {
-        st_seterr(err, "failed to create directory %s: %s", cfg->outdir, strerror(errno));
+        hw_seterr(err, "failed to create directory %s: %s", cfg->outdir, strerror(errno));
         return -1;
     }
     if (cfg->command && spawn(&s, err) < 0)
@@ -418,21 +385,18 @@ int st_record(const struct st_config *cfg, struct st_err *err)
         for (int i = 0; i < ST_MARKERS; i++)
             if (st_buffer_marker(s.buf[b], "start", err) < 0)
                 goto out;
-    fprintf(stderr, "hw-schedtrace: recording in tracefs instance %s%s%s (%d CPUs)\n",
-            st_buffer_instance(s.buf[0]), nb > 1 ? " and " : "", nb > 1 ? st_buffer_instance(s.buf[1]) : "",
-            st_buffer_ncpus(s.buf[0]));
-    if (cfg->verbose)
-        for (int b = 0; b < nb; b++)
-            describe(s.buf[b], &s.spec[b]);
-    fflush(stderr);
-    if (s.go_fd >= 0) {
-        if (write(s.go_fd, "g", 1) != 1) {
-            st_seterr(err, "failed to start %s: %s", cfg->command[0], strerror(errno));
-            goto out;
-        }
-        close(s.go_fd);
-        s.go_fd = -1;
+    if (cfg->log) {
+        fprintf(cfg->log, "hw-schedtrace: recording in tracefs instance %s%s%s (%d CPUs)\n",
+                st_buffer_instance(s.buf[0]), nb > 1 ? " and " : "", nb > 1 ? st_buffer_instance(s.buf[1]) : "",
+                st_buffer_ncpus(s.buf[0]));
+        if (cfg->verbose)
+            for (int b = 0; b < nb; b++)
+                describe(s.buf[b], &s.spec[b], cfg->log);
+        fflush(cfg->log);
     }
+    hw_ready_notify(&ready_fd);
+    if (cfg->command && hw_gate_open(&s.gate, err) < 0)
+        goto out;
     wait_loop(&s);
     for (int b = 0; b < nb; b++)
         for (int i = 0; i < ST_MARKERS; i++)
@@ -458,11 +422,13 @@ int st_record(const struct st_config *cfg, struct st_err *err)
     path_in(path, sizeof(path), cfg->outdir, "sched.json");
     if (write_json(&s, path, err) < 0)
         goto out;
-    report(&s);
+    if (cfg->log)
+        report(&s, cfg->log);
     rc = 0;
 out:
-    if (s.go_fd >= 0)
-        close(s.go_fd);      /* an unreleased command reads EOF and exits 127 */
+    if (ready_fd >= 0)
+        close(ready_fd);     /* never ready: the starter reads the end of the pipe */
+    hw_gate_shut(&s.gate);   /* an unreleased command exits 127 without running */
     if (s.child > 0) {
         kill(s.child, rc < 0 ? SIGKILL : SIGTERM);   /* stopped before the command ended */
         waitpid(s.child, NULL, 0);
@@ -475,17 +441,24 @@ out:
 }
 
 /* trace.dat (or syscalls.dat) -> sched.tsv (or syscalls.tsv) in outdir, created if missing. */
-int st_convert_file(const char *dat_path, const char *outdir, bool syscalls, struct st_err *err)
+int st_convert_file(const char *dat_path, const char *outdir, bool syscalls, FILE *log, int verbose,
+                    struct hw_err *err)
 {
     struct st_convert_stats st;
     char tsv[4200];
     if (mkdir(outdir, 0755) < 0 && errno != EEXIST) {
-        st_seterr(err, "failed to create directory %s: %s", outdir, strerror(errno));
+        hw_seterr(err, "failed to create directory %s: %s", outdir, strerror(errno));
         return -1;
     }
     path_in(tsv, sizeof(tsv), outdir, syscalls ? "syscalls.tsv" : "sched.tsv");
     if (syscalls ? st_convert_syscalls(dat_path, tsv, &st, err) : st_convert_sched(dat_path, tsv, &st, err))
         return -1;
-    fprintf(stderr, "hw-schedtrace: %s: %lld records -> %s\n", dat_path, st.records, tsv);
+    if (!log)
+        return 0;
+    fprintf(log, "hw-schedtrace: %s: %lld records -> %s\n", dat_path, st.records, tsv);
+    for (int cpu = 0; verbose && cpu < ST_MAX_CPUS; cpu++)
+        if (st.per_cpu[cpu] || st.missed[cpu] || st.missed_unknown[cpu])
+            fprintf(log, "hw-schedtrace: cpu %d: %lld records, %lld missed in the stream%s\n", cpu, st.per_cpu[cpu],
+                    st.missed[cpu], st.missed_unknown[cpu] ? " (and pages that lost an unknown number)" : "");
     return 0;
 }

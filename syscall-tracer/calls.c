@@ -5,48 +5,48 @@
 
 #include "iotrace.h"
 
-const struct hw_call hw_calls[HW_NCALLS] = {
-    [HW_CALL_READ] = {"read", SYS_read, 0, HW_BYTES_ARG, 2, 0},
-    [HW_CALL_WRITE] = {"write", SYS_write, 0, HW_BYTES_ARG, 2, 0},
-    [HW_CALL_READV] = {"readv", SYS_readv, 0, HW_BYTES_IOV, 1, 2},
-    [HW_CALL_WRITEV] = {"writev", SYS_writev, 0, HW_BYTES_IOV, 1, 2},
-    [HW_CALL_PREAD64] = {"pread64", SYS_pread64, 0, HW_BYTES_ARG, 2, 0},
-    [HW_CALL_PWRITE64] = {"pwrite64", SYS_pwrite64, 0, HW_BYTES_ARG, 2, 0},
-    [HW_CALL_SENDTO] = {"sendto", SYS_sendto, 0, HW_BYTES_ARG, 2, 0},
-    [HW_CALL_SENDMSG] = {"sendmsg", SYS_sendmsg, 0, HW_BYTES_MSG, 1, 0},
-    [HW_CALL_SENDMMSG] = {"sendmmsg", SYS_sendmmsg, 0, HW_BYTES_MMSG, 1, 2},
-    [HW_CALL_RECVFROM] = {"recvfrom", SYS_recvfrom, 0, HW_BYTES_ARG, 2, 0},
-    [HW_CALL_RECVMSG] = {"recvmsg", SYS_recvmsg, 0, HW_BYTES_MSG, 1, 0},
+const struct iot_call iot_calls[IOT_NCALLS] = {
+    [IOT_CALL_READ] = {"read", SYS_read, 0, IOT_BYTES_ARG, 2, 0},
+    [IOT_CALL_WRITE] = {"write", SYS_write, 0, IOT_BYTES_ARG, 2, 0},
+    [IOT_CALL_READV] = {"readv", SYS_readv, 0, IOT_BYTES_IOV, 1, 2},
+    [IOT_CALL_WRITEV] = {"writev", SYS_writev, 0, IOT_BYTES_IOV, 1, 2},
+    [IOT_CALL_PREAD64] = {"pread64", SYS_pread64, 0, IOT_BYTES_ARG, 2, 0},
+    [IOT_CALL_PWRITE64] = {"pwrite64", SYS_pwrite64, 0, IOT_BYTES_ARG, 2, 0},
+    [IOT_CALL_SENDTO] = {"sendto", SYS_sendto, 0, IOT_BYTES_ARG, 2, 0},
+    [IOT_CALL_SENDMSG] = {"sendmsg", SYS_sendmsg, 0, IOT_BYTES_MSG, 1, 0},
+    [IOT_CALL_SENDMMSG] = {"sendmmsg", SYS_sendmmsg, 0, IOT_BYTES_MMSG, 1, 2},
+    [IOT_CALL_RECVFROM] = {"recvfrom", SYS_recvfrom, 0, IOT_BYTES_ARG, 2, 0},
+    [IOT_CALL_RECVMSG] = {"recvmsg", SYS_recvmsg, 0, IOT_BYTES_MSG, 1, 0},
     /* sendfile and splice name the fd the data goes to */
-    [HW_CALL_SENDFILE] = {"sendfile", SYS_sendfile, 0, HW_BYTES_ARG, 3, 0},
-    [HW_CALL_SPLICE] = {"splice", SYS_splice, 2, HW_BYTES_ARG, 4, 0},
-    [HW_CALL_CONNECT] = {"connect", SYS_connect, 0, HW_BYTES_NONE, 0, 0},
-    [HW_CALL_ACCEPT] = {"accept", SYS_accept, 0, HW_BYTES_NONE, 0, 0},
-    [HW_CALL_ACCEPT4] = {"accept4", SYS_accept4, 0, HW_BYTES_NONE, 0, 0},
-    [HW_CALL_CLOSE] = {"close", SYS_close, 0, HW_BYTES_NONE, 0, 0},
+    [IOT_CALL_SENDFILE] = {"sendfile", SYS_sendfile, 0, IOT_BYTES_ARG, 3, 0},
+    [IOT_CALL_SPLICE] = {"splice", SYS_splice, 2, IOT_BYTES_ARG, 4, 0},
+    [IOT_CALL_CONNECT] = {"connect", SYS_connect, 0, IOT_BYTES_NONE, 0, 0},
+    [IOT_CALL_ACCEPT] = {"accept", SYS_accept, 0, IOT_BYTES_NONE, 0, 0},
+    [IOT_CALL_ACCEPT4] = {"accept4", SYS_accept4, 0, IOT_BYTES_NONE, 0, 0},
+    [IOT_CALL_CLOSE] = {"close", SYS_close, 0, IOT_BYTES_NONE, 0, 0},
 };
 
-int hw_call_by_nr(long nr)
+int iot_call_by_nr(long nr)
 {
-    for (int i = 0; i < HW_NCALLS; i++)
-        if (hw_calls[i].nr == nr)
+    for (int i = 0; i < IOT_NCALLS; i++)
+        if (iot_calls[i].nr == nr)
             return i;
     return -1;
 }
 
-int hw_calls_parse(const char *list, uint32_t *mask, char *bad, size_t bad_len)
+int iot_calls_parse(const char *list, uint32_t *mask, char *bad, size_t bad_len)
 {
     *mask = 0;
     if (!list || !*list) {
-        *mask = (1u << HW_NCALLS) - 1;
+        *mask = (1u << IOT_NCALLS) - 1;
         return 0;
     }
     const char *p = list;
     while (*p) {
         size_t n = strcspn(p, ",");
         int found = -1;
-        for (int i = 0; i < HW_NCALLS && n; i++)
-            if (strlen(hw_calls[i].name) == n && !strncmp(hw_calls[i].name, p, n))
+        for (int i = 0; i < IOT_NCALLS && n; i++)
+            if (strlen(iot_calls[i].name) == n && !strncmp(iot_calls[i].name, p, n))
                 found = i;
         if (found < 0) {
             if (bad && bad_len) {
@@ -64,14 +64,14 @@ int hw_calls_parse(const char *list, uint32_t *mask, char *bad, size_t bad_len)
     return 0;
 }
 
-char *hw_calls_format(uint32_t mask, char *buf, size_t len)
+char *iot_calls_format(uint32_t mask, char *buf, size_t len)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (int i = 0; i < HW_NCALLS; i++) {
+    for (int i = 0; i < IOT_NCALLS; i++) {
         if (!(mask & (1u << i)))
             continue;
-        int w = snprintf(buf + used, len - used, "%s%s", used ? "," : "", hw_calls[i].name);
+        int w = snprintf(buf + used, len - used, "%s%s", used ? "," : "", iot_calls[i].name);
         if (w < 0 || (size_t)w >= len - used)
             break;
         used += (size_t)w;

@@ -12,7 +12,7 @@
 
 #include "iotrace.h"
 
-uint32_t hw_desc_intern(struct hw_desc_tab *t, int kind, const char *desc)
+uint32_t iot_desc_intern(struct iot_desc_tab *t, int kind, const char *desc)
 {
     for (uint32_t i = t->n; i >= 1; i--)  /* newest first: the fd just described is near the end */
         if (t->kind[i] == kind && !strcmp(t->desc[i], desc))
@@ -29,7 +29,7 @@ uint32_t hw_desc_intern(struct hw_desc_tab *t, int kind, const char *desc)
         t->kind = k;
         if (!t->cap) {
             t->desc[0] = NULL;
-            t->kind[0] = HW_FD_UNKNOWN;
+            t->kind[0] = IOT_FD_UNKNOWN;
         }
         t->cap = cap;
     }
@@ -42,7 +42,7 @@ uint32_t hw_desc_intern(struct hw_desc_tab *t, int kind, const char *desc)
     return t->n;
 }
 
-void hw_desc_free(struct hw_desc_tab *t)
+void iot_desc_free(struct iot_desc_tab *t)
 {
     for (uint32_t i = 1; i <= t->n; i++)
         free(t->desc[i]);
@@ -51,7 +51,7 @@ void hw_desc_free(struct hw_desc_tab *t)
     memset(t, 0, sizeof(*t));
 }
 
-void hw_sockaddr_format(const void *sa, socklen_t salen, char *buf, size_t len)
+void iot_sockaddr_format(const void *sa, socklen_t salen, char *buf, size_t len)
 {
     const struct sockaddr *s = sa;
     char addr[INET6_ADDRSTRLEN];
@@ -100,11 +100,11 @@ static int describe_socket(int fd, const char *linkname, char *desc, size_t len,
     int have_peer = getpeername(fd, (struct sockaddr *)&peer, &pl) == 0;
     char l[160] = "", r[160] = "*";
     if (have_local)
-        hw_sockaddr_format(&local, ll, l, sizeof(l));
+        iot_sockaddr_format(&local, ll, l, sizeof(l));
     if (have_peer)
-        hw_sockaddr_format(&peer, pl, r, sizeof(r));
+        iot_sockaddr_format(&peer, pl, r, sizeof(r));
     if (domain == AF_INET || domain == AF_INET6) {
-        int kind = type == SOCK_STREAM ? HW_FD_TCP : type == SOCK_DGRAM ? HW_FD_UDP : HW_FD_OTHER;
+        int kind = type == SOCK_STREAM ? IOT_FD_TCP : type == SOCK_DGRAM ? IOT_FD_UDP : IOT_FD_OTHER;
         snprintf(desc, len, "%s>%s", l, r);
         if (!have_local || inet_port(&local) <= 0)
             *complete = 0;
@@ -118,15 +118,15 @@ static int describe_socket(int fd, const char *linkname, char *desc, size_t len,
             snprintf(desc, len, "%s", r);
         else
             snprintf(desc, len, "%s", linkname);
-        return HW_FD_UNIX;
+        return IOT_FD_UNIX;
     }
     snprintf(desc, len, "%s", linkname);
-    return HW_FD_OTHER;
+    return IOT_FD_OTHER;
 }
 
-int hw_fd_describe(int local_fd, const char *link, char *desc, size_t len, int *complete)
+int iot_fd_describe(int local_fd, const char *link, char *desc, size_t len, int *complete)
 {
-    char name[HW_DESC_MAX];
+    char name[IOT_DESC_MAX];
     struct stat sb;
     *complete = 1;
     desc[0] = '\0';
@@ -134,14 +134,14 @@ int hw_fd_describe(int local_fd, const char *link, char *desc, size_t len, int *
     name[n > 0 ? n : 0] = '\0';
     if (local_fd < 0 || fstat(local_fd, &sb) < 0) {
         snprintf(desc, len, "%s", name);
-        return HW_FD_UNKNOWN;
+        return IOT_FD_UNKNOWN;
     }
     if (S_ISSOCK(sb.st_mode))
         return describe_socket(local_fd, name, desc, len, complete);
     snprintf(desc, len, "%s", name);
     if (S_ISFIFO(sb.st_mode))
-        return HW_FD_PIPE;
+        return IOT_FD_PIPE;
     if (S_ISREG(sb.st_mode) || S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) || S_ISDIR(sb.st_mode))
-        return HW_FD_FILE;
-    return HW_FD_OTHER;
+        return IOT_FD_FILE;
+    return IOT_FD_OTHER;
 }

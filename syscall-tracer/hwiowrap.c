@@ -25,18 +25,18 @@
 #include "hwclock.h"
 #include "iotrace.h"
 
-#define HW_EXPORT __attribute__((visibility("default")))
+#define IOT_EXPORT __attribute__((visibility("default")))
 #define REC_CAP 65536
 #define FD_CACHE 65536
 
 struct tbuf {
-    struct hw_rec *recs;
+    struct iot_rec *recs;
     size_t n;
     size_t seg;               /* first record still stamped in TSC ticks */
     uint64_t a_tsc;           /* the last anchor: a TSC reading and CLOCK_MONOTONIC at that time */
     int64_t a_ns;
     pid_t tid;
-    struct hw_rec *active;    /* the call in progress on this thread (for an unfinished record) */
+    struct iot_rec *active;    /* the call in progress on this thread (for an unfinished record) */
     struct tbuf *next;
 };
 
@@ -51,7 +51,7 @@ static pthread_mutex_t bufs_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t desc_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t buf_key;
 static _Atomic uint32_t fd_cache[FD_CACHE];
-static struct hw_desc_tab descs;
+static struct iot_desc_tab descs;
 
 static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_write)(int, const void *, size_t);
@@ -156,7 +156,7 @@ static void anchor(struct tbuf *b)
     uint64_t tsc = t0 + (t1 - t0) / 2;
     double scale = tsc > b->a_tsc ? (double)(ns - b->a_ns) / (double)(tsc - b->a_tsc) : 0.0;
     for (size_t i = b->seg; i < b->n; i++) {
-        struct hw_rec *r = &b->recs[i];
+        struct iot_rec *r = &b->recs[i];
         r->t_enter_ns = b->a_ns + (int64_t)((double)(r->t_enter_ns - (int64_t)b->a_tsc) * scale);
         r->t_exit_ns = b->a_ns + (int64_t)((double)(r->t_exit_ns - (int64_t)b->a_tsc) * scale);
     }
@@ -170,7 +170,7 @@ static void anchor(struct tbuf *b)
 
 /* ---- flushing: binary blocks appended to the spool ---- */
 
-static void spool_write(const struct hw_spool_hdr *h, const void *payload)
+static void spool_write(const struct iot_spool_hdr *h, const void *payload)
 {
     int fd = (int)syscall(SYS_openat, AT_FDCWD, out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -184,7 +184,7 @@ static void spool_write(const struct hw_spool_hdr *h, const void *payload)
 static void flush_buf(struct tbuf *b, int unfinished)
 {
     if (unfinished && b->active && b->n < REC_CAP) {
-        struct hw_rec *r = &b->recs[b->n++];
+        struct iot_rec *r = &b->recs[b->n++];
         *r = *b->active;
         r->t_exit_ns = stamp();
         r->unfinished = 1;
@@ -193,8 +193,8 @@ static void flush_buf(struct tbuf *b, int unfinished)
     anchor(b);
     if (!b->n)
         return;
-    struct hw_spool_hdr h = {.magic = HW_SPOOL_MAGIC, .type = HW_SPOOL_RECS, .pid = cur_pid,
-                             .count = (uint32_t)b->n, .len = (uint32_t)(b->n * sizeof(struct hw_rec))};
+    struct iot_spool_hdr h = {.magic = IOT_SPOOL_MAGIC, .type = IOT_SPOOL_RECS, .pid = cur_pid,
+                             .count = (uint32_t)b->n, .len = (uint32_t)(b->n * sizeof(struct iot_rec))};
     spool_write(&h, b->recs);
     b->n = 0;
     b->seg = 0;
@@ -222,7 +222,7 @@ static void thread_end(void *arg)
             break;
         }
     pthread_mutex_unlock(&bufs_lock);
-    munmap(b->recs, REC_CAP * sizeof(struct hw_rec));
+    munmap(b->recs, REC_CAP * sizeof(struct iot_rec));
     munmap(b, sizeof(*b));
     tls_buf = NULL;
 }
@@ -235,7 +235,7 @@ static struct tbuf *get_buf(void)
     b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (b == MAP_FAILED)
         return NULL;
-    b->recs = mmap(NULL, REC_CAP * sizeof(struct hw_rec), PROT_READ | PROT_WRITE,
+    b->recs = mmap(NULL, REC_CAP * sizeof(struct iot_rec), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (b->recs == MAP_FAILED) {
         munmap(b, sizeof(*b));
@@ -263,17 +263,17 @@ static uint32_t describe(int fd)
         if (id)
             return id;
     }
-    char link[64], desc[HW_DESC_MAX];
+    char link[64], desc[IOT_DESC_MAX];
     int complete = 1;
     snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-    int kind = hw_fd_describe(fd, link, desc, sizeof(desc), &complete);
-    if (kind == HW_FD_UNKNOWN)
+    int kind = iot_fd_describe(fd, link, desc, sizeof(desc), &complete);
+    if (kind == IOT_FD_UNKNOWN)
         return 0;
     pthread_mutex_lock(&desc_lock);
     uint32_t known = descs.n;
-    uint32_t id = hw_desc_intern(&descs, kind, desc);
+    uint32_t id = iot_desc_intern(&descs, kind, desc);
     if (id > known) {  /* new: into the spool before any record that names it */
-        struct hw_spool_hdr h = {.magic = HW_SPOOL_MAGIC, .type = HW_SPOOL_DESC, .kind = (uint16_t)kind,
+        struct iot_spool_hdr h = {.magic = IOT_SPOOL_MAGIC, .type = IOT_SPOOL_DESC, .kind = (uint16_t)kind,
                                  .pid = cur_pid, .count = id, .len = (uint32_t)strlen(desc)};
         spool_write(&h, desc);
     }
@@ -295,8 +295,8 @@ static void forget(int fd)
 
 struct call_ctx {
     struct tbuf *b;
-    struct hw_rec r;
-    struct hw_rec *prev_active;
+    struct iot_rec r;
+    struct iot_rec *prev_active;
 };
 
 static inline int begin(struct call_ctx *c, int call, int fd, int64_t req)
@@ -311,7 +311,7 @@ static inline int begin(struct call_ctx *c, int call, int fd, int64_t req)
     c->r.fd = fd;
     c->r.req_bytes = req;
     /* described at entry, so that a call cut short by a signal is described too */
-    c->r.desc_id = call == HW_CALL_CLOSE ? 0 : describe(fd);
+    c->r.desc_id = call == IOT_CALL_CLOSE ? 0 : describe(fd);
     c->prev_active = c->b->active;
     c->b->active = &c->r;
     c->r.t_enter_ns = stamp();
@@ -324,7 +324,7 @@ static inline void end(struct call_ctx *c, int64_t ret, int err)
     c->r.result = ret < 0 ? -(int64_t)err : ret;
     struct tbuf *b = c->b;
     b->active = c->prev_active;
-    if (c->r.call == HW_CALL_CONNECT || (!c->r.desc_id && c->r.call != HW_CALL_CLOSE))
+    if (c->r.call == IOT_CALL_CONNECT || (!c->r.desc_id && c->r.call != IOT_CALL_CLOSE))
         c->r.desc_id = describe(c->r.fd);  /* connected now: its 4-tuple */
     b->recs[b->n++] = c->r;
     if (b->n == REC_CAP)
@@ -360,70 +360,70 @@ static int64_t iov_total(const struct iovec *iov, int n)
             resolve_all();       \
     } while (0)
 
-HW_EXPORT ssize_t read(int fd, void *buf, size_t n)
+IOT_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
     NEED(real_read);
-    WRAP(ssize_t, HW_CALL_READ, fd, (int64_t)n, real_read(fd, buf, n));
+    WRAP(ssize_t, IOT_CALL_READ, fd, (int64_t)n, real_read(fd, buf, n));
 }
 
-HW_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+IOT_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
     NEED(real_write);
-    WRAP(ssize_t, HW_CALL_WRITE, fd, (int64_t)n, real_write(fd, buf, n));
+    WRAP(ssize_t, IOT_CALL_WRITE, fd, (int64_t)n, real_write(fd, buf, n));
 }
 
-HW_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
+IOT_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 {
     NEED(real_readv);
-    WRAP(ssize_t, HW_CALL_READV, fd, iov_total(iov, n), real_readv(fd, iov, n));
+    WRAP(ssize_t, IOT_CALL_READV, fd, iov_total(iov, n), real_readv(fd, iov, n));
 }
 
-HW_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
+IOT_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
     NEED(real_writev);
-    WRAP(ssize_t, HW_CALL_WRITEV, fd, iov_total(iov, n), real_writev(fd, iov, n));
+    WRAP(ssize_t, IOT_CALL_WRITEV, fd, iov_total(iov, n), real_writev(fd, iov, n));
 }
 
-HW_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
+IOT_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
     NEED(real_pread);
-    WRAP(ssize_t, HW_CALL_PREAD64, fd, (int64_t)n, real_pread(fd, buf, n, off));
+    WRAP(ssize_t, IOT_CALL_PREAD64, fd, (int64_t)n, real_pread(fd, buf, n, off));
 }
 
-HW_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
+IOT_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
 {
     NEED(real_pread);
-    WRAP(ssize_t, HW_CALL_PREAD64, fd, (int64_t)n, real_pread(fd, buf, n, off));
+    WRAP(ssize_t, IOT_CALL_PREAD64, fd, (int64_t)n, real_pread(fd, buf, n, off));
 }
 
-HW_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+IOT_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
     NEED(real_pwrite);
-    WRAP(ssize_t, HW_CALL_PWRITE64, fd, (int64_t)n, real_pwrite(fd, buf, n, off));
+    WRAP(ssize_t, IOT_CALL_PWRITE64, fd, (int64_t)n, real_pwrite(fd, buf, n, off));
 }
 
-HW_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
+IOT_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
     NEED(real_pwrite);
-    WRAP(ssize_t, HW_CALL_PWRITE64, fd, (int64_t)n, real_pwrite(fd, buf, n, off));
+    WRAP(ssize_t, IOT_CALL_PWRITE64, fd, (int64_t)n, real_pwrite(fd, buf, n, off));
 }
 
-HW_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+IOT_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
     NEED(real_send);
-    WRAP(ssize_t, HW_CALL_SENDTO, fd, (int64_t)n, real_send(fd, buf, n, flags));
+    WRAP(ssize_t, IOT_CALL_SENDTO, fd, (int64_t)n, real_send(fd, buf, n, flags));
 }
 
-HW_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONST_SOCKADDR_ARG to, socklen_t tl)
+IOT_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONST_SOCKADDR_ARG to, socklen_t tl)
 {
     NEED(real_sendto);
-    WRAP(ssize_t, HW_CALL_SENDTO, fd, (int64_t)n, real_sendto(fd, buf, n, flags, to, tl));
+    WRAP(ssize_t, IOT_CALL_SENDTO, fd, (int64_t)n, real_sendto(fd, buf, n, flags, to, tl));
 }
 
-HW_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+IOT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
     NEED(real_sendmsg);
-    WRAP(ssize_t, HW_CALL_SENDMSG, fd, m ? iov_total(m->msg_iov, (int)m->msg_iovlen) : -1,
+    WRAP(ssize_t, IOT_CALL_SENDMSG, fd, m ? iov_total(m->msg_iov, (int)m->msg_iovlen) : -1,
          real_sendmsg(fd, m, flags));
 }
 
@@ -435,79 +435,79 @@ static int64_t mmsg_total(const struct mmsghdr *v, unsigned int n)
     return s;
 }
 
-HW_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+IOT_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
     NEED(real_sendmmsg);
-    WRAP(int, HW_CALL_SENDMMSG, fd, mmsg_total(v, n), real_sendmmsg(fd, v, n, flags));
+    WRAP(int, IOT_CALL_SENDMMSG, fd, mmsg_total(v, n), real_sendmmsg(fd, v, n, flags));
 }
 
-HW_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+IOT_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
     NEED(real_recv);
-    WRAP(ssize_t, HW_CALL_RECVFROM, fd, (int64_t)n, real_recv(fd, buf, n, flags));
+    WRAP(ssize_t, IOT_CALL_RECVFROM, fd, (int64_t)n, real_recv(fd, buf, n, flags));
 }
 
-HW_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG from, socklen_t *fl)
+IOT_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG from, socklen_t *fl)
 {
     NEED(real_recvfrom);
-    WRAP(ssize_t, HW_CALL_RECVFROM, fd, (int64_t)n, real_recvfrom(fd, buf, n, flags, from, fl));
+    WRAP(ssize_t, IOT_CALL_RECVFROM, fd, (int64_t)n, real_recvfrom(fd, buf, n, flags, from, fl));
 }
 
-HW_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+IOT_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
     NEED(real_recvmsg);
-    WRAP(ssize_t, HW_CALL_RECVMSG, fd, m ? iov_total(m->msg_iov, (int)m->msg_iovlen) : -1,
+    WRAP(ssize_t, IOT_CALL_RECVMSG, fd, m ? iov_total(m->msg_iov, (int)m->msg_iovlen) : -1,
          real_recvmsg(fd, m, flags));
 }
 
-HW_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+IOT_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
     NEED(real_sendfile);
-    WRAP(ssize_t, HW_CALL_SENDFILE, out, (int64_t)n, real_sendfile(out, in, off, n));
+    WRAP(ssize_t, IOT_CALL_SENDFILE, out, (int64_t)n, real_sendfile(out, in, off, n));
 }
 
-HW_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
+IOT_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
 {
     NEED(real_sendfile);
-    WRAP(ssize_t, HW_CALL_SENDFILE, out, (int64_t)n, real_sendfile(out, in, off, n));
+    WRAP(ssize_t, IOT_CALL_SENDFILE, out, (int64_t)n, real_sendfile(out, in, off, n));
 }
 
-HW_EXPORT ssize_t splice(int in, __off64_t *oin, int out, __off64_t *oout, size_t n, unsigned int flags)
+IOT_EXPORT ssize_t splice(int in, __off64_t *oin, int out, __off64_t *oout, size_t n, unsigned int flags)
 {
     NEED(real_splice);
-    WRAP(ssize_t, HW_CALL_SPLICE, out, (int64_t)n, real_splice(in, oin, out, oout, n, flags));
+    WRAP(ssize_t, IOT_CALL_SPLICE, out, (int64_t)n, real_splice(in, oin, out, oout, n, flags));
 }
 
-HW_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+IOT_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
     NEED(real_connect);
     forget(fd);
-    WRAP(int, HW_CALL_CONNECT, fd, -1, real_connect(fd, addr, len));
+    WRAP(int, IOT_CALL_CONNECT, fd, -1, real_connect(fd, addr, len));
 }
 
-HW_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+IOT_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 {
     NEED(real_accept);
-    WRAP(int, HW_CALL_ACCEPT, fd, -1, real_accept(fd, addr, len));
+    WRAP(int, IOT_CALL_ACCEPT, fd, -1, real_accept(fd, addr, len));
 }
 
-HW_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
+IOT_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 {
     NEED(real_accept4);
-    WRAP(int, HW_CALL_ACCEPT4, fd, -1, real_accept4(fd, addr, len, flags));
+    WRAP(int, IOT_CALL_ACCEPT4, fd, -1, real_accept4(fd, addr, len, flags));
 }
 
-HW_EXPORT int close(int fd)
+IOT_EXPORT int close(int fd)
 {
     NEED(real_close);
     struct call_ctx c;
-    if (!TRACED(HW_CALL_CLOSE)) {
+    if (!TRACED(IOT_CALL_CLOSE)) {
         forget(fd);
         return real_close(fd);
     }
     uint32_t id = describe(fd);  /* while it exists */
     forget(fd);
-    if (!begin(&c, HW_CALL_CLOSE, fd, -1))
+    if (!begin(&c, IOT_CALL_CLOSE, fd, -1))
         return real_close(fd);
     int ret = real_close(fd);
     int err = errno;
@@ -525,27 +525,27 @@ static int fresh(int fd)
     return fd;
 }
 
-HW_EXPORT int dup(int fd)
+IOT_EXPORT int dup(int fd)
 {
     NEED(real_dup);
     return fresh(real_dup(fd));
 }
 
-HW_EXPORT int dup2(int fd, int to)
+IOT_EXPORT int dup2(int fd, int to)
 {
     NEED(real_dup2);
     forget(to);
     return real_dup2(fd, to);
 }
 
-HW_EXPORT int dup3(int fd, int to, int flags)
+IOT_EXPORT int dup3(int fd, int to, int flags)
 {
     NEED(real_dup3);
     forget(to);
     return real_dup3(fd, to, flags);
 }
 
-HW_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+IOT_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
     NEED(real_close_range);
     for (unsigned int fd = first; fd <= last && fd < FD_CACHE; fd++)
@@ -553,13 +553,13 @@ HW_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
     return real_close_range(first, last, flags);
 }
 
-HW_EXPORT int socket(int domain, int type, int proto)
+IOT_EXPORT int socket(int domain, int type, int proto)
 {
     NEED(real_socket);
     return fresh(real_socket(domain, type, proto));
 }
 
-HW_EXPORT int socketpair(int domain, int type, int proto, int sv[2])
+IOT_EXPORT int socketpair(int domain, int type, int proto, int sv[2])
 {
     NEED(real_socketpair);
     int r = real_socketpair(domain, type, proto, sv);
@@ -570,7 +570,7 @@ HW_EXPORT int socketpair(int domain, int type, int proto, int sv[2])
     return r;
 }
 
-HW_EXPORT int pipe(int p[2])
+IOT_EXPORT int pipe(int p[2])
 {
     NEED(real_pipe);
     int r = real_pipe(p);
@@ -581,7 +581,7 @@ HW_EXPORT int pipe(int p[2])
     return r;
 }
 
-HW_EXPORT int pipe2(int p[2], int flags)
+IOT_EXPORT int pipe2(int p[2], int flags)
 {
     NEED(real_pipe2);
     int r = real_pipe2(p, flags);
@@ -597,7 +597,7 @@ static mode_t open_mode(int flags, va_list ap)
     return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
 }
 
-HW_EXPORT int open(const char *path, int flags, ...)
+IOT_EXPORT int open(const char *path, int flags, ...)
 {
     va_list ap;
     va_start(ap, flags);
@@ -607,7 +607,7 @@ HW_EXPORT int open(const char *path, int flags, ...)
     return fresh(real_open(path, flags, mode));
 }
 
-HW_EXPORT int open64(const char *path, int flags, ...)
+IOT_EXPORT int open64(const char *path, int flags, ...)
 {
     va_list ap;
     va_start(ap, flags);
@@ -617,7 +617,7 @@ HW_EXPORT int open64(const char *path, int flags, ...)
     return fresh(real_open(path, flags, mode));
 }
 
-HW_EXPORT int openat(int dir, const char *path, int flags, ...)
+IOT_EXPORT int openat(int dir, const char *path, int flags, ...)
 {
     va_list ap;
     va_start(ap, flags);
@@ -627,7 +627,7 @@ HW_EXPORT int openat(int dir, const char *path, int flags, ...)
     return fresh(real_openat(dir, path, flags, mode));
 }
 
-HW_EXPORT int openat64(int dir, const char *path, int flags, ...)
+IOT_EXPORT int openat64(int dir, const char *path, int flags, ...)
 {
     va_list ap;
     va_start(ap, flags);
@@ -639,42 +639,42 @@ HW_EXPORT int openat64(int dir, const char *path, int flags, ...)
 
 /* ---- ends of the process: flush first ---- */
 
-HW_EXPORT void _exit(int status)
+IOT_EXPORT void _exit(int status)
 {
     flush_all(0, 0);
     NEED(real_exit);
     real_exit(status);
 }
 
-HW_EXPORT void _Exit(int status)
+IOT_EXPORT void _Exit(int status)
 {
     flush_all(0, 0);
     NEED(real_exit);
     real_exit(status);
 }
 
-HW_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+IOT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     flush_all(0, 0);
     NEED(real_execve);
     return real_execve(path, argv, envp);
 }
 
-HW_EXPORT int execv(const char *path, char *const argv[])
+IOT_EXPORT int execv(const char *path, char *const argv[])
 {
     flush_all(0, 0);
     NEED(real_execve);
     return real_execve(path, argv, environ);
 }
 
-HW_EXPORT int execvp(const char *file, char *const argv[])
+IOT_EXPORT int execvp(const char *file, char *const argv[])
 {
     flush_all(0, 0);
     NEED(real_execvp);
     return real_execvp(file, argv);
 }
 
-HW_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+IOT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
     flush_all(0, 0);
     NEED(real_execvpe);
@@ -698,12 +698,12 @@ static void after_fork_child(void)
     pthread_mutex_init(&bufs_lock, NULL);
     pthread_mutex_init(&desc_lock, NULL);
     /* its own description ids from now on: the spool keys them by pid */
-    hw_desc_free(&descs);
+    iot_desc_free(&descs);
     memset((void *)fd_cache, 0, sizeof(fd_cache));
     while (b) {
         struct tbuf *next = b->next;
         if (b != mine) {
-            munmap(b->recs, REC_CAP * sizeof(struct hw_rec));
+            munmap(b->recs, REC_CAP * sizeof(struct iot_rec));
             munmap(b, sizeof(*b));
         }
         b = next;
@@ -725,7 +725,7 @@ __attribute__((constructor)) static void hwiowrap_init(void)
     if (!out || !*out || strlen(out) >= sizeof(out_path))
         return;
     char bad[64];
-    if (hw_calls_parse(getenv("HWIOWRAP_CALLS"), &mask, bad, sizeof(bad)) < 0) {
+    if (iot_calls_parse(getenv("HWIOWRAP_CALLS"), &mask, bad, sizeof(bad)) < 0) {
         dprintf(2, "libhwiowrap: unknown call '%s' in HWIOWRAP_CALLS; not tracing\n", bad);
         return;
     }

@@ -9,116 +9,120 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#define HW_IOTRACE_VERSION "1.0"
+#include "hwerr.h"
+
+#define IOT_VERSION "1.0"
 
 /* ---- the calls (calls.c) ---- */
-enum hw_bytes_kind {
-    HW_BYTES_NONE,  /* no byte count: req_bytes is -1 (connect, accept, accept4, close) */
-    HW_BYTES_ARG,   /* a length argument */
-    HW_BYTES_IOV,   /* sum of an iovec array: iov in arg a, count in arg b */
-    HW_BYTES_MSG,   /* sum of a msghdr's iovec: msghdr in arg a */
-    HW_BYTES_MMSG,  /* sum over an mmsghdr vector: vector in arg a, length in arg b */
+enum iot_bytes_kind {
+    IOT_BYTES_NONE,  /* no byte count: req_bytes is -1 (connect, accept, accept4, close) */
+    IOT_BYTES_ARG,   /* a length argument */
+    IOT_BYTES_IOV,   /* sum of an iovec array: iov in arg a, count in arg b */
+    IOT_BYTES_MSG,   /* sum of a msghdr's iovec: msghdr in arg a */
+    IOT_BYTES_MMSG,  /* sum over an mmsghdr vector: vector in arg a, length in arg b */
 };
 
-enum hw_call_id {
-    HW_CALL_READ, HW_CALL_WRITE, HW_CALL_READV, HW_CALL_WRITEV, HW_CALL_PREAD64,
-    HW_CALL_PWRITE64, HW_CALL_SENDTO, HW_CALL_SENDMSG, HW_CALL_SENDMMSG, HW_CALL_RECVFROM,
-    HW_CALL_RECVMSG, HW_CALL_SENDFILE, HW_CALL_SPLICE, HW_CALL_CONNECT, HW_CALL_ACCEPT,
-    HW_CALL_ACCEPT4, HW_CALL_CLOSE,
-    HW_NCALLS
+enum iot_call_id {
+    IOT_CALL_READ, IOT_CALL_WRITE, IOT_CALL_READV, IOT_CALL_WRITEV, IOT_CALL_PREAD64,
+    IOT_CALL_PWRITE64, IOT_CALL_SENDTO, IOT_CALL_SENDMSG, IOT_CALL_SENDMMSG, IOT_CALL_RECVFROM,
+    IOT_CALL_RECVMSG, IOT_CALL_SENDFILE, IOT_CALL_SPLICE, IOT_CALL_CONNECT, IOT_CALL_ACCEPT,
+    IOT_CALL_ACCEPT4, IOT_CALL_CLOSE,
+    IOT_NCALLS
 };
 
-struct hw_call {
+struct iot_call {
     const char *name;
     int nr;                  /* system call number on this architecture */
     int fd_arg;              /* which argument is the fd the record names */
-    enum hw_bytes_kind bytes;
-    int arg_a, arg_b;        /* arguments of the byte count (see hw_bytes_kind) */
+    enum iot_bytes_kind bytes;
+    int arg_a, arg_b;        /* arguments of the byte count (see iot_bytes_kind) */
 };
 
-extern const struct hw_call hw_calls[HW_NCALLS];
+extern const struct iot_call iot_calls[IOT_NCALLS];
 
-/* Parses "read,write,..." into a selection mask (bit i = hw_calls[i]). An empty or NULL list
+/* Parses "read,write,..." into a selection mask (bit i = iot_calls[i]). An empty or NULL list
  * selects the default set (all calls). Returns 0, or -EINVAL with the unknown name copied into
  * bad (bad_len bytes). */
-int hw_calls_parse(const char *list, uint32_t *mask, char *bad, size_t bad_len);
+int iot_calls_parse(const char *list, uint32_t *mask, char *bad, size_t bad_len);
 /* Index of the call with system call number nr, or -1. */
-int hw_call_by_nr(long nr);
+int iot_call_by_nr(long nr);
 /* "read,write,..." for a mask, written into buf; returns buf. */
-char *hw_calls_format(uint32_t mask, char *buf, size_t len);
+char *iot_calls_format(uint32_t mask, char *buf, size_t len);
 
 /* ---- one record (record.c) ---- */
-enum hw_fd_kind {
-    HW_FD_UNKNOWN, HW_FD_TCP, HW_FD_UDP, HW_FD_UNIX, HW_FD_FILE, HW_FD_PIPE, HW_FD_OTHER,
+enum iot_fd_kind {
+    IOT_FD_UNKNOWN, IOT_FD_TCP, IOT_FD_UDP, IOT_FD_UNIX, IOT_FD_FILE, IOT_FD_PIPE, IOT_FD_OTHER,
 };
 
-struct hw_rec {
+struct iot_rec {
     int64_t t_enter_ns, t_exit_ns;
     int64_t req_bytes;           /* -1: the call has no byte count */
     int64_t result;              /* bytes, new fd or 0; -errno on failure */
     int32_t pid, tid;
     int32_t fd;
     uint32_t desc_id;            /* index into the description table (0: unknown) */
-    uint8_t call;                /* enum hw_call_id */
+    uint8_t call;                /* enum iot_call_id */
     uint8_t unfinished;
 };
 
-extern const char *const hw_fd_kind_names[];
+extern const char *const iot_fd_kind_names[];
 
 /* The column-header line of syscalls.tsv (no newline). */
-extern const char hw_tsv_columns[];
+extern const char iot_tsv_columns[];
 
 /* Writes the `#` metadata lines and the column line: backend "ptrace" | "preload"; extra is
  * NULL or more "# key: value\n" lines. Returns the number of bytes written into buf, or -1
  * when buf is too small. */
-int hw_tsv_header(char *buf, size_t len, const char *backend, uint32_t mask, const char *extra);
+int iot_tsv_header(char *buf, size_t len, const char *backend, uint32_t mask, const char *extra);
 
-/* Formats one record as a TSV line into buf (at least HW_LINE_MAX bytes); returns its length.
+/* Formats one record as a TSV line into buf (at least IOT_LINE_MAX bytes); returns its length.
  * kind and desc are the fd's description (desc is escaped: tab, newline, CR, backslash). */
-#define HW_DESC_MAX 256
-#define HW_LINE_MAX (HW_DESC_MAX * 2 + 256)
-size_t hw_rec_format(char *buf, const struct hw_rec *r, int kind, const char *desc);
+#define IOT_DESC_MAX 256
+#define IOT_LINE_MAX (IOT_DESC_MAX * 2 + 256)
+size_t iot_rec_format(char *buf, const struct iot_rec *r, int kind, const char *desc);
 /* The last line of syscalls.tsv (docs/formats.md, "Completeness"), into buf (at least
- * HW_LINE_MAX bytes); returns its length. A complete file ends with the trailer
+ * IOT_LINE_MAX bytes); returns its length. A complete file ends with the trailer
  * "# end: records=N"; a file whose writer failed with "# damaged: REASON" (reason escaped as
- * fd_desc, at most HW_DESC_MAX bytes of it), so that no reader takes it for whole. */
-size_t hw_tsv_trailer(char *buf, uint64_t records);
-size_t hw_tsv_damaged(char *buf, const char *reason);
+ * fd_desc, at most IOT_DESC_MAX bytes of it), so that no reader takes it for whole. */
+size_t iot_tsv_trailer(char *buf, uint64_t records);
+size_t iot_tsv_damaged(char *buf, const char *reason);
 
 /* ---- descriptions of fds, interned (desc.c) ---- */
-struct hw_desc_tab {
+struct iot_desc_tab {
     char **desc;       /* desc[id], id >= 1 */
     uint8_t *kind;
     uint32_t n, cap;
 };
 /* The id of (kind, desc), added when new; 0 on allocation failure (written as unknown). */
-uint32_t hw_desc_intern(struct hw_desc_tab *t, int kind, const char *desc);
-void hw_desc_free(struct hw_desc_tab *t);
+uint32_t iot_desc_intern(struct iot_desc_tab *t, int kind, const char *desc);
+void iot_desc_free(struct iot_desc_tab *t);
 
 /* Describes an open file: local_fd is a descriptor this process holds on it (its own fd for the
  * preload backend, a pidfd_getfd copy for the ptrace backend), link the /proc/.../fd/N path to
- * read the name from. Writes the description into desc and returns an enum hw_fd_kind.
+ * read the name from. Writes the description into desc and returns an enum iot_fd_kind.
  * *complete is set to 0 when the description can still change (an inet socket not yet bound). */
-int hw_fd_describe(int local_fd, const char *link, char *desc, size_t len, int *complete);
+int iot_fd_describe(int local_fd, const char *link, char *desc, size_t len, int *complete);
 /* Formats a socket address as "a.b.c.d:port", "[v6]:port" or a unix path. */
-void hw_sockaddr_format(const void *sa, socklen_t salen, char *buf, size_t len);
+void iot_sockaddr_format(const void *sa, socklen_t salen, char *buf, size_t len);
 
 /* ---- the ptrace backend (ptrace_backend.c, seccomp_filter.c) ---- */
-struct hw_trace_opts {
+struct iot_trace_opts {
     uint32_t mask;           /* selected calls */
-    pid_t attach_pid;        /* > 0: attach to this running process (all its threads) */
+    const int *pids;         /* npids > 0: attach to these running processes (all their threads) */
+    int npids;
     char *const *argv;       /* else: run this command */
     int follow;              /* follow fork/vfork/clone (always on for a command we start) */
     int kill_on_exit;        /* kill the tracees when the tracer stops */
     int no_seccomp;          /* stop on every call even for a command we start */
     int verbose;
+    FILE *log;               /* warnings and progress ("attached to a running process ..."); NULL: none */
     const char *out_path;    /* syscalls.tsv */
     const char *json_path;   /* syscalls.json */
     /* set by main's SIGINT/SIGTERM handlers: the last signal and how many arrived */
     volatile sig_atomic_t *stop_sig, *stop_count;
 };
 
-struct hw_trace_stats {
+struct iot_trace_stats {
     uint64_t calls_seen;       /* entries of selected calls observed */
     uint64_t records_written;
     uint64_t unfinished;
@@ -130,36 +134,36 @@ struct hw_trace_stats {
 };
 
 /* Runs the tracer to the end (all tracees gone, or stop_flag and then detach/kill). Returns 0 or
- * a negative errno; err (err_len) receives a one-line reason on failure. */
-int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char *err, size_t err_len);
+ * a negative errno; err receives a one-line reason on failure. */
+int iot_trace_run(const struct iot_trace_opts *o, struct iot_trace_stats *st, struct hw_err *err);
 
 /* For main's SIGINT/SIGTERM handler (async-signal-safe): wakes the tracer out of waitpid by
  * passing the signal to the command (SIGKILL for the second signal or with kill_on_exit), or by
  * interrupting an attached tracee; the tracer loop does the rest. */
-enum { HW_WAKE_NONE, HW_WAKE_FORWARD, HW_WAKE_INTERRUPT };
-void hw_trace_set_wake(pid_t pid, int mode, int kill_on_exit);
-void hw_trace_signal(int sig, int count);
+enum { IOT_WAKE_NONE, IOT_WAKE_FORWARD, IOT_WAKE_INTERRUPT };
+void iot_trace_set_wake(pid_t pid, int mode, int kill_on_exit);
+void iot_trace_signal(int sig, int count);
 
 /* Builds the seccomp-bpf program tracing the calls of mask (SECCOMP_RET_TRACE with the call's
  * index as data) and allowing the others; installs it in the calling process. The calls that
  * change what an fd number means (close when not selected, dup2, dup3, close_range) also stop,
- * with data HW_BOOKKEEP + code, so that the tracer forgets its description; no record. */
-enum { HW_BOOKKEEP = 0x100, HW_BK_CLOSE = 0, HW_BK_DUP2, HW_BK_DUP3, HW_BK_CLOSE_RANGE, HW_NBK };
+ * with data IOT_BOOKKEEP + code, so that the tracer forgets its description; no record. */
+enum { IOT_BOOKKEEP = 0x100, IOT_BK_CLOSE = 0, IOT_BK_DUP2, IOT_BK_DUP3, IOT_BK_CLOSE_RANGE, IOT_NBK };
 /* The bookkeeping code of system call nr (not counting a selected close), or -1. */
-int hw_bookkeep_by_nr(long nr, uint32_t mask);
-int hw_seccomp_install(uint32_t mask);
+int iot_bookkeep_by_nr(long nr, uint32_t mask);
+int iot_seccomp_install(uint32_t mask);
 
 /* ---- the LD_PRELOAD spool (spool.c) ----
  * libhwiowrap.so formats nothing in the traced process: it appends binary blocks (a header and
  * its payload, one write each, to an O_APPEND file): records, and each fd description once per
  * process (before any record naming it). hw-iotrace --preload turns the spool into syscalls.tsv
- * after the command ends. Same machine, same build: the records are struct hw_rec as is. */
-#define HW_SPOOL_MAGIC 0x50535748u /* "HWSP" */
-enum { HW_SPOOL_RECS = 1, HW_SPOOL_DESC = 2 };
-struct hw_spool_hdr {
+ * after the command ends. Same machine, same build: the records are struct iot_rec as is. */
+#define IOT_SPOOL_MAGIC 0x50535748u /* "HWSP" */
+enum { IOT_SPOOL_RECS = 1, IOT_SPOOL_DESC = 2 };
+struct iot_spool_hdr {
     uint32_t magic;
     uint16_t type;
-    uint16_t kind;      /* DESC: enum hw_fd_kind */
+    uint16_t kind;      /* DESC: enum iot_fd_kind */
     int32_t pid;
     uint32_t count;     /* RECS: number of records; DESC: the description id */
     uint32_t len;       /* payload bytes */
@@ -167,15 +171,15 @@ struct hw_spool_hdr {
 };
 /* Converts a spool into syscalls.tsv (header included); counts records and unfinished ones. On
  * a damaged block, writes what precedes it and returns -EBADMSG with its byte offset in err. */
-int hw_spool_convert(const char *spool, const char *tsv, uint32_t mask, struct hw_trace_stats *st,
-                     char *err, size_t err_len);
+int iot_spool_convert(const char *spool, const char *tsv, uint32_t mask, struct iot_trace_stats *st,
+                      struct hw_err *err);
 
 /* ---- the LD_PRELOAD runner (preload_run.c) ---- */
 /* Runs argv with libhwiowrap.so preloaded, writing out_path; fills st from the file. */
-int hw_preload_run(const struct hw_trace_opts *o, const char *lib_path, struct hw_trace_stats *st,
-                   char *err, size_t err_len);
+int iot_preload_run(const struct iot_trace_opts *o, const char *lib_path, struct iot_trace_stats *st,
+                    struct hw_err *err);
 
-/* Writes syscalls.json (counters) for either backend. */
-int hw_write_json(const char *path, const char *backend, const struct hw_trace_opts *o,
-                  const struct hw_trace_stats *st, int64_t t_start_ns, int64_t t_end_ns);
+/* Writes syscalls.json (counters) for either backend. 0 or -errno. */
+int iot_write_json(const char *path, const char *backend, const struct iot_trace_opts *o,
+                   const struct iot_trace_stats *st, int64_t t_start_ns, int64_t t_end_ns);
 #endif

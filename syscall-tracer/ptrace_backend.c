@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "hwclock.h"
+#include "hwgate.h"
 #include "iotrace.h"
 
 #define REC_CAP 65536
@@ -28,7 +29,7 @@ struct tracee {
     pid_t tid, tgid;
     int pidfd;                /* of tgid, for pidfd_getfd; -1 until needed */
     int in_call;              /* between the entry and the exit of a selected call */
-    struct hw_rec rec;        /* the call in progress */
+    struct iot_rec rec;        /* the call in progress */
 };
 
 struct fdslot {
@@ -37,8 +38,8 @@ struct fdslot {
 };
 
 struct tracer {
-    const struct hw_trace_opts *o;
-    struct hw_trace_stats *st;
+    const struct iot_trace_opts *o;
+    struct iot_trace_stats *st;
     int seccomp;
     pid_t main_pid;
     int detaching;            /* -p or no filter: detach on a stop signal */
@@ -51,8 +52,8 @@ struct tracer {
     size_t nt, capt;
     struct fdslot *fds;
     size_t fcap, fused;
-    struct hw_desc_tab descs;
-    struct hw_rec *recs;
+    struct iot_desc_tab descs;
+    struct iot_rec *recs;
     size_t nrec;
     int out_fd;
     char *out;
@@ -64,22 +65,22 @@ struct tracer {
 
 static volatile sig_atomic_t wake_pid, wake_mode, wake_kill;
 
-void hw_trace_set_wake(pid_t pid, int mode, int kill_on_exit)
+void iot_trace_set_wake(pid_t pid, int mode, int kill_on_exit)
 {
-    wake_mode = HW_WAKE_NONE;
+    wake_mode = IOT_WAKE_NONE;
     wake_pid = pid;
     wake_kill = kill_on_exit;
     wake_mode = mode;
 }
 
-void hw_trace_signal(int sig, int count)
+void iot_trace_signal(int sig, int count)
 {
     pid_t pid = (pid_t)wake_pid;
     if (pid <= 0)
         return;
-    if (wake_mode == HW_WAKE_FORWARD)
+    if (wake_mode == IOT_WAKE_FORWARD)
         kill(pid, wake_kill || count > 1 ? SIGKILL : sig);
-    else if (wake_mode == HW_WAKE_INTERRUPT)
+    else if (wake_mode == IOT_WAKE_INTERRUPT)
         ptrace(PTRACE_INTERRUPT, pid, 0, 0);
 }
 
@@ -205,17 +206,17 @@ static uint32_t fd_desc(struct tracer *tr, struct tracee *t, int fd, int may_res
     if (t->pidfd < 0)
         t->pidfd = (int)syscall(SYS_pidfd_open, t->tgid, 0);
     int local = t->pidfd >= 0 ? (int)syscall(SYS_pidfd_getfd, t->pidfd, fd, 0) : -1;
-    char link[64], desc[HW_DESC_MAX];
+    char link[64], desc[IOT_DESC_MAX];
     int complete = 1;
     snprintf(link, sizeof(link), "/proc/%d/fd/%d", t->tgid, fd);
-    int kind = hw_fd_describe(local, link, desc, sizeof(desc), &complete);
+    int kind = iot_fd_describe(local, link, desc, sizeof(desc), &complete);
     if (local >= 0)
         close(local);
-    if (kind == HW_FD_UNKNOWN) {
+    if (kind == IOT_FD_UNKNOWN) {
         tr->st->resolve_failures++;
         return 0;
     }
-    uint32_t id = hw_desc_intern(&tr->descs, kind, desc);
+    uint32_t id = iot_desc_intern(&tr->descs, kind, desc);
     if (id && complete) {
         s = fd_slot(tr, fd_key(t->tgid, fd), 1);
         if (s)
@@ -246,7 +247,7 @@ static void write_header(struct tracer *tr)
     char extra[128];
     snprintf(extra, sizeof(extra), "# mode: %s\n# t_start_ns: %lld\n", tr->seccomp ? "seccomp" : "syscall-stops",
              (long long)tr->t_start_ns);
-    int n = hw_tsv_header(tr->out + tr->out_len, OUT_BUF - tr->out_len, "ptrace", tr->o->mask, extra);
+    int n = iot_tsv_header(tr->out + tr->out_len, OUT_BUF - tr->out_len, "ptrace", tr->o->mask, extra);
     tr->out_len += n > 0 ? (size_t)n : 0;
     tr->header_done = 1;
 }
@@ -256,12 +257,12 @@ static void recs_flush(struct tracer *tr)
     if (!tr->header_done)  /* the mode is known from the command's first stop, before any record */
         write_header(tr);
     for (size_t i = 0; i < tr->nrec; i++) {
-        const struct hw_rec *r = &tr->recs[i];
-        if (tr->out_len + HW_LINE_MAX > OUT_BUF)
+        const struct iot_rec *r = &tr->recs[i];
+        if (tr->out_len + IOT_LINE_MAX > OUT_BUF)
             out_flush(tr);
         uint32_t id = r->desc_id <= tr->descs.n ? r->desc_id : 0;
-        tr->out_len += hw_rec_format(tr->out + tr->out_len, r, id ? tr->descs.kind[id] : HW_FD_UNKNOWN,
-                                     id ? tr->descs.desc[id] : "");
+        tr->out_len += iot_rec_format(tr->out + tr->out_len, r, id ? tr->descs.kind[id] : IOT_FD_UNKNOWN,
+                                      id ? tr->descs.desc[id] : "");
         if (!tr->write_err)
             tr->st->records_written++;
     }
@@ -269,7 +270,7 @@ static void recs_flush(struct tracer *tr)
     out_flush(tr);
 }
 
-static void push_rec(struct tracer *tr, const struct hw_rec *r)
+static void push_rec(struct tracer *tr, const struct iot_rec *r)
 {
     if (tr->nrec == REC_CAP)
         recs_flush(tr);
@@ -302,20 +303,20 @@ static int64_t iov_sum(pid_t tid, uint64_t addr, uint64_t cnt)
     return sum;
 }
 
-static int64_t req_bytes(pid_t tid, const struct hw_call *c, const uint64_t *args)
+static int64_t req_bytes(pid_t tid, const struct iot_call *c, const uint64_t *args)
 {
     switch (c->bytes) {
-    case HW_BYTES_ARG:
+    case IOT_BYTES_ARG:
         return (int64_t)args[c->arg_a];
-    case HW_BYTES_IOV:
+    case IOT_BYTES_IOV:
         return iov_sum(tid, args[c->arg_a], args[c->arg_b]);
-    case HW_BYTES_MSG: {
+    case IOT_BYTES_MSG: {
         struct msghdr m;
         if (peek(tid, args[c->arg_a], &m, sizeof(m)) < 0)
             return -1;
         return iov_sum(tid, (uintptr_t)m.msg_iov, m.msg_iovlen);
     }
-    case HW_BYTES_MMSG: {
+    case IOT_BYTES_MMSG: {
         uint64_t vlen = args[c->arg_b] > MAX_IOV ? MAX_IOV : args[c->arg_b];
         int64_t sum = 0;
         for (uint64_t i = 0; i < vlen; i++) {
@@ -329,7 +330,7 @@ static int64_t req_bytes(pid_t tid, const struct hw_call *c, const uint64_t *arg
         }
         return sum;
     }
-    case HW_BYTES_NONE:
+    case IOT_BYTES_NONE:
         break;
     }
     return -1;
@@ -337,8 +338,8 @@ static int64_t req_bytes(pid_t tid, const struct hw_call *c, const uint64_t *arg
 
 static void on_entry(struct tracer *tr, struct tracee *t, int idx, const uint64_t *args, int64_t now)
 {
-    const struct hw_call *c = &hw_calls[idx];
-    struct hw_rec *r = &t->rec;
+    const struct iot_call *c = &iot_calls[idx];
+    struct iot_rec *r = &t->rec;
     memset(r, 0, sizeof(*r));
     r->t_enter_ns = now;
     r->pid = t->tgid;
@@ -346,7 +347,7 @@ static void on_entry(struct tracer *tr, struct tracee *t, int idx, const uint64_
     r->call = (uint8_t)idx;
     r->fd = (int32_t)args[c->fd_arg];
     r->req_bytes = req_bytes(t->tid, c, args);
-    if (idx == HW_CALL_CLOSE) {  /* describe it while it exists */
+    if (idx == IOT_CALL_CLOSE) {  /* describe it while it exists */
         r->desc_id = fd_desc(tr, t, r->fd, 1);
         fd_forget(tr, t->tgid, r->fd);
     }
@@ -356,7 +357,7 @@ static void on_entry(struct tracer *tr, struct tracee *t, int idx, const uint64_
 
 static void on_exit_stop(struct tracer *tr, struct tracee *t, int64_t rval, int64_t now)
 {
-    struct hw_rec *r = &t->rec;
+    struct iot_rec *r = &t->rec;
     r->t_exit_ns = now;
     r->result = rval;
     /* ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK: a signal interrupted
@@ -366,9 +367,9 @@ static void on_exit_stop(struct tracer *tr, struct tracee *t, int64_t rval, int6
         r->unfinished = 1;
         tr->st->unfinished++;
     }
-    if (r->call == HW_CALL_CONNECT)
+    if (r->call == IOT_CALL_CONNECT)
         fd_forget(tr, t->tgid, r->fd);
-    if (r->call != HW_CALL_CLOSE)
+    if (r->call != IOT_CALL_CLOSE)
         r->desc_id = fd_desc(tr, t, r->fd, 1);
     push_rec(tr, r);
     t->in_call = 0;
@@ -379,11 +380,11 @@ static void end_unfinished(struct tracer *tr, struct tracee *t, int64_t now, int
 {
     if (!t->in_call)
         return;
-    struct hw_rec *r = &t->rec;
+    struct iot_rec *r = &t->rec;
     r->t_exit_ns = now;
     r->unfinished = 1;
     tr->st->unfinished++;
-    if (r->call != HW_CALL_CLOSE)
+    if (r->call != IOT_CALL_CLOSE)
         r->desc_id = fd_desc(tr, t, r->fd, alive);
     push_rec(tr, r);
     t->in_call = 0;
@@ -407,11 +408,11 @@ static void detach(struct tracer *tr, struct tracee *t, int sig, int64_t now)
 /* close, dup2, dup3, close_range: the fd numbers they touch may name something else afterwards */
 static void bookkeep(struct tracer *tr, struct tracee *t, int code, const uint64_t *args)
 {
-    if (code == HW_BK_CLOSE)
+    if (code == IOT_BK_CLOSE)
         fd_forget(tr, t->tgid, (int)args[0]);
-    else if (code == HW_BK_DUP2 || code == HW_BK_DUP3)
+    else if (code == IOT_BK_DUP2 || code == IOT_BK_DUP3)
         fd_forget(tr, t->tgid, (int)args[1]);
-    else if (code == HW_BK_CLOSE_RANGE)
+    else if (code == IOT_BK_CLOSE_RANGE)
         for (size_t i = 0; i < tr->fcap; i++) {
             uint64_t k = tr->fds[i].key;
             uint32_t fd = (uint32_t)k;
@@ -428,16 +429,16 @@ static void handle_syscall_stop(struct tracer *tr, struct tracee *t, int64_t now
         return;
     if (info.op == PTRACE_SYSCALL_INFO_SECCOMP && seccomp_stop) {
         int idx = (int)(info.seccomp.ret_data & 0xffff);
-        if (idx >= HW_BOOKKEEP && idx < HW_BOOKKEEP + HW_NBK)
-            bookkeep(tr, t, idx - HW_BOOKKEEP, info.seccomp.args);
-        else if (idx < HW_NCALLS && (tr->o->mask & (1u << idx)))
+        if (idx >= IOT_BOOKKEEP && idx < IOT_BOOKKEEP + IOT_NBK)
+            bookkeep(tr, t, idx - IOT_BOOKKEEP, info.seccomp.args);
+        else if (idx < IOT_NCALLS && (tr->o->mask & (1u << idx)))
             on_entry(tr, t, idx, info.seccomp.args, now);
     } else if (info.op == PTRACE_SYSCALL_INFO_ENTRY && !tr->seccomp) {
-        int idx = hw_call_by_nr((long)info.entry.nr);
+        int idx = iot_call_by_nr((long)info.entry.nr);
         if (idx >= 0 && (tr->o->mask & (1u << idx))) {
             on_entry(tr, t, idx, info.entry.args, now);
         } else {
-            int code = hw_bookkeep_by_nr((long)info.entry.nr, tr->o->mask);
+            int code = iot_bookkeep_by_nr((long)info.entry.nr, tr->o->mask);
             if (code >= 0)
                 bookkeep(tr, t, code, info.entry.args);
         }
@@ -514,9 +515,9 @@ static void handle(struct tracer *tr, pid_t tid, int status, int64_t now)
 static int seize(struct tracer *tr, pid_t tid, int interrupt)
 {
     long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC;
-    if (tr->o->follow || !tr->o->attach_pid)
+    if (tr->o->follow || !tr->o->npids)
         opts |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE;
-    if (tr->seccomp || !tr->o->attach_pid)
+    if (tr->seccomp || !tr->o->npids)
         opts |= PTRACE_O_TRACESECCOMP;
     if (tr->o->kill_on_exit)
         opts |= PTRACE_O_EXITKILL;
@@ -529,7 +530,7 @@ static int seize(struct tracer *tr, pid_t tid, int interrupt)
     return 0;
 }
 
-static void explain_attach(pid_t pid, int err, char *msg, size_t len)
+static void explain_attach(pid_t pid, int code, struct hw_err *err)
 {
     char path[64], line[128];
     int tracer = 0;
@@ -548,26 +549,26 @@ static void explain_attach(pid_t pid, int err, char *msg, size_t len)
             scope = -1;
         fclose(f);
     }
-    if (err == -ESRCH)
-        snprintf(msg, len, "failed to attach to pid %d: no such process", pid);
-    else if (err == -EPERM && tracer)
-        snprintf(msg, len, "failed to attach to pid %d: already traced by pid %d", pid, tracer);
-    else if (err == -EPERM && scope >= 1)
-        snprintf(msg, len, "failed to attach to pid %d: not permitted (kernel.yama.ptrace_scope = %d; "
-                 "run as root or lower it)", pid, scope);
-    else if (err == -EPERM)
-        snprintf(msg, len, "failed to attach to pid %d: not permitted (another user's process, "
-                 "or it is not dumpable)", pid);
+    if (code == -ESRCH)
+        hw_seterr(err, "failed to attach to pid %d: no such process", pid);
+    else if (code == -EPERM && tracer)
+        hw_seterr(err, "failed to attach to pid %d: already traced by pid %d", pid, tracer);
+    else if (code == -EPERM && scope >= 1)
+        hw_seterr(err, "failed to attach to pid %d: not permitted (kernel.yama.ptrace_scope = %d; "
+                  "run as root or lower it)", pid, scope);
+    else if (code == -EPERM)
+        hw_seterr(err, "failed to attach to pid %d: not permitted (another user's process, "
+                  "or it is not dumpable)", pid);
     else
-        snprintf(msg, len, "failed to attach to pid %d: %s", pid, strerror(-err));
+        hw_seterr(err, "failed to attach to pid %d: %s", pid, strerror(-code));
 }
 
 /* Seizes every thread of pid; scans /proc/pid/task until no new thread appears. */
-static int attach_all(struct tracer *tr, pid_t pid, char *err, size_t err_len)
+static int attach_all(struct tracer *tr, pid_t pid, struct hw_err *err)
 {
     int r = seize(tr, pid, 1);
     if (r < 0) {
-        explain_attach(pid, r, err, err_len);
+        explain_attach(pid, r, err);
         return r;
     }
     for (int round = 0, added = 1; added && round < 10; round++) {
@@ -588,62 +589,66 @@ static int attach_all(struct tracer *tr, pid_t pid, char *err, size_t err_len)
     return 0;
 }
 
-/* Forks the command; the child waits until it is seized, installs the filter, then execs. */
-static int start_command(struct tracer *tr, char *err, size_t err_len)
+/* In the command, once it is seized: the seccomp filter, then exec. Only a failure to install the
+ * filter is reported, before there is one (the filter makes write stop); the tracer reads the
+ * report at the command's first stop (exec). */
+struct filter_setup {
+    const struct iot_trace_opts *o;
+    int report_fd;
+};
+
+static int install_filter(void *arg)
 {
-    int go[2], report[2];
-    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC | O_NONBLOCK) < 0) {
-        snprintf(err, err_len, "failed to create pipe: %s", strerror(errno));
+    const struct filter_setup *f = arg;
+    char no = 'N';
+    int r = f->o->no_seccomp ? -EPERM : iot_seccomp_install(f->o->mask);
+    if (r < 0) {
+        if (!f->o->no_seccomp)
+            dprintf(STDERR_FILENO, "hw-iotrace: warning: failed to install the seccomp filter: %s; "
+                    "stopping on every system call\n", strerror(-r));
+        if (write(f->report_fd, &no, 1) != 1)
+            return -1;
+    }
+    return 0;
+}
+
+/* Starts the command behind a gate; the gate opens once it is seized. */
+static int start_command(struct tracer *tr, struct hw_err *err)
+{
+    int report[2];
+    struct hw_gate gate;
+    if (pipe2(report, O_CLOEXEC | O_NONBLOCK) < 0) {
+        hw_seterr(err, "failed to create pipe: %s", strerror(errno));
         return -errno;
     }
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        snprintf(err, err_len, "failed to fork: %s", strerror(e));
-        return -e;
-    }
-    if (pid == 0) {
-        /* report only a failure to install the filter, before there is one (the filter makes
-         * write stop); the tracer reads the report at the first stop (exec) */
-        char c, no = 'N';
-        close(go[1]);
+    struct filter_setup setup = {tr->o, report[1]};
+    if (hw_gate_start(&gate, "hw-iotrace", tr->o->argv, install_filter, &setup, err) < 0) {
         close(report[0]);
-        while (read(go[0], &c, 1) < 0 && errno == EINTR)
-            ;
-        int r = tr->o->no_seccomp ? -EPERM : hw_seccomp_install(tr->o->mask);
-        if (r < 0) {
-            if (!tr->o->no_seccomp)
-                dprintf(2, "hw-iotrace: warning: failed to install the seccomp filter: %s; "
-                        "stopping on every system call\n", strerror(-r));
-            if (write(report[1], &no, 1) != 1)
-                _exit(127);
-        }
-        execvp(tr->o->argv[0], tr->o->argv);
-        int e = errno;
-        dprintf(2, "hw-iotrace: failed to run %s: %s\n", tr->o->argv[0], strerror(e));
-        _exit(127);
+        close(report[1]);
+        return -EAGAIN;
     }
-    close(go[0]);
     close(report[1]);
+    pid_t pid = gate.pid;
     tr->main_pid = pid;
     tr->seccomp = 1;  /* until the child reports otherwise (read_report) */
     tr->st->seccomp = 1;
     int r = seize(tr, pid, 0);
-    close(go[1]);
     if (r < 0) {
+        hw_gate_shut(&gate);
         close(report[0]);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        snprintf(err, err_len, "failed to seize pid %d: %s", pid, strerror(-r));
+        hw_seterr(err, "failed to seize pid %d: %s", pid, strerror(-r));
         return r;
     }
     tr->report_fd = report[0];
+    hw_gate_open(&gate, NULL);   /* a command gone already shows at its first wait */
     return 0;
 }
 
 
 /* SIGINT/SIGTERM: an attached process is detached; a command gets the signal (passed on by the
- * handler, hw_trace_signal) and tracing goes on until it exits, since a filtered tracee cannot
+ * handler, iot_trace_signal) and tracing goes on until it exits, since a filtered tracee cannot
  * run untraced (its traced calls would fail with ENOSYS); a second signal, or --kill-on-exit,
  * kills the tracees. */
 static void on_stop_request(struct tracer *tr)
@@ -652,14 +657,14 @@ static void on_stop_request(struct tracer *tr)
     if (count == tr->stop_count_seen)
         return;
     tr->stop_count_seen = count;
-    if (tr->o->kill_on_exit || (count > 1 && !tr->o->attach_pid)) {
+    if (tr->o->kill_on_exit || (count > 1 && !tr->o->npids)) {
         if (!tr->killing)
             for (size_t i = 0; i < tr->nt; i++)
                 kill(tr->t[i].tgid, SIGKILL);
         tr->killing = 1;
         return;
     }
-    if (tr->o->attach_pid > 0) {
+    if (tr->o->npids > 0) {
         if (!tr->detaching)
             for (size_t i = 0; i < tr->nt; i++)
                 ptrace(PTRACE_INTERRUPT, tr->t[i].tid, 0, 0);
@@ -667,7 +672,7 @@ static void on_stop_request(struct tracer *tr)
     }
 }
 
-int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char *err, size_t err_len)
+int iot_trace_run(const struct iot_trace_opts *o, struct iot_trace_stats *st, struct hw_err *err)
 {
     struct tracer tr = {.o = o, .st = st, .out_fd = -1, .report_fd = -1};
     int ret = 0;
@@ -676,33 +681,35 @@ int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char 
     tr.recs = malloc(REC_CAP * sizeof(*tr.recs));
     tr.out = malloc(OUT_BUF);
     if (!tr.recs || !tr.out) {
-        snprintf(err, err_len, "failed to allocate buffers: %s", strerror(ENOMEM));
+        hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
         ret = -ENOMEM;
         goto cleanup;
     }
     tr.out_fd = open(o->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (tr.out_fd < 0) {
         ret = -errno;
-        snprintf(err, err_len, "failed to open %s: %s", o->out_path, strerror(errno));
+        hw_seterr(err, "failed to open %s: %s", o->out_path, strerror(errno));
         goto cleanup;
     }
     tr.t_start_ns = hw_mono_ns();
-    if (o->attach_pid > 0) {
+    if (o->npids > 0) {
         tr.detaching = 0;
         tr.seccomp = 0;
-        ret = attach_all(&tr, o->attach_pid, err, err_len);
+        for (int i = 0; i < o->npids && ret == 0; i++)
+            ret = attach_all(&tr, o->pids[i], err);
         if (ret < 0)
             goto cleanup;
-        hw_trace_set_wake(o->attach_pid, HW_WAKE_INTERRUPT, o->kill_on_exit);
-        fprintf(stderr, "hw-iotrace: warning: attached to a running process: no seccomp filter "
-                "can be installed, so it stops on every system call (slower)\n");
+        iot_trace_set_wake(o->pids[0], IOT_WAKE_INTERRUPT, o->kill_on_exit);
+        if (o->log)
+            fprintf(o->log, "hw-iotrace: warning: attached to a running process: no seccomp filter "
+                    "can be installed, so it stops on every system call (slower)\n");
     } else {
-        ret = start_command(&tr, err, err_len);
+        ret = start_command(&tr, err);
         if (ret < 0)
             goto cleanup;
-        hw_trace_set_wake(tr.main_pid, HW_WAKE_FORWARD, o->kill_on_exit);
+        iot_trace_set_wake(tr.main_pid, IOT_WAKE_FORWARD, o->kill_on_exit);
         if (o->stop_count && *o->stop_count)  /* a signal that came before the line above */
-            hw_trace_signal((int)*o->stop_sig, (int)*o->stop_count);
+            iot_trace_signal((int)*o->stop_sig, (int)*o->stop_count);
     }
 
     while (tr.nt > 0) {
@@ -717,7 +724,7 @@ int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char 
             if (errno == ECHILD)
                 break;
             ret = -errno;
-            snprintf(err, err_len, "failed to wait for the tracees: %s", strerror(errno));
+            hw_seterr(err, "failed to wait for the tracees: %s", strerror(errno));
             break;
         }
         handle(&tr, tid, status, now);
@@ -726,22 +733,22 @@ int hw_trace_run(const struct hw_trace_opts *o, struct hw_trace_stats *st, char 
     int64_t now = hw_mono_ns();
     while (tr.nt > 0)
         detach(&tr, &tr.t[tr.nt - 1], 0, now);
-    hw_trace_set_wake(0, HW_WAKE_NONE, 0);
+    iot_trace_set_wake(0, IOT_WAKE_NONE, 0);
     recs_flush(&tr);
     /* the last line: the trailer when every record is in the file, else what went wrong */
     if (!tr.write_err) {
         char *end = tr.out + tr.out_len;  /* empty: recs_flush flushed it */
-        tr.out_len += ret ? hw_tsv_damaged(end, err) : hw_tsv_trailer(end, st->records_written);
+        tr.out_len += ret ? iot_tsv_damaged(end, err->msg) : iot_tsv_trailer(end, st->records_written);
         out_flush(&tr);
     }
     if (tr.write_err && !ret) {
         ret = -tr.write_err;
-        snprintf(err, err_len, "failed to write %s: %s", o->out_path, strerror(tr.write_err));
+        hw_seterr(err, "failed to write %s: %s", o->out_path, strerror(tr.write_err));
     }
 cleanup:
     if (tr.out_fd >= 0 && close(tr.out_fd) < 0 && !ret) {
         ret = -errno;
-        snprintf(err, err_len, "failed to write %s: %s", o->out_path, strerror(errno));
+        hw_seterr(err, "failed to write %s: %s", o->out_path, strerror(errno));
     }
     while (tr.nt > 0)
         remove_tracee(&tr, &tr.t[tr.nt - 1]);
@@ -751,6 +758,6 @@ cleanup:
     free(tr.fds);
     free(tr.recs);
     free(tr.out);
-    hw_desc_free(&tr.descs);
+    iot_desc_free(&tr.descs);
     return ret;
 }

@@ -4,15 +4,15 @@
 
 #include "iotrace.h"
 
-const char *const hw_fd_kind_names[] = {
-    [HW_FD_UNKNOWN] = "unknown", [HW_FD_TCP] = "tcp", [HW_FD_UDP] = "udp", [HW_FD_UNIX] = "unix",
-    [HW_FD_FILE] = "file", [HW_FD_PIPE] = "pipe", [HW_FD_OTHER] = "other",
+const char *const iot_fd_kind_names[] = {
+    [IOT_FD_UNKNOWN] = "unknown", [IOT_FD_TCP] = "tcp", [IOT_FD_UDP] = "udp", [IOT_FD_UNIX] = "unix",
+    [IOT_FD_FILE] = "file", [IOT_FD_PIPE] = "pipe", [IOT_FD_OTHER] = "other",
 };
 
-const char hw_tsv_columns[] =
+const char iot_tsv_columns[] =
     "t_enter_ns\tt_exit_ns\tpid\ttid\tcall\tfd\treq_bytes\tresult\tfd_kind\tfd_desc\tunfinished";
 
-int hw_tsv_header(char *buf, size_t len, const char *backend, uint32_t mask, const char *extra)
+int iot_tsv_header(char *buf, size_t len, const char *backend, uint32_t mask, const char *extra)
 {
     char calls[512];
     int n = snprintf(buf, len,
@@ -23,15 +23,15 @@ int hw_tsv_header(char *buf, size_t len, const char *backend, uint32_t mask, con
                      "# tool: hw-iotrace %s\n"
                      "# calls: %s\n"
                      "%s%s\n",
-                     backend, HW_IOTRACE_VERSION, hw_calls_format(mask, calls, sizeof(calls)),
-                     extra ? extra : "", hw_tsv_columns);
+                     backend, IOT_VERSION, iot_calls_format(mask, calls, sizeof(calls)),
+                     extra ? extra : "", iot_tsv_columns);
     return n < 0 || (size_t)n >= len ? -1 : n;
 }
 
 static char *put_escaped(char *p, const char *s);
 static char *put_i64(char *p, int64_t v);
 
-size_t hw_tsv_trailer(char *buf, uint64_t records)
+size_t iot_tsv_trailer(char *buf, uint64_t records)
 {
     char *p = buf;
     static const char head[] = "# end: records=";
@@ -41,7 +41,7 @@ size_t hw_tsv_trailer(char *buf, uint64_t records)
     return (size_t)(p - buf);
 }
 
-size_t hw_tsv_damaged(char *buf, const char *reason)
+size_t iot_tsv_damaged(char *buf, const char *reason)
 {
     char *p = buf;
     static const char head[] = "# damaged: ";
@@ -77,7 +77,7 @@ static char *put_i64(char *p, int64_t v)
 /* tab, newline, CR and backslash become \t \n \r \\ so that a path cannot break the line */
 static char *put_escaped(char *p, const char *s)
 {
-    for (size_t i = 0; s[i] && i < HW_DESC_MAX; i++) {
+    for (size_t i = 0; s[i] && i < IOT_DESC_MAX; i++) {
         char c = s[i];
         if (c == '\t' || c == '\n' || c == '\r' || c == '\\') {
             *p++ = '\\';
@@ -88,7 +88,7 @@ static char *put_escaped(char *p, const char *s)
     return p;
 }
 
-size_t hw_rec_format(char *buf, const struct hw_rec *r, int kind, const char *desc)
+size_t iot_rec_format(char *buf, const struct iot_rec *r, int kind, const char *desc)
 {
     char *p = buf;
     p = put_i64(p, r->t_enter_ns);
@@ -99,7 +99,7 @@ size_t hw_rec_format(char *buf, const struct hw_rec *r, int kind, const char *de
     *p++ = '\t';
     p = put_i64(p, r->tid);
     *p++ = '\t';
-    p = put_str(p, r->call < HW_NCALLS ? hw_calls[r->call].name : "?");
+    p = put_str(p, r->call < IOT_NCALLS ? iot_calls[r->call].name : "?");
     *p++ = '\t';
     p = put_i64(p, r->fd);
     *p++ = '\t';
@@ -108,7 +108,7 @@ size_t hw_rec_format(char *buf, const struct hw_rec *r, int kind, const char *de
     if (!r->unfinished)
         p = put_i64(p, r->result);
     *p++ = '\t';
-    p = put_str(p, hw_fd_kind_names[kind >= 0 && kind <= HW_FD_OTHER ? kind : HW_FD_UNKNOWN]);
+    p = put_str(p, iot_fd_kind_names[kind >= 0 && kind <= IOT_FD_OTHER ? kind : IOT_FD_UNKNOWN]);
     *p++ = '\t';
     p = put_escaped(p, desc ? desc : "");
     *p++ = '\t';

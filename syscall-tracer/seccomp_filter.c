@@ -1,5 +1,5 @@
 /* The seccomp-bpf filter installed in a command before exec: the selected calls stop the tracee
- * (SECCOMP_RET_TRACE, the data being the call's index in hw_calls), every other call runs
+ * (SECCOMP_RET_TRACE, the data being the call's index in iot_calls), every other call runs
  * without a stop. */
 #include <errno.h>
 #include <linux/audit.h>
@@ -13,52 +13,52 @@
 #include "iotrace.h"
 
 #if defined(__x86_64__)
-#define HW_AUDIT_ARCH AUDIT_ARCH_X86_64
+#define IOT_AUDIT_ARCH AUDIT_ARCH_X86_64
 #elif defined(__aarch64__)
-#define HW_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#define IOT_AUDIT_ARCH AUDIT_ARCH_AARCH64
 #else
 #error "hw-iotrace: add the AUDIT_ARCH value of this architecture"
 #endif
 
-static const long bookkeep_nr[HW_NBK] = {
-    [HW_BK_CLOSE] = SYS_close,
+static const long bookkeep_nr[IOT_NBK] = {
+    [IOT_BK_CLOSE] = SYS_close,
 #ifdef SYS_dup2
-    [HW_BK_DUP2] = SYS_dup2,
+    [IOT_BK_DUP2] = SYS_dup2,
 #else
-    [HW_BK_DUP2] = -1,
+    [IOT_BK_DUP2] = -1,
 #endif
-    [HW_BK_DUP3] = SYS_dup3,
-    [HW_BK_CLOSE_RANGE] = SYS_close_range,
+    [IOT_BK_DUP3] = SYS_dup3,
+    [IOT_BK_CLOSE_RANGE] = SYS_close_range,
 };
 
-int hw_bookkeep_by_nr(long nr, uint32_t mask)
+int iot_bookkeep_by_nr(long nr, uint32_t mask)
 {
-    for (int i = 0; i < HW_NBK; i++)
+    for (int i = 0; i < IOT_NBK; i++)
         if (bookkeep_nr[i] == nr && nr >= 0)
-            return i == HW_BK_CLOSE && (mask & (1u << HW_CALL_CLOSE)) ? -1 : i;
+            return i == IOT_BK_CLOSE && (mask & (1u << IOT_CALL_CLOSE)) ? -1 : i;
     return -1;
 }
 
-int hw_seccomp_install(uint32_t mask)
+int iot_seccomp_install(uint32_t mask)
 {
-    struct sock_filter prog[4 + 2 * HW_NCALLS + 2 * HW_NBK + 1];
+    struct sock_filter prog[4 + 2 * IOT_NCALLS + 2 * IOT_NBK + 1];
     unsigned n = 0;
     prog[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
     /* another ABI (i386 compat): not traced */
-    prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, HW_AUDIT_ARCH, 1, 0);
+    prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IOT_AUDIT_ARCH, 1, 0);
     prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     prog[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-    for (int i = 0; i < HW_NCALLS; i++) {
+    for (int i = 0; i < IOT_NCALLS; i++) {
         if (!(mask & (1u << i)))
             continue;
-        prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)hw_calls[i].nr, 0, 1);
+        prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)iot_calls[i].nr, 0, 1);
         prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | (unsigned)i);
     }
-    for (int i = 0; i < HW_NBK; i++) {
-        if (bookkeep_nr[i] < 0 || (i == HW_BK_CLOSE && (mask & (1u << HW_CALL_CLOSE))))
+    for (int i = 0; i < IOT_NBK; i++) {
+        if (bookkeep_nr[i] < 0 || (i == IOT_BK_CLOSE && (mask & (1u << IOT_CALL_CLOSE))))
             continue;
         prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)bookkeep_nr[i], 0, 1);
-        prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | (unsigned)(HW_BOOKKEEP + i));
+        prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | (unsigned)(IOT_BOOKKEEP + i));
     }
     prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     struct sock_fprog fprog = {.len = (unsigned short)n, .filter = prog};

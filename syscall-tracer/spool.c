@@ -80,22 +80,22 @@ static void map_free(struct desc_map *m)
     free(m->kind);
 }
 
-int hw_spool_convert(const char *spool, const char *tsv, uint32_t mask, struct hw_trace_stats *st,
-                     char *err, size_t err_len)
+int iot_spool_convert(const char *spool, const char *tsv, uint32_t mask, struct iot_trace_stats *st,
+                      struct hw_err *err)
 {
     struct desc_map m = {0};
     int ret = 0, in = -1;
     const char *data = MAP_FAILED;
     size_t size = 0;
-    char *line = malloc(HW_LINE_MAX);
+    char *line = malloc(IOT_LINE_MAX);
     FILE *out = fopen(tsv, "we");
     if (!out || !line) {
         ret = -errno;
-        snprintf(err, err_len, "failed to open %s: %s", tsv, strerror(errno));
+        hw_seterr(err, "failed to open %s: %s", tsv, strerror(errno));
         goto cleanup;
     }
     char head[1024];
-    int hl = hw_tsv_header(head, sizeof(head), "preload", mask, NULL);
+    int hl = iot_tsv_header(head, sizeof(head), "preload", mask, NULL);
     fwrite(head, 1, hl > 0 ? (size_t)hl : 0, out);
     in = open(spool, O_RDONLY | O_CLOEXEC);
     if (in < 0 && errno == ENOENT)
@@ -103,41 +103,41 @@ int hw_spool_convert(const char *spool, const char *tsv, uint32_t mask, struct h
     struct stat sb;
     if (in < 0 || fstat(in, &sb) < 0) {
         ret = -errno;
-        snprintf(err, err_len, "failed to read %s: %s", spool, strerror(errno));
+        hw_seterr(err, "failed to read %s: %s", spool, strerror(errno));
         goto finish;
     }
     size = (size_t)sb.st_size;
     if (size && (data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, in, 0)) == MAP_FAILED) {
         ret = -errno;
-        snprintf(err, err_len, "failed to map %s: %s", spool, strerror(errno));
+        hw_seterr(err, "failed to map %s: %s", spool, strerror(errno));
         goto finish;
     }
     for (size_t off = 0; off < size;) {
-        struct hw_spool_hdr h;
+        struct iot_spool_hdr h;
         if (size - off < sizeof(h)) {
             ret = -EBADMSG;
             break;
         }
         memcpy(&h, data + off, sizeof(h));
-        if (h.magic != HW_SPOOL_MAGIC || h.len > size - off - sizeof(h) ||
-            (h.type == HW_SPOOL_RECS && h.len != h.count * sizeof(struct hw_rec)) ||
-            (h.type != HW_SPOOL_RECS && h.type != HW_SPOOL_DESC)) {
+        if (h.magic != IOT_SPOOL_MAGIC || h.len > size - off - sizeof(h) ||
+            (h.type == IOT_SPOOL_RECS && h.len != h.count * sizeof(struct iot_rec)) ||
+            (h.type != IOT_SPOOL_RECS && h.type != IOT_SPOOL_DESC)) {
             ret = -EBADMSG;
-            snprintf(err, err_len, "failed to read %s: damaged block at byte %zu", spool, off);
+            hw_seterr(err, "failed to read %s: damaged block at byte %zu", spool, off);
             break;
         }
         const char *payload = data + off + sizeof(h);
-        if (h.type == HW_SPOOL_DESC) {
+        if (h.type == IOT_SPOOL_DESC) {
             ret = map_put(&m, map_key(h.pid, h.count), h.kind, payload, h.len);
             if (ret < 0) {
-                snprintf(err, err_len, "failed to read %s: %s", spool, strerror(-ret));
+                hw_seterr(err, "failed to read %s: %s", spool, strerror(-ret));
                 break;
             }
         } else {
             for (uint32_t i = 0; i < h.count; i++) {
-                struct hw_rec r;
+                struct iot_rec r;
                 memcpy(&r, payload + i * sizeof(r), sizeof(r));
-                int kind = HW_FD_UNKNOWN;
+                int kind = IOT_FD_UNKNOWN;
                 const char *d = "";
                 if (r.desc_id && m.cap) {
                     size_t j = map_find(&m, map_key(r.pid, r.desc_id));
@@ -146,7 +146,7 @@ int hw_spool_convert(const char *spool, const char *tsv, uint32_t mask, struct h
                         d = m.desc[j];
                     }
                 }
-                size_t n = hw_rec_format(line, &r, kind, d);
+                size_t n = iot_rec_format(line, &r, kind, d);
                 fwrite(line, 1, n, out);
                 st->records_written++;
                 st->unfinished += r.unfinished;
@@ -154,16 +154,16 @@ int hw_spool_convert(const char *spool, const char *tsv, uint32_t mask, struct h
         }
         off += sizeof(h) + h.len;
     }
-    if (ret == -EBADMSG && !err[0])
-        snprintf(err, err_len, "failed to read %s: truncated block at its end", spool);
+    if (ret == -EBADMSG && !err->msg[0])
+        hw_seterr(err, "failed to read %s: truncated block at its end", spool);
 finish:
     /* the last line: the trailer when every block was converted, else what went wrong (the
      * records before the damage stay) */
-    fwrite(line, 1, ret ? hw_tsv_damaged(line, err) : hw_tsv_trailer(line, st->records_written), out);
+    fwrite(line, 1, ret ? iot_tsv_damaged(line, err->msg) : iot_tsv_trailer(line, st->records_written), out);
 cleanup:
     if (out && fclose(out) != 0 && !ret) {
         ret = -errno;
-        snprintf(err, err_len, "failed to write %s: %s", tsv, strerror(errno));
+        hw_seterr(err, "failed to write %s: %s", tsv, strerror(errno));
     }
     if (data != MAP_FAILED)
         munmap((void *)data, size);

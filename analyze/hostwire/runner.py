@@ -22,6 +22,7 @@ from typing import Any
 import hostwire
 from hostwire import collectors
 from hostwire.bench import BenchResult, run_benchmark
+from hostwire.cpulimit import CpuLimit
 from hostwire.errors import HostwireError, Terminated, UsageError
 from hostwire.manifest import (MANIFEST_FORMAT, MANIFEST_NAME, raw_digests, register_live, runner_identity, seal,
                                unregister_live, write_json_atomic)
@@ -160,7 +161,8 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
                 sampler = ResourceSampler(partial / "raw" / "resources.tsv")
                 sampler.start()
                 try:
-                    record.bench = _run_with_collectors(partial / "raw", point, topology, manifest)
+                    with _cpu_cap(point, topology) as cap:
+                        record.bench = _run_with_collectors(partial / "raw", point, topology, manifest, cap)
                 finally:
                     manifest["resources"] = sampler.stop()
                     if topology is not None:
@@ -201,6 +203,13 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
         if record.bench is not None:
             record.bench.directory = final / "raw" / "bench"
     return record
+
+
+def _cpu_cap(point: RunPoint, topology: Topology | None) -> Any:
+    """The sender host's CPU cap for this run (a context manager; none when not asked for)."""
+    if not point.sender_cpu_share:
+        return nullcontext()
+    return CpuLimit(point.sender_cpu_share, tag=topology.run_id if topology is not None else "lo")
 
 
 def _create_run_dir(partial: Path, manifest: dict[str, Any]) -> None:
@@ -273,47 +282,42 @@ def _judge(bench: BenchResult | None, manifest: dict[str, Any]) -> tuple[str, st
 
 
 def _run_with_collectors(raw: Path, point: RunPoint, topology: Topology | None,
-                         manifest: dict[str, Any]) -> BenchResult:
+                         manifest: dict[str, Any], cpu_cap: CpuLimit | None = None) -> BenchResult:
     """Starts the collectors, runs the benchmark, stops the collectors (always), and puts their
     exit statuses and loss counters into the manifest."""
-    started: list[collectors.BackgroundTool] = []
-    before_start = None
-    wrapper: list[str] | None = None
+    chosen = collectors.for_point(raw, point, topology)
+    started: list[collectors.Collector] = []
+
+    def start(tool: collectors.Collector, pid: int | None = None) -> None:
+        tool.start(pid)
+        started.append(tool)
+
+    def start_late(pid: int) -> None:  # as the benchmark's pid is known, before it runs
+        for tool in chosen:
+            if tool.follows_pid:
+                start(tool, pid)
+
+    wrapper = [arg for tool in chosen for arg in tool.wrapper]
     try:
-        if point.capture:
-            iface, netns = ("lo", None) if topology is None else (
-                (topology.tx_dev, topology.tx_ns) if point.capture_side == "tx" else (topology.rx_dev, topology.rx_ns))
-            tool = collectors.wirecap(raw, iface, netns, point.receiver_cpus)
-            tool.start()
-            started.append(tool)
-        if point.syscalls == "tracefs":
-            def before_start(pid: int) -> None:
-                tool = collectors.schedtrace(raw, point.receiver_cpus, syscall_pid=pid)
-                tool.start()
-                started.append(tool)
-        elif point.kernel_trace:
-            tool = collectors.schedtrace(raw, point.receiver_cpus)
-            tool.start()
-            started.append(tool)
-        if point.syscalls in ("ptrace", "preload"):
-            wrapper = collectors.iotrace_wrapper(raw, point.syscalls)
+        for tool in chosen:
+            if not tool.follows_pid and not tool.wrapper:
+                start(tool)
         log.info("benchmark M=%d N=%d, %g s window; collectors: %s", point.senders, point.background,
-                 point.duration_s, ", ".join(t.name for t in started) or "none")
+                 point.duration_s, ", ".join(t.name for t in chosen) or "none")
         return run_benchmark(
             raw / "bench", senders=point.senders, background=point.background,
             warmup_s=point.warmup_s, duration_s=point.duration_s, quiet_s=point.quiet_s,
             sieve_log2=point.sieve_log2, read_size=point.read_size, write_size=point.write_size,
             log_capacity=point.log_capacity, topology=topology,
             sender_cpus=point.sender_cpus, receiver_cpus=point.receiver_cpus,
-            wrapper=wrapper, before_start=before_start,
+            wrapper=wrapper or None,
+            before_start=start_late if any(tool.follows_pid for tool in chosen) else None,
+            cpu_cap=cpu_cap,
         )
     finally:
         for tool in reversed(started):
             manifest["exit"][tool.name] = tool.stop()
-            log.info("%s stopped (exit %s): %s", tool.name, tool.returncode, tool.last_message())
-        if point.capture:
-            manifest["losses"].update(collectors.wire_losses(raw))
-        if any(t.name == "hw-schedtrace" for t in started):
-            manifest["losses"].update(collectors.sched_losses(raw))
-        if wrapper is not None:
-            manifest["losses"].update(collectors.iotrace_losses(raw))
+            log.info("%s stopped (exit %s): %s", tool.name, manifest["exit"][tool.name], tool.last_message())
+        for tool in chosen:
+            for counters in tool.losses().values():
+                manifest["losses"].update(counters)

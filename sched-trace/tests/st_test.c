@@ -57,7 +57,7 @@ static void test_dat_errors(void)
     char path[] = "/tmp/st_test_XXXXXX";
     int fd = mkstemp(path);
     struct st_dat dat;
-    struct st_err err = { 0 };
+    struct hw_err err = { 0 };
     CHECK(fd >= 0);
     close(fd);
     CHECK(write_bytes(path, "hello", 5) == 0);

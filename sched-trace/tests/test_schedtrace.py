@@ -87,7 +87,8 @@ def test_help_and_usage_errors(build_dir: Path) -> None:
     res = run([tool(build_dir), "--help"])
     assert res.returncode == 0 and "EXAMPLES" in res.stdout
     for args, expected in [
-        (["--duration", "abc"], "failed to parse --duration 'abc'"),
+        (["--duration", "abc"], "failed to parse --duration: expected a duration above 0 such as 2, 2.5s, 500ms, "
+                                "1m (at most one day), got 'abc'"),
         (["--buffer-kb", "0"], "failed to parse --buffer-kb"),
         (["-p", "12"], "give --syscalls too"),
         (["--bogus"], ""),
