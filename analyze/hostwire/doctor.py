@@ -117,13 +117,22 @@ def killed_runs() -> list[tuple[Path, Path]]:
 
 def mark_killed_run(run_dir: Path) -> str | None:
     """Gives a killed run's `running` manifest its status (partial, "runner killed") and the
-    window it really recorded; returns what was done, None when there was nothing to mark."""
+    window it really recorded, or finishes the rename of a run that was sealed complete; returns
+    what was done, None when there was nothing to do."""
     path = run_dir / manifest.MANIFEST_NAME
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("status") != "running":
+    if not isinstance(data, dict):
+        return None
+    if data.get("status") == "complete" and run_dir.name.endswith(".partial"):
+        final = run_dir.with_name(run_dir.name.removesuffix(".partial"))
+        if final.exists():
+            return f"run {run_dir} is complete but {final.name} exists; left as it is"
+        run_dir.rename(final)  # the runner was killed after sealing the manifest, before the rename
+        return f"renamed complete run {run_dir} to {final.name}"
+    if data.get("status") != "running":
         return None
     status, reason = manifest.effective_status(data)
     if status == "running":  # its runner still runs
@@ -151,8 +160,8 @@ def cleanup() -> list[str]:
     for entry, run_dir in killed_runs():
         try:
             done = mark_killed_run(run_dir)
-        except HostwireError as err:
-            removed.append(f"could not mark run {run_dir}: {err}")
+        except (HostwireError, OSError) as err:
+            removed.append(f"could not mark run {run_dir}: {getattr(err, 'strerror', None) or err}")
             continue
         if done:
             removed.append(done)

@@ -189,11 +189,11 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
             write_json_atomic(manifest_path, seal(manifest))
         except HostwireError as err:
             manifest_error = err
-        if manifest_error is None:
-            unregister_live(live)
     if manifest_error is not None:
         raise HostwireError(f"{manifest_error}; the run's data stays in {partial}, marked 'running' "
                             "until 'hostwire doctor --cleanup' marks it")
+    # The sealed manifest makes the run complete; the rename only shows it. A runner killed
+    # between the two leaves its registry entry, and doctor --cleanup finishes the rename.
     if record.status == "complete":
         try:
             partial.rename(final)
@@ -202,6 +202,7 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
         record.directory = final
         if record.bench is not None:
             record.bench.directory = final / "raw" / "bench"
+    unregister_live(live)
     return record
 
 
