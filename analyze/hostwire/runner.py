@@ -245,6 +245,7 @@ def _record_shaper(manifest: dict[str, Any], start: dict[str, int] | None, end: 
     and mark the run; overlimits (frames held back by the rate, normal for a shaper) and requeues
     are kept beside them."""
     manifest["link"] = {"qdisc_start": start, "qdisc_end": end}
+    manifest.setdefault("loss_categories", {})["qdisc_drops"] = "shaper_drops"
     if start is None or end is None:
         manifest["losses"]["qdisc_drops"] = None
         return
@@ -263,6 +264,8 @@ def _fill_from_bench(manifest: dict[str, Any], bench: BenchResult | None) -> Non
         return
     manifest["window_ns"] = [summary["window_start_ns"], summary["window_end_ns"]]
     manifest["clock_sync"] = summary.get("clock_sync", {})
+    manifest.setdefault("loss_categories", {}).update(bench_log_overflow="log_overflows",
+                                                      sieve_check_failures="sieve_failures")
     manifest["losses"]["bench_log_overflow"] = summary.get("losses", {}).get("log_overflow")
     manifest["losses"]["sieve_check_failures"] = summary.get("losses", {}).get("sieve_check_failures")
     manifest["exit"]["processes"] = {p["role"]: p["exit"] for p in summary.get("processes", [])}
@@ -320,5 +323,8 @@ def _run_with_collectors(raw: Path, point: RunPoint, topology: Topology | None,
             manifest["exit"][tool.name] = tool.stop()
             log.info("%s stopped (exit %s): %s", tool.name, manifest["exit"][tool.name], tool.last_message())
         for tool in chosen:
-            for counters in tool.losses().values():
+            for category, counters in tool.losses().items():
                 manifest["losses"].update(counters)
+                # Each counter's category as its collector declares it: the sanity metric reads
+                # these instead of knowing each tool's counter names.
+                manifest.setdefault("loss_categories", {}).update({key: category for key in counters})

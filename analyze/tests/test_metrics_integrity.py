@@ -577,3 +577,20 @@ def test_a_real_run_goodput_within_the_link_and_its_cut_capture(tmp_path: Path, 
     c = counters_of(metrics("sanity", str(run))[1])
     assert c["damaged_sources"] == 1 and c["marked"] == 1
     assert 0 < c["damage.raw/wire.pcap.byte_offset"] <= len(data) // 2
+
+
+def test_loss_counters_take_the_category_their_collector_declared() -> None:
+    """A counter's category comes from the manifest's loss_categories (written by the runner from
+    each collector's losses()), not from its name: a name the metric has never seen is counted
+    where its collector put it, and marks the run under that category."""
+    from hostwire.metrics.sanity import manifest_counters, marking_reasons
+
+    manifest = {"losses": {"ring_slots_lost": 7, "wire_ps_drop": 0},
+                "loss_categories": {"ring_slots_lost": "trace_overruns", "wire_ps_drop": "capture_drops"}}
+    counters = manifest_counters(manifest)
+    categories = counters.pop("_categories")
+    assert counters["trace_overruns"] == 7 and counters["capture_drops"] == 0
+    assert marking_reasons(counters, categories=categories) == ["trace_overruns 7 (ring_slots_lost)"]
+    # Without the declaration (an older manifest) the name decides: this one matches no category.
+    old = manifest_counters({"losses": {"ring_slots_lost": 7}})
+    assert old["trace_overruns"] == 0 and old["loss.ring_slots_lost"] == 7

@@ -236,24 +236,30 @@ def manifest_counters(manifest: Mapping[str, Any] | None) -> dict[str, int]:
     checks: dict[str, int] = {}
     unknown: list[str] = []
     _flatten(manifest.get("losses", {}), "", leaves, checks, unknown)
+    declared = manifest.get("loss_categories") if isinstance(manifest.get("loss_categories"), Mapping) else None
     for key, value in leaves.items():
-        name = loss_category(key)
+        name = loss_category(key, declared)
         if name is not None:
             out[name] += value
     link = manifest.get("link")
     overlimits = link.get("qdisc_overlimits") if isinstance(link, Mapping) else None
-    if not any(loss_category(k) == "shaper_overlimits" for k in leaves) and isinstance(overlimits, int):
+    if not any(loss_category(k, declared) == "shaper_overlimits" for k in leaves) and isinstance(overlimits, int):
         out["shaper_overlimits"] += overlimits  # the runner keeps them beside the losses
     out["unclean_exits"] = _unclean(manifest.get("exit", {}))
     out["failed_checks"] = sum(1 for ok in checks.values() if not ok)
     out["unknown_losses"] = len(unknown)
     out.update({f"loss.{k}": v for k, v in leaves.items()})
+    out["_categories"] = {k: loss_category(k, declared) for k in leaves}  # type: ignore[assignment]
     out.update({f"check.{k}": v for k, v in checks.items()})
     return out
 
 
-def loss_category(key: str) -> str | None:
-    """The category of a manifest loss counter (None: uncategorised)."""
+def loss_category(key: str, declared: Mapping[str, str] | None = None) -> str | None:
+    """The category of a manifest loss counter (None: uncategorised): the one its collector
+    declared in the manifest's `loss_categories`, else the one its name implies (manifests of
+    runs recorded before the collectors declared them)."""
+    if declared and declared.get(key) in {name for name, _ in LOSS_CATEGORIES}:
+        return declared[key]
     for name, matches in LOSS_CATEGORIES:
         if matches(key.lower()):
             return name
@@ -332,8 +338,9 @@ def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window
                 counters.update(wire_clock_residual_ns=row.residual_ns, wire_clock_bound_ns=row.bound_ns)
             losses[f"check.wire_clock_{row.phase}"] = int(row.ok)
             losses["failed_checks"] += int(not row.ok)
+    categories = losses.pop("_categories", {})
     counters.update(losses)
-    reasons = marking_reasons(counters, ctx, above)
+    reasons = marking_reasons(counters, ctx, above, categories)
     counters["marked"] = int(bool(reasons))
     table = pd.DataFrame(list(counters.items()), columns=COLUMNS)
     table.attrs["marked_by"] = reasons
@@ -386,18 +393,25 @@ def _goodput_counters(frames: pd.DataFrame | None, labelled: pd.DataFrame | None
     return out, (f"{', '.join(above)} above the link's maximum {most / 1e6:.3f} Mbit/s" if above else "")
 
 
-def marking_reasons(counters: Mapping[str, Any], ctx: Context | None = None, goodput_above: str = "") -> list[str]:
+def marking_reasons(counters: Mapping[str, Any], ctx: Context | None = None, goodput_above: str = "",
+                    categories: Mapping[str, str | None] | None = None) -> list[str]:
     """What marks the run, one phrase each naming the counter (empty: the run is not marked);
-    `goodput_above` says which goodput figures exceed the link's maximum."""
+    `goodput_above` says which goodput figures exceed the link's maximum; `categories` gives each
+    manifest loss counter's category (as manifest_counters found it)."""
     ctx = ctx if ctx is not None else Context()
+    categories = categories or {}
+
+    def category(key: str) -> str | None:
+        return categories[key] if key in categories else loss_category(key)
+
     reasons = []
     for name, _ in LOSS_CATEGORIES:
         if name not in INFORMATIONAL and counters.get(name):
             keys = [k[5:] for k, v in counters.items()
-                    if k.startswith("loss.") and v and loss_category(k[5:]) == name]
+                    if k.startswith("loss.") and v and category(k[5:]) == name]
             reasons.append(f"{name} {counters[name]}" + (f" ({', '.join(keys)})" if keys else ""))
     for key, value in counters.items():
-        if key.startswith("loss.") and value and loss_category(key[5:]) is None:
+        if key.startswith("loss.") and value and category(key[5:]) is None:
             reasons.append(f"{key} {value}")
     if counters.get("unclean_exits"):
         reasons.append(f"unclean_exits {counters['unclean_exits']}")
