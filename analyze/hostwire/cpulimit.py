@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hostwire.errors import HostwireError
 
@@ -98,6 +99,20 @@ class CpuLimit:
         """The argv prefix that moves a command back to the root group (the receiver host)."""
         assert self.leave_fd is not None
         return ["sh", "-c", f'echo $$ > /proc/self/fd/{self.leave_fd} && exec "$@"', "hw-cpu-uncap"]
+
+    def stats(self) -> dict[str, Any]:
+        """The group's cpu.stat (periods, throttled periods, throttled time; v2 adds usage), with
+        the share asked for: whether and how much the cap held the sender host back."""
+        out: dict[str, Any] = {"share": self.share, "period_us": PERIOD_US, "group": self.name}
+        try:
+            text = (self.directory / "cpu.stat").read_text() if self.directory is not None else ""
+        except OSError:
+            return out
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if value.strip().isdigit():
+                out[key] = int(value)
+        return out
 
     def __exit__(self, *exc: object) -> None:
         for fd in self.pass_fds:

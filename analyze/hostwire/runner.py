@@ -162,7 +162,11 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
                 sampler.start()
                 try:
                     with _cpu_cap(point, topology) as cap:
-                        record.bench = _run_with_collectors(partial / "raw", point, topology, manifest, cap)
+                        try:
+                            record.bench = _run_with_collectors(partial / "raw", point, topology, manifest, cap)
+                        finally:
+                            if cap is not None:
+                                manifest["cpu_cap"] = cap.stats()
                 finally:
                     manifest["resources"] = sampler.stop()
                     if topology is not None:
