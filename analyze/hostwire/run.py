@@ -449,6 +449,85 @@ class Run:
         return read_pcap(pcap, clock_pairs=pairs, keep_damaged=True)
 
 
+    # ------------------------------------------------------------------ the joined timeline
+    # (docs/timeline.md; built by hostwire.timeline, kept like every other table)
+
+    def _timeline(self, name: str) -> pd.DataFrame:
+        from hostwire.timeline import build, cache
+
+        def make() -> pd.DataFrame:
+            if name not in cache.CACHED:
+                return getattr(build, name)(self)
+            newest = self._keep(("timeline", "newest_raw"), lambda: cache.newest_raw_ns(self.path))
+            return cache.cached(self.path, name, newest, lambda: getattr(build, name)(self))
+
+        return self._keep(("timeline", name), make).copy(deep=False)
+
+    def timeline_roles(self) -> dict[int, str]:
+        """pid -> role (send-<i>, bg-<i>, recv-<i>, main) of the benchmark's processes."""
+        from hostwire.timeline import build
+
+        return dict(self._keep(("timeline", "roles"), lambda: build.roles(self)))
+
+    def df_switches(self) -> pd.DataFrame:
+        """sched_switch events of raw/sched.tsv (hostwire.timeline.tables.switches)."""
+        return self._timeline("switches")
+
+    def df_wakeups(self) -> pd.DataFrame:
+        """sched_wakeup and sched_wakeup_new events (hostwire.timeline.tables.wakeups)."""
+        return self._timeline("wakeups")
+
+    def df_migrations(self) -> pd.DataFrame:
+        """sched_migrate_task events (hostwire.timeline.tables.migrations)."""
+        return self._timeline("migrations")
+
+    def df_running(self) -> pd.DataFrame:
+        """Per CPU, the intervals of which task ran, with its role (hostwire.timeline.tables.running)."""
+        return self._timeline("running")
+
+    def df_task_states(self) -> pd.DataFrame:
+        """Each task's running / runnable / sleeping intervals (hostwire.timeline.tables.task_states)."""
+        return self._timeline("task_states")
+
+    def df_runqueue(self) -> pd.DataFrame:
+        """Runnable tasks per CPU over time (hostwire.timeline.tables.runqueue)."""
+        return self._timeline("runqueue")
+
+    def df_calls(self) -> pd.DataFrame:
+        """df_syscalls() with role, is_send, bytes and stream (hostwire.timeline.tables.calls)."""
+        return self._timeline("calls")
+
+    def df_streams(self) -> pd.DataFrame:
+        """Stream <-> pid <-> fd <-> 4-tuple <-> role (hostwire.timeline.tables.streams_table)."""
+        return self._timeline("streams")
+
+    def timeline_data_frames(self) -> pd.DataFrame:
+        """The capture's data frames with relative sequence numbers (hostwire.timeline.build.data_frames)."""
+        return self._timeline("data_frames")
+
+    def timeline_writes(self) -> pd.DataFrame:
+        """Each stream's sends (hostwire.timeline.build.stream_writes)."""
+        return self._timeline("stream_writes")
+
+    def df_segments(self) -> pd.DataFrame:
+        """Each data frame joined to the write(s) whose bytes it carries (hostwire.timeline.tables.segments)."""
+        return self._timeline("segments")
+
+    def df_backlog(self) -> pd.DataFrame:
+        """Per stream, bytes written but not yet on the wire (hostwire.timeline.tables.backlog)."""
+        return self._timeline("backlog")
+
+    def timeline_clock(self) -> Any:
+        """The receiver clock's offset, drift and bound (hostwire.timeline.clocks.ClockFit)."""
+        from hostwire.timeline import build
+
+        return self._keep(("timeline", "clock"), lambda: build.clock_fit(self))
+
+    def df_received_aligned(self) -> pd.DataFrame:
+        """df_received() with t_ns mapped through timeline_clock() (hostwire.timeline.build.received_aligned)."""
+        return self._timeline("received_aligned")
+
+
 def _declared(needs: Needs | str, options: dict[str, Any]) -> Needs:
     if isinstance(needs, Needs):
         if options:

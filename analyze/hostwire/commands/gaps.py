@@ -1,0 +1,73 @@
+"""hostwire gaps RUN: every gap between consecutive data frames of a stream longer than a threshold,
+split into causes that add up to the gap (docs/timeline.md, "Gaps"), as CSV on stdout (--json)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXAMPLES = """examples:
+  hostwire gaps runs/quick-1/r003                       every long gap, CSV, one row per gap
+  hostwire gaps runs/quick-1/r003 --summary             each cause's share of the gap time per stream
+  hostwire gaps RUN --stream 50200 --min-gap 5ms --from 0.5 --to 1.5 --json
+  hostwire gaps RUN --preempters                        the tasks that ran while a sender waited
+
+causes, in precedence (the first that holds takes the time): on-wire, receiver-window, wire-busy,
+preempted, blocked-in-call, app-idle, unexplained. Columns: stream, t_start_ns, t_end_ns, gap_ns,
+threshold_ns, <cause>_ns (they sum to gap_ns), preempted_by ("pid comm role share%; ...")."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from hostwire.commands.metrics import _duration_ns
+
+    p = subparsers.add_parser(
+        "gaps", help="every long gap of a stream, explained (preempted, blocked-in-call, wire-busy, ...)",
+        description="Split every gap between consecutive data frames of a stream that is longer than "
+        "--min-gap into causes that add up to the gap, from the run's capture, kernel trace and "
+        "system calls. CSV on stdout (--json for JSON).",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", metavar="RUN", help="run directory")
+    p.add_argument("--stream", action="append", metavar="NAME|PORT",
+                   help="only this stream (full name or a port of either end); repeatable")
+    p.add_argument("--min-gap", type=_duration_ns, metavar="DURATION",
+                   help="gaps longer than this (1ms, 250us, 2s or ns; default: twice the time the gap's "
+                   "first frame holds the link at the run's link rate)")
+    p.add_argument("--from", dest="from_s", type=float, metavar="SEC",
+                   help="window start, seconds after the logging window's start")
+    p.add_argument("--to", dest="to_s", type=float, metavar="SEC", help="window end, seconds after the same origin")
+    p.add_argument("--link-rate", metavar="RATE", help="link rate (e.g. 10mbit; default: the run's)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--summary", action="store_true", help="per stream (and all): gaps, gap_ns, each cause's share")
+    what.add_argument("--preempters", action="store_true",
+                      help="per gap and task that ran while the sender waited: ns and share")
+    p.add_argument("--json", action="store_true", help="JSON records instead of CSV")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hostwire.commands.metrics import _write
+    from hostwire.metrics.streams import _has_port
+    from hostwire.metrics.window import Window, narrow
+    from hostwire.errors import InputError
+    from hostwire.run import load_run
+    from hostwire.timeline import build, gaps
+
+    run_ = load_run(args.run)
+    start, end = run_.window_ns()
+    window = narrow(Window(start, end), args.from_s, args.to_s)
+    inputs = build.gap_inputs(run_, args.link_rate)
+    names = sorted(set(inputs.data["stream"].astype(str)))
+    wanted = None
+    if args.stream:
+        wanted = []
+        for item in args.stream:
+            matched = [n for n in names if n == item or (item.isdigit() and _has_port(n, int(item)))]
+            if not matched:
+                raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(names) or 'none'}")
+            wanted += matched
+    table, pre = gaps.explain(inputs, args.min_gap, (window.start_ns, window.end_ns), wanted)
+    for sentence in table.attrs.get("cannot_tell", []):
+        sys.stderr.write(f"hostwire: warning: {sentence}\n")
+    out = gaps.summary(table) if args.summary else pre if args.preempters else table
+    _write(out, args.json, sys.stdout)
+    return 0

@@ -1,0 +1,62 @@
+"""hostwire timeline RUN -o FILE: the run's scheduler, system calls and wire on one clock, as a
+Perfetto trace (open it at ui.perfetto.dev) or, with --text, one line per event."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXAMPLES = """examples:
+  hostwire timeline runs/quick-1/r003 -o r003.pftrace            the whole logging window
+  hostwire timeline RUN -o part.pftrace --from 0.5 --to 0.6      100 ms of it
+  hostwire timeline RUN --text --from 1 --to 1.01 -o -           one line per event on stdout
+
+tracks: CPU <n> (what ran), <role> <pid> calls (system calls as slices), stream <name> (data frames
+as instants; flows from each write to its frames), counters: CPU <n> run queue, backlog <stream>."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "timeline", help="the run's scheduler, system calls and wire as a Perfetto trace (or text)",
+        description="Write the run's timeline, all sources on the run's clock, as a Perfetto trace "
+        "(--text: one line per event, interleaved in time).",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", metavar="RUN", help="run directory")
+    p.add_argument("-o", "--output", metavar="FILE", required=True, help="output file ('-' with --text: stdout)")
+    p.add_argument("--from", dest="from_s", type=float, metavar="SEC",
+                   help="start, seconds after the logging window's start")
+    p.add_argument("--to", dest="to_s", type=float, metavar="SEC", help="end, seconds after the same origin")
+    p.add_argument("--text", action="store_true", help="text, one line per event, instead of a Perfetto trace")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hostwire.errors import HostwireError, UsageError
+    from hostwire.metrics.window import Window, narrow
+    from hostwire.run import load_run
+    from hostwire.timeline import perfetto_trace
+
+    run_ = load_run(args.run)
+    start, end = run_.window_ns()
+    window = narrow(Window(start, end), args.from_s, args.to_s)
+    tables = perfetto_trace.tables_of(run_, (window.start_ns, window.end_ns))
+    if args.text:
+        lines = perfetto_trace.text_lines(tables)
+        inside = (lines["t_ns"] >= window.start_ns) & (lines["t_ns"] <= window.end_ns)
+        lines = lines[inside.to_numpy()]  # a slice begun before the window is drawn, not listed
+        t = (lines["t_ns"] - start) / 1e9
+        text = "".join((t.map("{:.9f}".format) + " " + lines["source"] + " " + lines["text"] + "\n").tolist())
+        if args.output == "-":
+            sys.stdout.write(text)
+            return 0
+        data = text.encode()
+    else:
+        if args.output == "-":
+            raise UsageError("-o -: a Perfetto trace is binary; name a file (or use --text)")
+        data = perfetto_trace.build_trace(tables)
+    try:
+        Path(args.output).write_bytes(data)
+    except OSError as err:
+        raise HostwireError(f"{args.output}: cannot write: {err.strerror}") from None
+    return 0

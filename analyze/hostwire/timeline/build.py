@@ -1,0 +1,258 @@
+"""The timeline tables of one Run (hostwire.run.Run): each builder reads what it needs through the
+Run (which reads every raw file once) and hands the DataFrames to hostwire.timeline.tables. The
+Run's df_* methods (df_switches, df_wakeups, df_running, df_runqueue, df_calls, df_streams,
+df_segments, df_backlog) call these and keep the result."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from hostwire.errors import HostwireError, InputError
+from hostwire.timeline import tables
+
+if TYPE_CHECKING:
+    from hostwire.run import Run
+    from hostwire.timeline.clocks import ClockFit
+    from hostwire.timeline.gaps import GapInputs
+
+TCP_SYN = 0x02
+
+
+def _sched(run: Run) -> pd.DataFrame:
+    return run.df_sched()
+
+
+def trace_span(run: Run) -> tuple[int, int]:
+    """First and last stamp of the kernel trace."""
+    t = _sched(run)["t_ns"].to_numpy()
+    if len(t) == 0:
+        raise InputError(f"{run.path / 'raw' / 'sched.tsv'}: the kernel trace holds no event")
+    return int(t.min()), int(t.max())
+
+
+def roles(run: Run) -> dict[int, str]:
+    try:
+        summary = run.bench_summary()
+    except HostwireError:
+        summary = None
+    sched = _sched(run) if run.has("raw/sched.tsv") else None
+    return tables.role_map(summary, sched)
+
+
+def switches(run: Run) -> pd.DataFrame:
+    return tables.switches(_sched(run))
+
+
+def wakeups(run: Run) -> pd.DataFrame:
+    return tables.wakeups(_sched(run))
+
+
+def migrations(run: Run) -> pd.DataFrame:
+    return tables.migrations(_sched(run))
+
+
+def running(run: Run) -> pd.DataFrame:
+    first, last = trace_span(run)
+    return tables.running(run.df_switches(), first, last, run.timeline_roles())
+
+
+def task_states(run: Run) -> pd.DataFrame:
+    first, last = trace_span(run)
+    return tables.task_states(run.df_switches(), run.df_wakeups(), run.df_migrations(), first, last)
+
+
+def runqueue(run: Run) -> pd.DataFrame:
+    return tables.runqueue(run.df_task_states())
+
+
+def calls(run: Run) -> pd.DataFrame:
+    out = tables.calls(run.df_syscalls(), run.timeline_roles(), run.df_streams())
+    out.attrs["backend"] = run.df_syscalls().attrs.get("meta", {}).get("backend", "")
+    return out
+
+
+def streams(run: Run) -> pd.DataFrame:
+    senders, receivers = [], []
+    summary: dict = {}
+    try:
+        summary = run.bench_summary()
+    except HostwireError:
+        summary = {}
+    for role in run.bench.roles("send"):
+        try:
+            meta = run.log(role, keep_damaged=True).meta
+        except HostwireError:
+            continue
+        senders.append({"role": role, "pid": int(meta.get("pid", -1)), "local": meta.get("local", "?"),
+                        "peer": meta.get("peer", "?")})
+    for role in run.bench.roles("recv"):
+        try:
+            meta = run.log(role, keep_damaged=True).meta
+        except HostwireError:
+            continue
+        receivers.append({"role": role, "pid": int(meta.get("pid", -1)), "sender_pid": int(meta.get("sender_pid", -1))})
+    if not receivers:
+        for rec in summary.get("receivers", []):
+            receivers.append({"role": rec.get("role", ""), "pid": int(rec.get("pid", -1)), "sender_pid": -1})
+    sockets = tables.socket_owners(_sched(run)) if run.has("raw/sched.tsv") else pd.DataFrame(
+        columns=["skaddr", "local", "remote", "owner_pid", "active"])
+    fds = tables.main_send_fds(run.df_syscalls()) if run.has("raw/syscalls.tsv") else pd.DataFrame(
+        columns=["pid", "fd", "stream"])
+    return tables.streams_table(pd.DataFrame(senders, columns=["role", "pid", "local", "peer"]),
+                                pd.DataFrame(receivers, columns=["role", "pid", "sender_pid"]), sockets, fds)
+
+
+def data_frames(run: Run) -> pd.DataFrame:
+    """The capture's data frames (hostwire.metrics.streams.label_streams, data direction, payload
+    > 0) with seq_start, seq_end relative to each stream's first data byte (tables.stream_bytes;
+    the ISN from the data direction's SYN when captured) and retransmit."""
+    from hostwire.metrics.streams import label_streams
+
+    labelled = label_streams(run.df_frames())
+    syn = ((labelled["flags"].to_numpy().astype(np.int64) & TCP_SYN) != 0) & labelled["data_dir"].to_numpy()
+    isn = labelled[syn].groupby("stream", observed=True)["seq"].last()
+    data = labelled[labelled["is_data"].to_numpy()]
+    data = data.assign(stream=data["stream"].astype(str))
+    data.attrs = {"isn": {str(k): int(v) for k, v in isn.items()}}
+    return tables.stream_bytes(data)
+
+
+def stream_writes(run: Run) -> pd.DataFrame:
+    """The sends of each stream: stream, pid, t_enter_ns, t_exit_ns, bytes, source (`syscalls`:
+    the tracer's send calls on the stream's (pid, fd), from the connection's start; `bench`: the
+    benchmark's logged writes, within the logging window)."""
+    cols = ["stream", "pid", "t_enter_ns", "t_exit_ns", "bytes", "source"]
+    if run.has("raw/syscalls.tsv"):
+        c = run.df_calls()
+        sends = c[c["is_send"].to_numpy() & (c["stream"].to_numpy() != "")]
+        if len(sends):
+            return pd.DataFrame({"stream": sends["stream"].to_numpy(), "pid": sends["pid"].to_numpy(),
+                                 "t_enter_ns": sends["t_enter_ns"].to_numpy(), "t_exit_ns": sends["t_exit_ns"].to_numpy(),
+                                 "bytes": sends["bytes"].to_numpy(), "source": "syscalls"}).reset_index(drop=True)
+    try:
+        w = run.df_writes(keep_damaged=True)
+    except HostwireError:
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame({"stream": w["stream"].astype(str).to_numpy(), "pid": w["pid"].to_numpy(),
+                         "t_enter_ns": w["t_ns"].to_numpy(), "t_exit_ns": w["t_end_ns"].to_numpy(),
+                         "bytes": w["bytes"].to_numpy(), "source": "bench"}).reset_index(drop=True)
+
+
+def segments(run: Run) -> pd.DataFrame:
+    return tables.segments(run.timeline_data_frames(), run.timeline_writes())
+
+
+def backlog(run: Run) -> pd.DataFrame:
+    return tables.backlog(run.timeline_data_frames(), run.timeline_writes())
+
+
+def link_rate_bps(run: Run, text: str | None = None) -> int:
+    """The link rate: `text` (e.g. 10mbit) when given, else the run point's link_rate."""
+    from hostwire.link import parse_rate
+
+    rate = text or run.point.get("link_rate")
+    if not rate:
+        raise InputError(f"{run.path}: the manifest names no link rate; pass --link-rate")
+    return parse_rate(str(rate))
+
+
+def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
+    """Everything hostwire.timeline.gaps.explain reads, from what this run recorded: the capture
+    (required), the kernel trace, the system calls or the benchmark's writes when present."""
+    from hostwire.metrics.sanity import advertised_window_bytes
+    from hostwire.metrics.streams import label_streams
+    from hostwire.timeline.gaps import GapInputs
+
+    if not run.has("raw/wire.pcap"):
+        raise InputError(f"{run.path}: gaps needs raw/wire.pcap; this run has no wire capture")
+    data = run.timeline_data_frames()
+    labelled = label_streams(run.df_frames())
+    sender_side = set(data["src"].astype(str)) if len(data) else set()
+    link = labelled[labelled["src"].astype(str).isin(sender_side).to_numpy()]
+    link = link.assign(stream=link["stream"].astype(str))
+    reverse = ~labelled["data_dir"].to_numpy()
+    window = pd.DataFrame({"stream": labelled["stream"].astype(str).to_numpy()[reverse],
+                           "t_ns": labelled["t_ns"].to_numpy()[reverse],
+                           "window_bytes": advertised_window_bytes(labelled)[0][reverse]})
+    streams = run.df_streams()
+    senders = {str(s): int(p) for s, p in zip(streams["stream"], streams["sender_pid"]) if int(p) > 0}
+    receivers = {str(s): int(p) for s, p in zip(streams["stream"], streams["receiver_pid"]) if int(p) > 0}
+    sources = {"frames": "raw/wire.pcap"}
+    states = running_ = None
+    if run.has("raw/sched.tsv"):
+        states, running_ = run.df_task_states(), run.df_running()
+        sources["states"] = "raw/sched.tsv"
+    writes = run.timeline_writes()
+    sends = backlog_ = None
+    if len(writes):
+        sends = writes[["stream", "t_enter_ns", "t_exit_ns"]]
+        backlog_ = run.df_backlog()
+        sources["sends"] = "raw/syscalls.tsv" if (writes["source"] == "syscalls").all() else "raw/bench/send-*.tsv"
+    return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers, link=link,
+                     states=states, running=running_, sends=sends, backlog=backlog_, window=window,
+                     sources=sources)
+
+
+def receiver_reads(run: Run, received: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The receivers' logged reads with upto_bytes, the stream's bytes read through each (the bytes
+    read before the first logged one from the tracer's reads of the receiver when it traced them,
+    else the most the capture allows); `received` replaces run.df_received() (a test rewrites its
+    stamps)."""
+    from hostwire.timeline import clocks
+
+    rec = run.df_received() if received is None else received
+    frames = run.timeline_data_frames()
+    streams = run.df_streams()
+    receiver_of = {str(s): int(p) for s, p in zip(streams["stream"], streams["receiver_pid"]) if int(p) > 0}
+    calls = run.df_calls() if run.has("raw/syscalls.tsv") else None
+    sync = run.df_clock_sync()
+    start = sync[sync["phase"] == "start"]
+    o_s = float(start.loc[start["rtt_ns"].idxmin(), "offset_ns"]) if len(start) else 0.0
+    margin = float(start["rtt_ns"].min()) if len(start) else 0.0
+    out = []
+    for name, r in rec.groupby("stream", sort=True):
+        r = r.sort_values("t_raw_ns", kind="stable")
+        logged = r["bytes"].to_numpy().astype(np.int64)
+        before = None
+        pid = receiver_of.get(str(name), -1)
+        if calls is not None and pid > 0:
+            reads = calls[(calls["pid"].to_numpy() == pid) & calls["call"].isin(clocks.READ_CALLS).to_numpy()
+                          & (calls["bytes"].to_numpy() > 0)]
+            if len(reads):
+                fd = reads.groupby("fd")["bytes"].sum().idxmax()
+                traced = reads[reads["fd"] == fd].sort_values("t_exit_ns", kind="stable")
+                before = clocks.bytes_before(logged, r["t_raw_ns"].to_numpy(), traced["bytes"].to_numpy().astype(np.int64),
+                                             traced["t_exit_ns"].to_numpy())
+        f = frames[frames["stream"].astype(str).to_numpy() == str(name)]
+        if before is None:
+            before = clocks.bytes_before_from_traffic(f, r, o_s, margin) if len(f) else 0
+        out.append(pd.DataFrame({"stream": str(name), "t_raw_ns": r["t_raw_ns"].to_numpy(), "bytes": logged,
+                                 "upto_bytes": before + np.cumsum(logged)}))
+    if not out:
+        return pd.DataFrame(columns=["stream", "t_raw_ns", "bytes", "upto_bytes"])
+    return pd.concat(out, ignore_index=True)
+
+
+def clock_fit(run: Run, received: pd.DataFrame | None = None, sync: pd.DataFrame | None = None) -> ClockFit:
+    """hostwire.timeline.clocks.ClockFit of the run's receiver clock (received and sync replace the
+    run's receiver logs and clock exchanges)."""
+    from hostwire.timeline import clocks
+
+    sync = run.df_clock_sync() if sync is None else sync
+    reads = receiver_reads(run, received)
+    bounds = clocks.read_bounds(run.timeline_data_frames(), reads) if run.has("raw/wire.pcap") else pd.DataFrame(
+        columns=["stream", "t_send_ns", "t_raw_ns", "upper_ns"])
+    return clocks.fit(sync, bounds)
+
+
+def received_aligned(run: Run) -> pd.DataFrame:
+    """df_received() with t_ns recomputed from t_raw_ns through clock_fit (the benchmark's own
+    t_ns, corrected by the start offset alone, kept as t_bench_ns)."""
+    fit = run.timeline_clock()
+    rec = run.df_received()
+    out = rec.assign(t_bench_ns=rec["t_ns"], t_ns=fit.to_sender(rec["t_raw_ns"].to_numpy()))
+    out.attrs = {**rec.attrs, "clock": fit.as_dict()}
+    return out

@@ -1,0 +1,189 @@
+"""A run's timeline as a Perfetto trace (built with the perfetto package's TraceProtoBuilder) and as
+text, one line per event (docs/timeline.md, "hostwire timeline").
+
+Tracks: one per CPU (what ran: a slice per task interval, idle left out), one per benchmark
+process with its system calls as slices, one per stream with its data frames as instants, counter
+tracks for each CPU's run-queue length and each stream's backlog; a flow joins each write to the
+frames that carry its bytes. Each event is one protobuf packet, so building costs one Python call
+per event: the tables it reads are built vectorized."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from hostwire.errors import InputError
+
+if TYPE_CHECKING:
+    from hostwire.run import Run
+
+SEQ_ID = 7341
+
+
+@dataclass
+class TraceTables:
+    """What goes into the trace, each table already cut to the window (any may be empty)."""
+
+    running: pd.DataFrame = field(default_factory=pd.DataFrame)     # cpu, t_start_ns, t_end_ns, pid, comm, role
+    calls: pd.DataFrame = field(default_factory=pd.DataFrame)       # pid, role, call, fd, t_enter_ns, t_exit_ns, result
+    frames: pd.DataFrame = field(default_factory=pd.DataFrame)      # stream, t_ns, seq_start, payload_len
+    runqueue: pd.DataFrame = field(default_factory=pd.DataFrame)    # cpu, t_ns, nr_running
+    backlog: pd.DataFrame = field(default_factory=pd.DataFrame)     # stream, t_ns, backlog_bytes
+    segments: pd.DataFrame = field(default_factory=pd.DataFrame)    # stream, frame_t_ns, seq_start, write_id
+    writes: pd.DataFrame = field(default_factory=pd.DataFrame)      # index = write_id; pid, t_enter_ns
+
+
+def _cut(df: pd.DataFrame, start: int, end: int, t0: str, t1: str | None = None) -> pd.DataFrame:
+    if len(df) == 0:
+        return df
+    if t1 is None:
+        t = df[t0].to_numpy()
+        return df[(t >= start) & (t <= end)]
+    return df[(df[t1].to_numpy() > start) & (df[t0].to_numpy() < end)]
+
+
+def tables_of(run: Run, window: tuple[int, int]) -> TraceTables:
+    """The run's tables for the trace, cut to window (start, end ns); the sources the run lacks
+    are left empty."""
+    start, end = window
+    out = TraceTables()
+    if run.has("raw/sched.tsv"):
+        run_ = run.df_running()
+        out.running = _cut(run_[run_["pid"] != 0], start, end, "t_start_ns", "t_end_ns")
+        out.runqueue = _cut(run.df_runqueue(), start, end, "t_ns")
+    if run.has("raw/syscalls.tsv"):
+        calls = run.df_calls()
+        out.calls = _cut(calls[calls["role"].astype(str) != ""], start, end, "t_enter_ns", "t_exit_ns")
+    if run.has("raw/wire.pcap"):
+        out.frames = _cut(run.timeline_data_frames(), start, end, "t_ns")
+        out.backlog = _cut(run.df_backlog(), start, end, "t_ns")
+        out.segments = _cut(run.df_segments(), start, end, "frame_t_ns")
+        out.writes = run.timeline_writes()
+    if not any(len(t) for t in (out.running, out.calls, out.frames)):
+        raise InputError(f"{run.path}: nothing to draw in the window: no kernel trace, system calls or frames")
+    return out
+
+
+def build_trace(t: TraceTables) -> bytes:
+    """The Perfetto trace (protobuf bytes) of the tables."""
+    try:
+        from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+        from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
+    except ImportError as err:  # pragma: no cover - the package is pinned in requirements.txt
+        raise InputError(f"the perfetto package is missing ({err}); install analyze/requirements.txt") from None
+    builder = TraceProtoBuilder()
+    uuids = iter(range(1, 1 << 62))
+    first = [True]
+
+    def track(name: str, counter: bool = False, parent: int | None = None) -> int:
+        uid = next(uuids)
+        pkt = builder.add_packet()
+        pkt.track_descriptor.uuid = uid
+        pkt.track_descriptor.name = name
+        if parent is not None:
+            pkt.track_descriptor.parent_uuid = parent
+        if counter:
+            pkt.track_descriptor.counter.SetInParent()
+        return uid
+
+    def event(ts: int, uid: int, kind: int, name: str | None = None, value: float | None = None,
+              flows: list[int] | None = None, ends: list[int] | None = None) -> None:
+        pkt = builder.add_packet()
+        pkt.timestamp = int(ts)
+        pkt.trusted_packet_sequence_id = SEQ_ID
+        if first[0]:
+            pkt.sequence_flags = 1  # SEQ_INCREMENTAL_STATE_CLEARED
+            first[0] = False
+        ev = pkt.track_event
+        ev.type = kind
+        ev.track_uuid = uid
+        if name is not None:
+            ev.name = name
+        if value is not None:
+            ev.double_counter_value = float(value)
+        if flows:
+            ev.flow_ids.extend(flows)
+        if ends:
+            ev.terminating_flow_ids.extend(ends)
+
+    begin, end_, instant, counter = (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END,
+                                     TrackEvent.TYPE_INSTANT, TrackEvent.TYPE_COUNTER)
+    # CPUs: what ran
+    for cpu, r in t.running.groupby("cpu", sort=True) if len(t.running) else []:
+        uid = track(f"CPU {cpu}")
+        names = (r["comm"].astype(str) + " " + r["pid"].astype(str) + " (" + r["role"].astype(str) + ")").to_numpy()
+        for s, e, n in zip(r["t_start_ns"].to_numpy(), r["t_end_ns"].to_numpy(), names):
+            event(s, uid, begin, n)
+            event(e, uid, end_)
+    # write -> frames flows: a flow id per write that carries bytes in the window
+    flow_of: dict[int, int] = {}
+    frame_flows: dict[tuple[str, int], list[int]] = {}
+    if len(t.segments):
+        seg = t.segments[t.segments["write_id"] >= 0]
+        for wid in pd.unique(seg["write_id"]):
+            flow_of[int(wid)] = len(flow_of) + 1
+        for s_, ft, wid in zip(seg["stream"], seg["frame_t_ns"], seg["write_id"]):
+            frame_flows.setdefault((str(s_), int(ft)), []).append(flow_of[int(wid)])
+    write_at: dict[tuple[int, int], int] = {}
+    if flow_of and len(t.writes):
+        w = t.writes.loc[[i for i in flow_of if i in t.writes.index]]
+        write_at = {(int(p), int(te)): flow_of[int(i)] for i, p, te in zip(w.index, w["pid"], w["t_enter_ns"])}
+    # processes: their calls
+    for (pid, role), c in t.calls.groupby(["pid", "role"], sort=True) if len(t.calls) else []:
+        uid = track(f"{role} {pid} calls")
+        names = (c["call"].astype(str) + "(" + c["fd"].astype(str) + ") = " + c["result"].astype(str)).to_numpy()
+        for s, e, n in zip(c["t_enter_ns"].to_numpy(), c["t_exit_ns"].to_numpy(), names):
+            fid = write_at.get((int(pid), int(s)))
+            event(s, uid, begin, n, flows=[fid] if fid else None)
+            event(e, uid, end_)
+    # streams: frames as instants, backlog as a counter
+    for name, f in t.frames.groupby("stream", sort=True) if len(t.frames) else []:
+        uid = track(f"stream {name}")
+        labels = ("seq " + f["seq_start"].astype(str) + " +" + f["payload_len"].astype(str)).to_numpy()
+        for ts, lab in zip(f["t_ns"].to_numpy(), labels):
+            ends = frame_flows.get((str(name), int(ts)))
+            event(ts, uid, instant, lab, flows=ends)  # the chain write -> frame -> next frame
+    for name, b in t.backlog.groupby("stream", sort=True) if len(t.backlog) else []:
+        uid = track(f"backlog {name} (bytes)", counter=True)
+        for ts, v in zip(b["t_ns"].to_numpy(), b["backlog_bytes"].to_numpy()):
+            event(ts, uid, counter, value=v)
+    for cpu, q in t.runqueue.groupby("cpu", sort=True) if len(t.runqueue) else []:
+        uid = track(f"CPU {cpu} run queue (tasks)", counter=True)
+        for ts, v in zip(q["t_ns"].to_numpy(), q["nr_running"].to_numpy()):
+            event(ts, uid, counter, value=v)
+    return builder.serialize()
+
+
+def text_lines(t: TraceTables) -> pd.DataFrame:
+    """One row per event of every source, in time order: t_ns, source (sched, call, wire), text."""
+    parts = []
+    if len(t.running):
+        r = t.running
+        parts.append(pd.DataFrame({"t_ns": r["t_start_ns"].to_numpy(), "source": "sched",
+                                   "text": ("cpu" + r["cpu"].astype(str) + " runs " + r["comm"].astype(str) + " "
+                                            + r["pid"].astype(str) + " (" + r["role"].astype(str) + ") for "
+                                            + r["dur_ns"].astype(str) + " ns").to_numpy()}))
+    if len(t.calls):
+        c = t.calls
+        parts.append(pd.DataFrame({"t_ns": c["t_enter_ns"].to_numpy(), "source": "call",
+                                   "text": (c["role"].astype(str) + " " + c["pid"].astype(str) + " " + c["call"].astype(str)
+                                            + "(" + c["fd"].astype(str) + ", " + c["req_bytes"].astype(str) + ") = "
+                                            + c["result"].astype(str) + " in " + c["dur_ns"].astype(str)
+                                            + " ns").to_numpy()}))
+    if len(t.frames):
+        f = t.frames
+        parts.append(pd.DataFrame({"t_ns": f["t_ns"].to_numpy(), "source": "wire",
+                                   "text": (f["stream"].astype(str) + " seq " + f["seq_start"].astype(str) + " +"
+                                            + f["payload_len"].astype(str)
+                                            + np.where(f["retransmit"].to_numpy(), " retransmit", "")).to_numpy()}))
+    if not parts:
+        return pd.DataFrame(columns=["t_ns", "source", "text"])
+    return pd.concat(parts, ignore_index=True).sort_values("t_ns", kind="stable").reset_index(drop=True)
+
+
+def counts(t: TraceTables) -> dict[str, Any]:
+    """How many slices and instants build_trace writes per kind (for checks)."""
+    return {"cpu_slices": len(t.running), "call_slices": len(t.calls), "frame_instants": len(t.frames)}

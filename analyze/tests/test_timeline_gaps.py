@@ -1,0 +1,237 @@
+"""Gap explanation against a hand-built timeline whose every part is known: each cause, the
+precedence when several hold, the tasks named as preempters, the threshold, the sum of the parts,
+and what a run without a kernel trace or writes cannot tell."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hostwire.errors import InputError
+from hostwire.timeline import gaps
+from hostwire.timeline.gaps import GapInputs
+
+S, O = "s:1>r:2", "o:3>r:2"
+SENDER, BG0, BG1, KS, OTHER = 10, 20, 21, 99, 50
+RATE = 8e9  # one byte per ns: a frame of wire_len bytes holds the link wire_len ns
+PARTS = [f"{c}_ns" for c in gaps.CAUSES]
+
+
+def _inputs(**over: object) -> GapInputs:
+    data = pd.DataFrame({"t_ns": [0, 10_000, 10_150, 1_000], "stream": [S, S, S, O],
+                         "wire_len": [100, 100, 100, 500], "payload_len": [1000, 1000, 1000, 400]})
+    states = pd.DataFrame([
+        (SENDER, 0, 3_000, "sleeping", 0), (SENDER, 3_000, 5_000, "runnable", 0),
+        (SENDER, 5_000, 6_000, "running", 0), (SENDER, 6_000, 20_000, "sleeping", 0),
+        (KS, 0, 1_600, "sleeping", 1), (KS, 1_600, 1_800, "runnable", 1), (KS, 1_800, 20_000, "sleeping", 1),
+    ], columns=["pid", "t_start_ns", "t_end_ns", "state", "cpu"])
+    running = pd.DataFrame([
+        (0, 0, 3_000, 0, "swapper/0", "idle"), (0, 3_000, 4_000, BG0, "hw-bench", "bg-0"),
+        (0, 4_000, 5_000, BG1, "hw-bench", "bg-1"), (0, 5_000, 20_000, SENDER, "hw-bench", "send-0"),
+        (1, 0, 20_000, OTHER, "busy", "other"),
+    ], columns=["cpu", "t_start_ns", "t_end_ns", "pid", "comm", "role"])
+    args: dict = dict(
+        data=data, rate_bps=RATE, senders={S: SENDER}, states=states, running=running,
+        sends=pd.DataFrame({"stream": [S], "t_enter_ns": [5_500], "t_exit_ns": [7_000]}),
+        backlog=pd.DataFrame({"stream": [S, S], "t_ns": [0, 2_000], "backlog_bytes": [1000, 0]}),
+        window=pd.DataFrame({"stream": [S, S], "t_ns": [1_200, 1_400], "window_bytes": [50.0, 64_000.0]}),
+        transmit_pids=[KS])
+    args.update(over)
+    return GapInputs(**args)  # type: ignore[arg-type]
+
+
+def _check_sum(table: pd.DataFrame) -> None:
+    assert len(table)
+    assert (table[PARTS].sum(axis=1) - table["gap_ns"]).abs().max() <= 5_000  # within 5 us
+    assert (table[PARTS].sum(axis=1) == table["gap_ns"]).all()  # integer ns: exactly
+
+
+def test_every_cause_of_a_known_gap() -> None:
+    table, pre = gaps.explain(_inputs())
+    _check_sum(table)
+    assert table["stream"].tolist() == [S]  # the 150 ns gap is below 2 x 100 ns; O has one frame
+    row = table.iloc[0]
+    assert (row["t_start_ns"], row["t_end_ns"], row["gap_ns"], row["threshold_ns"]) == (0, 10_000, 10_000, 200)
+    assert {c: int(row[c]) for c in PARTS} == {
+        "on_wire_ns": 100,              # [0, 100): the gap's first frame
+        "receiver_window_ns": 200,      # [1200, 1400): window 50 < one segment (1000), over wire-busy
+        "wire_busy_ns": 300,            # [1000, 1200) and [1400, 1500): O's frame, backlog not empty
+        "preempted_ns": 2_200,          # [1600, 1800): ksoftirqd waits with bytes queued; [3000, 5000): sender
+        "blocked_in_call_ns": 1_500,    # [5500, 7000)
+        "app_idle_ns": 4_500,           # [2000, 3000), [5000, 5500), [7000, 10000)
+        "unexplained_ns": 1_200,        # [100, 1000), [1500, 1600), [1800, 2000): bytes queued, link free
+    }
+    got = pre[["pid", "role", "cpu", "ns"]].values.tolist()
+    assert got == [[BG0, "bg-0", 0, 1_000], [BG1, "bg-1", 0, 1_000], [OTHER, "other", 1, 200]]
+    assert pre["share"].round(4).tolist() == [round(1000 / 2200, 4), round(1000 / 2200, 4), round(200 / 2200, 4)]
+    assert row["preempted_by"].startswith(f"{BG0} hw-bench bg-0 45.5%")
+    assert table.attrs["cannot_tell"] == []
+
+
+def test_preempted_takes_precedence_over_blocked_in_call() -> None:
+    table, pre = gaps.explain(_inputs(sends=pd.DataFrame({"stream": [S], "t_enter_ns": [4_500], "t_exit_ns": [7_000]})))
+    _check_sum(table)
+    row = table.iloc[0]
+    # [4500, 5000): inside the call and runnable -> preempted; the call's rest [5000, 7000) blocked
+    assert (row["preempted_ns"], row["blocked_in_call_ns"], row["app_idle_ns"]) == (2_200, 2_000, 4_000)
+
+
+def test_the_application_causes_need_an_empty_backlog() -> None:
+    # bytes queued the whole gap: the sender's own preemption and calls do not hold the stream back
+    table, pre = gaps.explain(_inputs(backlog=pd.DataFrame({"stream": [S], "t_ns": [0], "backlog_bytes": [5000]})))
+    _check_sum(table)
+    row = table.iloc[0]
+    assert (row["blocked_in_call_ns"], row["app_idle_ns"]) == (0, 0)
+    assert row["preempted_ns"] == 200  # only ksoftirqd's wait
+    assert row["unexplained_ns"] == 10_000 - 100 - 200 - 300 - 200
+    assert pre["pid"].tolist() == [OTHER]
+
+
+def test_waiting_while_the_cpu_idles_is_not_preemption() -> None:
+    base = _inputs()
+    running = base.running.copy()
+    running.loc[running["pid"] == BG1, "t_start_ns"] = 4_500  # CPU 0 idles [4000, 4500): the sender wakes up
+    running = pd.concat([running, pd.DataFrame([(0, 4_000, 4_500, 0, "swapper/0", "idle")],
+                                                columns=running.columns)], ignore_index=True)
+    table, pre = gaps.explain(_inputs(running=running))
+    _check_sum(table)
+    row = table.iloc[0]
+    assert (row["preempted_ns"], row["app_idle_ns"]) == (2_200 - 500, 4_500 + 500)
+    assert pre.set_index("pid")["ns"].to_dict() == {BG0: 1_000, BG1: 500, OTHER: 200}
+
+
+def test_min_gap_and_window_select_gaps() -> None:
+    table, _ = gaps.explain(_inputs(), min_gap_ns=100)
+    assert table["gap_ns"].tolist() == [10_000, 150]
+    assert table["threshold_ns"].tolist() == [100, 100]
+    _check_sum(table)
+    table, _ = gaps.explain(_inputs(), min_gap_ns=100, window_ns=(5_000, 20_000))
+    assert table["gap_ns"].tolist() == [150]
+    table, _ = gaps.explain(_inputs(), streams=[O])
+    assert len(table) == 0
+
+
+def test_without_a_kernel_trace_or_writes_the_table_says_what_it_cannot_tell() -> None:
+    table, pre = gaps.explain(_inputs(states=None, running=None))
+    _check_sum(table)
+    row = table.iloc[0]
+    assert row["preempted_ns"] == 0
+    assert row["app_idle_ns"] == 4_500 + 2_000  # the sender's wait is taken for idleness
+    assert any("preempted cannot be told" in s for s in table.attrs["cannot_tell"])
+    assert len(pre) == 0
+    table, _ = gaps.explain(_inputs(sends=None, backlog=None, window=None))
+    _check_sum(table)
+    told = " ".join(table.attrs["cannot_tell"])
+    assert "blocked-in-call cannot be told apart from app-idle" in told
+    assert "backlog is unknown" in told and "receiver-window is never told" in told
+    assert table.iloc[0]["blocked_in_call_ns"] == 0
+
+
+def test_summary_shares() -> None:
+    table, _ = gaps.explain(_inputs(), min_gap_ns=100)
+    summ = gaps.summary(table).set_index("stream")
+    assert summ.loc[S, "gaps"] == 2 and summ.loc["all", "gap_ns"] == 10_150
+    shares = summ[[f"{c}_share" for c in gaps.CAUSES]]
+    assert np.allclose(shares.sum(axis=1), 1.0)
+    assert summ.loc[S, "blocked_in_call_share"] == pytest.approx(1_500 / 10_150)
+
+
+def test_union_and_bad_input() -> None:
+    s, e = gaps.union(np.array([5, 0, 2, 20, 30]), np.array([8, 3, 6, 20, 31]))
+    assert s.tolist() == [0, 30] and e.tolist() == [8, 31]
+    with pytest.raises(InputError, match="wire_len"):
+        gaps.explain(GapInputs(data=pd.DataFrame({"t_ns": [1], "stream": ["x"]}), rate_bps=1e6))
+    with pytest.raises(InputError, match="link rate"):
+        gaps.explain(_inputs(rate_bps=0))
+
+
+def test_cli_min_gap_units() -> None:
+    from hostwire.commands.metrics import _duration_ns
+
+    assert _duration_ns("2ms") == 2_000_000 and _duration_ns("250us") == 250_000
+    with pytest.raises(argparse.ArgumentTypeError):
+        _duration_ns("soon")
+
+
+def _brute(inputs: GapInputs, a: int, b: int) -> dict[str, int]:
+    """Each nanosecond of [a, b) classified by the precedence, straight from the definitions (every
+    condition tested at every nanosecond by broadcasting, no interval arithmetic)."""
+    t = np.arange(a, b)[:, None]
+
+    def inside(s: object, e: object) -> np.ndarray:
+        return ((t >= np.asarray(s)[None, :]) & (t < np.asarray(e)[None, :])).any(axis=1)
+
+    def step(df: pd.DataFrame, col: str) -> np.ndarray:
+        d = df[df["stream"] == S].sort_values("t_ns")
+        seen = t >= d["t_ns"].to_numpy()[None, :]
+        last = seen.shape[1] - 1 - np.argmax(seen[:, ::-1], axis=1)
+        return np.where(seen.any(axis=1), d[col].to_numpy(dtype=float)[last], np.nan)
+
+    def state_of(pid: int, want: str) -> np.ndarray:
+        st = inputs.states[(inputs.states["pid"] == pid) & (inputs.states["state"] == want)]
+        r = inputs.running[inputs.running["pid"] == 0]
+        waiting = np.zeros(len(t), dtype=bool)
+        for s0, e0, c in zip(st["t_start_ns"], st["t_end_ns"], st["cpu"]):
+            on = (t[:, 0] >= s0) & (t[:, 0] < e0)
+            idle_c = r[r["cpu"] == c]
+            waiting |= on & ~inside(idle_c["t_start_ns"].to_numpy(), idle_c["t_end_ns"].to_numpy())
+        return waiting
+
+    mine = inputs.data[inputs.data["stream"] == S]
+    d_first = int(mine.loc[mine["t_ns"] == a, "wire_len"].iloc[0] * 8e9 / inputs.rate_bps)
+    others = inputs.data[inputs.data["stream"] != S]
+    busy = inside(others["t_ns"].to_numpy(), others["t_ns"].to_numpy() + others["wire_len"].to_numpy() * 8e9 / inputs.rate_bps)
+    queued = np.nan_to_num(step(inputs.backlog, "backlog_bytes")) > 0
+    win = step(inputs.window, "window_bytes")
+    in_call = inside(inputs.sends["t_enter_ns"].to_numpy(), inputs.sends["t_exit_ns"].to_numpy())
+    waits = (state_of(SENDER, "runnable") & ~queued) | (state_of(KS, "runnable") & queued)
+    conds = [t[:, 0] < a + d_first, win < mine["payload_len"].max(), queued & busy, waits, in_call & ~queued,
+             ~queued, np.ones(len(t), dtype=bool)]
+    cause = np.select(conds, np.arange(len(gaps.CAUSES)))
+    return {c: int((cause == k).sum()) for k, c in enumerate(gaps.CAUSES)}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_timelines_against_a_nanosecond_by_nanosecond_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+
+    def intervals(n: int, span: int) -> tuple[np.ndarray, np.ndarray]:
+        s = np.sort(rng.integers(0, span, n))
+        e = s + rng.integers(1, span // 6, n)
+        return s, e
+
+    span = 3_000
+    t_frames = np.array([0, span])
+    o_t = np.sort(rng.integers(0, span, 4))
+    data = pd.DataFrame({"t_ns": np.concatenate([t_frames, o_t]), "stream": [S, S] + [O] * 4,
+                         "wire_len": np.concatenate([[40, 40], rng.integers(20, 200, 4)]),
+                         "payload_len": np.concatenate([[1000, 1000], rng.integers(10, 100, 4)])})
+    # states: sender and ksoftirqd alternate sleeping / runnable / running on random CPUs
+    rows = []
+    for pid in (SENDER, KS):
+        cuts = np.unique(np.concatenate([[0], rng.integers(1, span, 6), [span + 1]]))
+        for s0, e0 in zip(cuts[:-1], cuts[1:]):
+            rows.append((pid, int(s0), int(e0), str(rng.choice(["sleeping", "runnable", "running"])), int(rng.integers(0, 2))))
+    states = pd.DataFrame(rows, columns=["pid", "t_start_ns", "t_end_ns", "state", "cpu"])
+    run_rows = []
+    for cpu in (0, 1):
+        cuts = np.unique(np.concatenate([[0], rng.integers(1, span, 5), [span + 1]]))
+        for s0, e0 in zip(cuts[:-1], cuts[1:]):
+            pid = int(rng.choice([0, BG0, BG1]))
+            run_rows.append((cpu, int(s0), int(e0), pid, "c", "idle" if pid == 0 else "bg"))
+    running = pd.DataFrame(run_rows, columns=["cpu", "t_start_ns", "t_end_ns", "pid", "comm", "role"])
+    ss, se = intervals(3, span)
+    bt = np.sort(rng.integers(0, span, 5))
+    wt = np.sort(rng.integers(0, span, 4))
+    inputs = _inputs(data=data, states=states, running=running,
+                     sends=pd.DataFrame({"stream": S, "t_enter_ns": ss, "t_exit_ns": se}),
+                     backlog=pd.DataFrame({"stream": S, "t_ns": bt, "backlog_bytes": rng.integers(0, 2, 5) * 500}),
+                     window=pd.DataFrame({"stream": S, "t_ns": wt, "window_bytes": rng.choice([10.0, 9e4], 4)}))
+    table, _ = gaps.explain(inputs, streams=[S])
+    _check_sum(table)
+    assert len(table) == 1
+    got = {c: int(table.iloc[0][f"{c}_ns"]) for c in gaps.CAUSES}
+    assert got == _brute(inputs, 0, span)
