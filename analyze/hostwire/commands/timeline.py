@@ -11,6 +11,7 @@ EXAMPLES = """examples:
   hostwire timeline runs/quick-1/r003 -o r003.pftrace            the whole logging window
   hostwire timeline RUN -o part.pftrace --from 0.5 --to 0.6      100 ms of it
   hostwire timeline RUN --text --from 1 --to 1.01 -o -           one line per event on stdout
+  hostwire timeline RUN --pcapng owned.pcapng                    the capture, each data frame commented
 
 tracks: CPU <n> (what ran), <role> <pid> calls (system calls as slices), stream <name> (data frames
 as instants; flows from each write to its frames), counters: CPU <n> run queue, backlog <stream>."""
@@ -23,7 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(--text: one line per event, interleaved in time).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", metavar="RUN", help="run directory")
-    p.add_argument("-o", "--output", metavar="FILE", required=True, help="output file ('-' with --text: stdout)")
+    p.add_argument("-o", "--output", metavar="FILE", help="output file ('-' with --text: stdout)")
+    p.add_argument("--pcapng", metavar="FILE",
+                   help="also write the capture as pcapng, each data frame commented with its stream, sending "
+                   "pid and write(s) (tshark -T fields -e frame.comment shows them)")
     p.add_argument("--from", dest="from_s", type=float, metavar="SEC",
                    help="start, seconds after the logging window's start")
     p.add_argument("--to", dest="to_s", type=float, metavar="SEC", help="end, seconds after the same origin")
@@ -38,6 +42,15 @@ def run(args: argparse.Namespace) -> int:
     from hostwire.timeline import perfetto_trace
 
     run_ = load_run(args.run)
+    if args.output is None and args.pcapng is None:
+        raise UsageError("timeline: say what to write: -o FILE (Perfetto trace, or --text) and/or --pcapng FILE")
+    if args.pcapng is not None:
+        from hostwire.timeline.pcapng import write_annotated
+
+        count = write_annotated(run_, Path(args.pcapng))
+        sys.stderr.write(f"hostwire: {args.pcapng}: {count} data frames commented\n")
+        if args.output is None:
+            return 0
     start, end = run_.window_ns()
     window = narrow(Window(start, end), args.from_s, args.to_s)
     tables = perfetto_trace.tables_of(run_, (window.start_ns, window.end_ns))
