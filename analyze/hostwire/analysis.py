@@ -161,6 +161,7 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     else:
         attempt("sanity", sanity)
     row.update(_host_load(run))
+    row.update(_receiver_clock(run))
     row["errors"] = "; ".join(errors)
     if errors:
         row["marked"] = 1
@@ -193,6 +194,17 @@ def _host_load(run: Any) -> dict[str, Any]:
     whole = use[use["cpu"] == -1]
     out["switches_per_s"] = float(whole["ctxt_per_s"].mean()) if len(whole) else math.nan
     return out
+
+
+def _receiver_clock(run: Any) -> dict[str, Any]:
+    """The receiver clock's fit (hostwire.timeline.clocks): offset, drift, and the bound the run's
+    own traffic puts on the offset (DESIGN.md section 4), in the summary and metrics.json."""
+    try:
+        fit = run.timeline_clock()
+    except (HostwireError, KeyError, ValueError):
+        return {}
+    return {"clock_offset_ns": float(fit.offset_ns), "clock_drift_ppm": float(fit.drift_ppm),
+            "clock_bound_ns": float(fit.bound_ns), "clock_method": str(fit.method)}
 
 
 def _number(value: Any) -> Any:

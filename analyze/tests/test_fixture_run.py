@@ -63,6 +63,8 @@ def test_analysis_and_report_of_the_fixture(campaign: Path, build_dir: Path) -> 
     assert 5e6 < summary["goodput_bit_s"].iloc[0] < 9.57e6
     row = json.loads((campaign / "run-small" / "metrics.json").read_text())["row"]
     assert row["goodput_bit_s"] == summary["goodput_bit_s"].iloc[0]
+    # the receiver clock's bound from the run's own traffic (both ends share one clock here)
+    assert 0 < row["clock_bound_ns"] < 200_000 and abs(row["clock_offset_ns"]) < 200_000
     report = build_report(campaign)
     html = report.read_text()
     for name in ("intervals", "idc", "contracts", "process_trace"):
