@@ -7,7 +7,7 @@ where it fails: CI must not pass by skipping the kernel-touching tests."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -70,6 +70,25 @@ def topology_pair() -> Iterator["object"]:
     with topo:
         yield topo
     assert not {topo.tx_ns, topo.rx_ns} & set(list_namespaces())
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Pids of the processes (other than this one) whose command line contains text."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and proc.name != str(os.getpid()):
+            try:
+                if text.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture(scope="session")
+def processes_mentioning() -> Callable[[str], list[int]]:
+    """A function: the processes whose command line names a path (what a run left running)."""
+    return _processes_mentioning
 
 
 _counter = [0]

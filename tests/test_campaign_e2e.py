@@ -4,12 +4,11 @@ windows), analysed and reported; the report rendered by a real browser."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -22,20 +21,8 @@ HOSTWIRE = [sys.executable, "-m", "hostwire"]
 SHORT = ["--set", "warmup_s=0.5", "--set", "duration_s=1.5", "--set", "quiet_s=0.3"]
 
 
-def processes_mentioning(text: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and proc.name != str(os.getpid()):
-            try:
-                if text.encode() in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-    return found
-
-
 @pytest.fixture(scope="module")
-def quick_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def quick_campaign(tmp_path_factory: pytest.TempPathFactory, processes_mentioning: Callable[[str], list[int]]) -> Path:
     out = tmp_path_factory.mktemp("quick") / "campaign"
     run = subprocess.Popen([*HOSTWIRE, "run", str(REPO_ROOT / "configs" / "quick.toml"), "--out", str(out), *SHORT],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -4,6 +4,7 @@ success, Ctrl-C and SIGTERM alike, keeping what was recorded."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 import signal
 import subprocess
 import sys
@@ -24,19 +25,6 @@ from hostwire.topology import list_namespaces
 
 def own_namespaces(pid: int) -> list[str]:
     return [ns for ns in list_namespaces() if ns.startswith(f"hw{pid}-")]
-
-
-def processes_mentioning(text: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if text.encode() in (proc / "cmdline").read_bytes():
-                found.append(int(proc.name))
-        except OSError:
-            continue
-    return found
 
 
 @pytest.mark.privileged("netns")
@@ -74,7 +62,8 @@ def test_demo_records_a_complete_run(tmp_path: Path, build_dir: Path) -> None:
 
 @pytest.mark.privileged("netns")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupted_run_cleans_up_and_keeps_partial_data(tmp_path: Path, build_dir: Path, sig: int) -> None:
+def test_interrupted_run_cleans_up_and_keeps_partial_data(tmp_path: Path, build_dir: Path, sig: int,
+                                                          processes_mentioning: Callable[[str], list[int]]) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "hostwire", "demo", "--duration", "20", "--out", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -166,7 +155,8 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
 
 
 @pytest.mark.privileged("netns", "tracefs")
-def test_killed_runner_leaves_nothing_that_doctor_cannot_remove(tmp_path: Path, build_dir: Path) -> None:
+def test_killed_runner_leaves_nothing_that_doctor_cannot_remove(
+        tmp_path: Path, build_dir: Path, processes_mentioning: Callable[[str], list[int]]) -> None:
     """SIGKILL gives the runner no chance to clean up: its children stop by themselves (they
     write what they recorded), and `hostwire doctor --cleanup` removes its namespaces and
     tracefs instance."""

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,18 +38,6 @@ def own_namespaces(pid: int) -> list[str]:
 def tracefs_instances(pid: int) -> list[str]:
     root = Path("/sys/kernel/tracing/instances")
     return [p.name for p in root.glob(f"hw-{pid}*")] if root.is_dir() else []
-
-
-def processes_mentioning(text: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and proc.name != str(os.getpid()):
-            try:
-                if text.encode() in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-    return found
 
 
 @pytest.mark.parametrize("change, named", [
@@ -135,7 +123,8 @@ def test_full_disk_gives_one_line_and_leaves_nothing_that_looks_whole(small_moun
 
 @pytest.mark.privileged("netns", "tracefs")
 @pytest.mark.slow
-def test_runner_killed_at_random_moments_always_leaves_a_marked_run(tmp_path: Path, build_dir: Path) -> None:
+def test_runner_killed_at_random_moments_always_leaves_a_marked_run(
+        tmp_path: Path, build_dir: Path, processes_mentioning: Callable[[str], list[int]]) -> None:
     """SIGKILL of `hostwire demo` at 20 random moments of its run (set-up, collectors, warm-up,
     window, quiet time, teardown): each time one run directory with a manifest, which doctor
     --cleanup marks with a reason, and nothing left running or set up."""
