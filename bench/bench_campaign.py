@@ -32,19 +32,21 @@ TARGET_SPEEDUP = 1.6
 TARGET_REPORT_S = 60.0
 
 
-def record(campaign: Path, runs: int) -> list[float]:
-    """Records `runs` short runs (all collectors on); returns each run's own cost in seconds."""
-    costs = []
+def record(campaign: Path, runs: int) -> tuple[list[float], list[float]]:
+    """Records `runs` short runs (all collectors on); returns each run's own cost in seconds (the
+    manifest's timing: the run's wall time less hw-bench main's) and hw-bench main's own time
+    beyond its warm-up, window and quiet time (its start, clock exchanges and logs)."""
+    runner, bench = [], []
     point = RunPoint(senders=2, background=1, warmup_s=0.5, duration_s=2.0, quiet_s=0.3)
     for i in range(runs):
         p = replace(point, senders=1 + i % 4, background=i // 4)
-        start = time.monotonic()
         result = record_run(campaign, f"r{i:02d}-M{p.senders}-N{p.background}", p)
-        wall = time.monotonic() - start
         if result.status != "complete":
             raise SystemExit(f"run {i} {result.status}: {result.reason}")
-        costs.append(wall - (p.warmup_s + p.duration_s + p.quiet_s))
-    return costs
+        timing = result.manifest["timing"]
+        runner.append(timing["runner_ns"] / 1e9)
+        bench.append(timing["benchmark_ns"] / 1e9 - (p.warmup_s + p.duration_s + p.quiet_s))
+    return runner, bench
 
 
 def time_analyze(campaign: Path, workers: int) -> float:
@@ -82,11 +84,13 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hw-bench-campaign-", dir="/var/tmp") as tmp:
         campaign = Path(tmp) / "campaign"
-        costs = record(campaign, args.runs)
+        costs, bench = record(campaign, args.runs)
         median = statistics.median(costs)
-        print(f"-- runner's own cost per run ({args.runs} runs, all collectors): median {median:.2f} s, "
-              f"min {min(costs):.2f} s, max {max(costs):.2f} s  (target <= {TARGET_RUNNER_S} s: "
-              f"{'met' if median <= TARGET_RUNNER_S else 'MISSED'})")
+        print(f"-- runner's own cost per run ({args.runs} runs, all collectors: set-up, collectors started and "
+              f"stopped, teardown, manifest): median {median:.2f} s, min {min(costs):.2f} s, max {max(costs):.2f} s"
+              f"  (target <= {TARGET_RUNNER_S} s: {'met' if median <= TARGET_RUNNER_S else 'MISSED'})")
+        print(f"   hw-bench main beyond its warm-up, window and quiet time (receiver start, clock exchanges, "
+              f"data file, logs): median {statistics.median(bench):.2f} s")
         one = min(time_analyze(campaign, 1) for _ in range(2))
         two = min(time_analyze(campaign, 2) for _ in range(2))
         print(f"-- hostwire analyze, {args.runs} runs: 1 worker {one:.2f} s, 2 workers {two:.2f} s, "

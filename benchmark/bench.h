@@ -69,7 +69,19 @@ struct hb_receiver_config {
 /* Serves one run of main. 0 ok; -1 with err set. */
 int hb_run_receiver(const struct hb_receiver_config *cfg, struct hw_err *err);
 
-int hb_run_pingpong(int64_t loops, int cpu, double *round_trip_us);
+/* Round trips through two pipes; inject_ns > 0: the parent busy-waits that long per round trip. */
+int hb_run_pingpong(int64_t loops, int cpu, int64_t inject_ns, double *round_trip_us);
+/* Busy-waits ns nanoseconds on CLOCK_MONOTONIC. */
+void hb_spin_ns(int64_t ns);
+/* One probe's cost: name, and ns per call (ns < 0: unavailable, `why` says why). */
+struct hb_probe_result {
+    char name[40];
+    double ns;
+    char why[256];
+};
+/* Times each probe (clocks, TSC, a trace_marker write in a private tracefs instance, an event-log
+ * append) over `calls` calls; fills up to max results and returns their count. */
+int hb_run_probes(int64_t calls, struct hb_probe_result *out, int max);
 int hb_make_data(const char *path, int64_t size, uint64_t seed);
 
 /* Sleeps until the CLOCK_MONOTONIC instant t_ns (absolute). */

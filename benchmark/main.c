@@ -15,7 +15,7 @@
 
 enum { OPT_LOG2 = 256, OPT_COPIES, OPT_READ, OPT_WRITE, OPT_DATA, OPT_DATA_SIZE, OPT_WARMUP, OPT_QUIET,
        OPT_CONNECT, OPT_RECV_CMD, OPT_CAPACITY, OPT_SYNC, OPT_LISTEN, OPT_ROUNDS, OPT_COPY, OPT_LOOPS, OPT_CPU,
-       OPT_SIZE, OPT_SEED };
+       OPT_SIZE, OPT_SEED, OPT_INJECT, OPT_CALLS };
 
 /* One subcommand's options: `take` stores one option (common/hwargs.h). */
 struct command {
@@ -153,7 +153,7 @@ static int cmd_receive(int argc, char **argv, struct hw_err *err)
 /* ---- sieve, pingpong, mkdata ---- */
 
 struct small_values {
-    int64_t log2, rounds, copy, loops, cpu, size, seed;
+    int64_t log2, rounds, copy, loops, cpu, size, seed, inject_ns, calls;
     FILE *log;
 };
 
@@ -168,6 +168,8 @@ static int take_small(void *values, int c, const char *name, const char *arg, st
     case OPT_CPU: return hw_parse_i64(name, arg, 0, 4095, &v->cpu, err);
     case OPT_SIZE: return hw_parse_size(name, arg, 1, 1LL << 40, &v->size, err);
     case OPT_SEED: return hw_parse_i64(name, arg, 0, INT64_MAX, &v->seed, err);
+    case OPT_INJECT: return hw_parse_i64(name, arg, 0, 1000000000, &v->inject_ns, err);
+    case OPT_CALLS: return hw_parse_i64(name, arg, 1, 1LL << 32, &v->calls, err);
     case 'v': v->log = stderr; return 0;
     }
     return 0;
@@ -221,17 +223,40 @@ static int run_pingpong(const struct small_values *v, char **operands, struct hw
     (void)operands;
     double us = 0;
     int64_t start = hw_mono_ns();
-    int failed = hb_run_pingpong(v->loops, (int)v->cpu, &us);
+    int failed = hb_run_pingpong(v->loops, (int)v->cpu, v->inject_ns, &us);
     if (failed)
         return hw_seterr(err, "failed to run the ping-pong: %s", strerror(-failed)), -1;
     if (v->log) {
         char where[32] = "any CPU";
         if (v->cpu >= 0)
             snprintf(where, sizeof(where), "CPU %lld", (long long)v->cpu);
-        fprintf(v->log, "hw-bench: pingpong: %lld round trips on %s in %.3f s\n", (long long)v->loops, where,
-                (double)(hw_mono_ns() - start) / 1e9);
+        fprintf(v->log, "hw-bench: pingpong: %lld round trips on %s in %.3f s (injected %lld ns per round trip)\n",
+                (long long)v->loops, where, (double)(hw_mono_ns() - start) / 1e9, (long long)v->inject_ns);
     }
-    printf("pingpong: loops=%lld round_trip_us=%.3f\n", (long long)v->loops, us);
+    if (v->inject_ns > 0)
+        printf("pingpong: loops=%lld inject_ns=%lld round_trip_us=%.3f\n", (long long)v->loops,
+               (long long)v->inject_ns, us);
+    else
+        printf("pingpong: loops=%lld round_trip_us=%.3f\n", (long long)v->loops, us);
+    return 0;
+}
+
+static int run_probes(const struct small_values *v, char **operands, struct hw_err *err)
+{
+    (void)operands;
+    struct hb_probe_result res[16];
+    int64_t start = hw_mono_ns();
+    int n = hb_run_probes(v->calls, res, (int)(sizeof(res) / sizeof(res[0])));
+    if (v->log)
+        fprintf(v->log, "hw-bench: probes: %d probes of %lld calls each in %.3f s\n", n, (long long)v->calls,
+                (double)(hw_mono_ns() - start) / 1e9);
+    for (int i = 0; i < n; i++) {
+        if (res[i].ns >= 0)
+            printf("probe: name=%s calls=%lld ns_per_call=%.2f\n", res[i].name, (long long)v->calls, res[i].ns);
+        else
+            printf("probe: name=%s unavailable=%s\n", res[i].name, res[i].why);
+    }
+    (void)err;
     return 0;
 }
 
@@ -262,7 +287,11 @@ static const struct option sieve_opts[] = {
     {0, 0, 0, 0}};
 static const struct option pingpong_opts[] = {
     {"loops", required_argument, 0, OPT_LOOPS}, {"cpu", required_argument, 0, OPT_CPU},
-    {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    {"inject-ns", required_argument, 0, OPT_INJECT}, {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0}};
+static const struct option probes_opts[] = {
+    {"calls", required_argument, 0, OPT_CALLS}, {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0}};
 static const struct option mkdata_opts[] = {
     {"size", required_argument, 0, OPT_SIZE}, {"seed", required_argument, 0, OPT_SEED},
     {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -274,6 +303,8 @@ static const struct small_command small_commands[] = {
      offsetof(struct small_values, loops), "--loops N", 0, run_pingpong},
     {{hb_usage_mkdata, ":vh", mkdata_opts, take_small}, {.size = -1, .seed = 1997},
      offsetof(struct small_values, size), "--size S", 1, run_mkdata},
+    {{hb_usage_probes, ":vh", probes_opts, take_small}, {.calls = 1000000},
+     offsetof(struct small_values, calls), "--calls N", 0, run_probes},
 };
 
 static int small(const struct small_command *sc, int argc, char **argv, struct hw_err *err)
@@ -299,15 +330,20 @@ static int cmd_mkdata(int argc, char **argv, struct hw_err *err)
     return small(&small_commands[2], argc, argv, err);
 }
 
+static int cmd_probes(int argc, char **argv, struct hw_err *err)
+{
+    return small(&small_commands[3], argc, argv, err);
+}
+
 
 int main(int argc, char **argv)
 {
     static const struct { const char *name; int (*run)(int, char **, struct hw_err *); } commands[] = {
         {"main", cmd_main}, {"receive", cmd_receive}, {"sieve", cmd_sieve},
-        {"pingpong", cmd_pingpong}, {"mkdata", cmd_mkdata}};
+        {"pingpong", cmd_pingpong}, {"mkdata", cmd_mkdata}, {"probes", cmd_probes}};
     static struct hw_err err;
     if (argc < 2)
-        return hw_usage_exit(HB_TOOL, NULL, "expected a command: main, receive, sieve, pingpong or mkdata");
+        return hw_usage_exit(HB_TOOL, NULL, "expected a command: main, receive, sieve, pingpong, mkdata or probes");
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
         return fputs(hb_usage_top, stdout), 0;
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {

@@ -9,7 +9,8 @@ const char hb_usage_top[] =
     "  receive    the remote receiver (started by main through --receiver-cmd)\n"
     "  sieve      run the background routine alone and time it (calibration)\n"
     "  pingpong   one-byte pipe round trips between two processes (probe-effect yardstick)\n"
-    "  mkdata     make an ASCII data file with line feeds\n\n"
+    "  mkdata     make an ASCII data file with line feeds\n"
+    "  probes     the cost of each clock read, trace_marker write and event-log append\n\n"
     "OPTIONS\n"
     "  -h, --help   this text; 'hw-bench COMMAND --help' gives the options of a command\n\n"
     "EXIT STATUS: 0 ok, 1 runtime failure, 2 usage error.\n\n"
@@ -85,11 +86,29 @@ const char hb_usage_pingpong[] =
     "OPTIONS\n"
     "      --loops N          round trips (required)\n"
     "      --cpu C            pin both processes to CPU C\n"
+    "      --inject-ns N      busy-wait N ns on CLOCK_MONOTONIC in one process per round trip\n"
+    "                         (a known added cost, to check the overhead method)\n"
     "  -v, --verbose          the loops, CPU and elapsed time on stderr\n"
     "  -h, --help             this text\n\n"
     "EXIT STATUS: 0 ok, 1 runtime failure, 2 usage error.\n\n"
     "EXAMPLES\n"
-    "  hw-bench pingpong --loops 100000 --cpu 0\n";
+    "  hw-bench pingpong --loops 100000 --cpu 0\n"
+    "  hw-bench pingpong --loops 100000 --cpu 0 --inject-ns 5000\n";
+
+const char hb_usage_probes[] =
+    "usage: hw-bench probes [OPTIONS]\n"
+    "Times each probe over N calls and prints one line per probe, 'probe: name=NAME calls=N\n"
+    "ns_per_call=X' (or 'unavailable=WHY'): clock_gettime of MONOTONIC, REALTIME, MONOTONIC_RAW,\n"
+    "BOOTTIME, MONOTONIC_COARSE and REALTIME_COARSE, gettimeofday, time, the TSC read (rdtsc), one\n"
+    "trace_marker write (in a tracefs instance made for it and removed; at most 200000 writes) and\n"
+    "one append to the benchmark's event log (at most 2^20). The empty loop's cost is subtracted.\n\n"
+    "OPTIONS\n"
+    "      --calls N          calls per probe (default 1000000)\n"
+    "  -v, --verbose          the number of probes and the time they took on stderr\n"
+    "  -h, --help             this text\n\n"
+    "EXIT STATUS: 0 ok, 1 runtime failure, 2 usage error.\n\n"
+    "EXAMPLES\n"
+    "  hw-bench probes --calls 100000\n";
 
 const char hb_usage_mkdata[] =
     "usage: hw-bench mkdata [OPTIONS] --size S FILE\n"

@@ -7,4 +7,5 @@ extern const char hb_usage_receive[];
 extern const char hb_usage_sieve[];
 extern const char hb_usage_pingpong[];
 extern const char hb_usage_mkdata[];
+extern const char hb_usage_probes[];
 #endif

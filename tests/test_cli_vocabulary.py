@@ -18,7 +18,7 @@ TIMEOUT = 60
 
 # Every tool, and every subcommand, that has its own --help: (tool, subcommand or None).
 COMMANDS = [("hw-bench", None), ("hw-bench", "main"), ("hw-bench", "receive"), ("hw-bench", "sieve"),
-            ("hw-bench", "pingpong"), ("hw-bench", "mkdata"), ("hw-schedtrace", None),
+            ("hw-bench", "pingpong"), ("hw-bench", "mkdata"), ("hw-bench", "probes"), ("hw-schedtrace", None),
             ("hw-schedtrace", "convert"), ("hw-iotrace", None), ("hw-wirecap", None), ("hw-pcapcols", None)]
 IDS = [f"{tool} {sub}" if sub else tool for tool, sub in COMMANDS]
 
@@ -143,7 +143,7 @@ def test_hw_bench_verbose_says_more(build_dir: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "hw-bench: receiver: listening on 127.0.0.1" in proc.stderr
     assert "hw-bench: receiver: 1 connections served" in proc.stderr
-    for args in (["sieve", "--log2", "10"], ["pingpong", "--loops", "100"],
+    for args in (["sieve", "--log2", "10"], ["pingpong", "--loops", "100"], ["probes", "--calls", "100"],
                  ["mkdata", "--size", "1k", str(tmp_path / "d.txt")]):
         plain, loud = run(build_dir, "hw-bench", *args), run(build_dir, "hw-bench", *args, "-v")
         assert plain.returncode == loud.returncode == 0 and plain.stderr == ""

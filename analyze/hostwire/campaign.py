@@ -60,8 +60,11 @@ class CampaignResult:
 
 
 def run_key(point: RunPoint, repetition: int, facts: dict[str, Any]) -> str:
+    described = asdict(point)
+    if not described.get("collectors"):  # the field's default: the keys of earlier campaigns stay
+        described.pop("collectors", None)
     material = {
-        "point": asdict(point),
+        "point": described,
         "repetition": repetition,
         "host": {k: facts.get(k) for k in KEY_FACTS},
         "topology": TOPOLOGY_SETTINGS,

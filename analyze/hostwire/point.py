@@ -22,6 +22,22 @@ SIEVE_LOG2_RANGE = (1, 30)
 MAX_IO_SIZE = 64 << 20
 LOG_CAPACITY_RANGE = (1, 1 << 28)
 CAPTURE_SIDES = ("tx", "rx")
+# The collector sets a campaign can take as one factor (`collectors`): each sets capture,
+# kernel_trace and syscalls together (hostwire overhead measures what each costs).
+COLLECTOR_SETS: dict[str, tuple[bool, bool, str]] = {
+    "none": (False, False, "none"),
+    "wire": (True, False, "none"),
+    "kernel": (False, True, "none"),
+    "kernel+tracefs": (False, True, "tracefs"),
+    "kernel+ptrace": (False, True, "ptrace"),
+    "kernel+preload": (False, True, "preload"),
+    "wire+kernel": (True, True, "none"),
+    "wire+kernel+tracefs": (True, True, "tracefs"),
+    "wire+kernel+ptrace": (True, True, "ptrace"),
+    "wire+kernel+preload": (True, True, "preload"),
+    "ptrace": (False, False, "ptrace"),
+    "preload": (False, False, "preload"),
+}
 
 
 @dataclass
@@ -56,6 +72,13 @@ class RunPoint:
     sender_cpu_share: float = 0.0
     kernel_trace: bool = True  # hw-schedtrace: scheduler and network events
     syscalls: str = "none"  # I/O system calls of the benchmark: none, tracefs, ptrace or preload
+    # A collector set (COLLECTOR_SETS: "none", "kernel", "kernel+ptrace", ...) that sets capture,
+    # kernel_trace and syscalls at once, over what they say; "" (the default): those three as given.
+    collectors: str = ""
+
+    def __post_init__(self) -> None:
+        if self.collectors in COLLECTOR_SETS:
+            self.capture, self.kernel_trace, self.syscalls = COLLECTOR_SETS[self.collectors]
 
     def link(self) -> LinkSpec:
         return LinkSpec(self.link_rate, self.link_qdisc, queue_frames=self.link_queue or None)
@@ -89,6 +112,9 @@ class RunPoint:
                 raise UsageError(f"{name} = {value!r}: expected a number of seconds")
             if (least is None and value <= 0) or (least is not None and value < least):
                 raise UsageError(f"{name} = {value!r}: expected " + ("more than 0 s" if least is None else "0 s or more"))
+        if self.collectors and self.collectors not in COLLECTOR_SETS:
+            raise UsageError(f"collectors = {self.collectors!r}: expected one of {', '.join(COLLECTOR_SETS)} "
+                             "(or leave it out and set capture, kernel_trace and syscalls)")
         for name, allowed in (("syscalls", SYSCALL_BACKENDS), ("topology", ("netns", "loopback")),
                               ("capture_side", CAPTURE_SIDES)):
             if getattr(self, name) not in allowed:

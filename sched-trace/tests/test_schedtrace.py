@@ -479,7 +479,7 @@ def test_refuses_a_live_instance(build_dir: Path, tmp_path: Path, no_leftover: N
 def trace_cmd_record(instance: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     """trace-cmd record into its own instance (-B), in a private mount namespace where a scratch
     file covers the function-tracer files this kernel refuses to let trace-cmd write (see
-    bench/bench-schedtrace.sh)."""
+    run_tracecmd in analyze/hostwire/overhead.py)."""
     dummy = tmp_path / "ftrace-dummy"
     dummy.write_text("1\n")
     (TRACEFS / "instances" / instance).mkdir()

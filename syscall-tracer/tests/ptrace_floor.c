@@ -4,7 +4,10 @@
  * to the exit stop, wait for it, resume. With --regs it also reads the registers once at the
  * exit stop (PTRACE_GETREGSET), the one read a tracer cannot do without to learn the call, its
  * arguments and its result. It keeps no record: it measures the mechanism, not a tracer.
- * usage: iotrace-ptrace-floor [--regs] -- CMD ARGS
+ * With --read, read() stops too (the ping-pong of `hostwire overhead` writes and reads). The
+ * command's children and threads are followed (the filter is inherited: an unfollowed child's
+ * traced call would fail with ENOSYS).
+ * usage: iotrace-ptrace-floor [--regs] [--read] -- CMD ARGS
  * prints to stderr: exit_stops=N */
 #include <elf.h>
 #include <errno.h>
@@ -24,11 +27,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int install_filter(void)
+static int install_filter(int trace_read)
 {
     struct sock_filter prog[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, trace_read ? SYS_read : SYS_write, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
@@ -40,17 +44,19 @@ static int install_filter(void)
 
 int main(int argc, char **argv)
 {
-    int read_regs = 0, first = 1;
+    int read_regs = 0, trace_read = 0, first = 1;
     for (; first < argc && strcmp(argv[first], "--"); first++) {
         if (!strcmp(argv[first], "--regs")) {
             read_regs = 1;
+        } else if (!strcmp(argv[first], "--read")) {
+            trace_read = 1;
         } else {
-            fprintf(stderr, "usage: iotrace-ptrace-floor [--regs] -- CMD ARGS\n");
+            fprintf(stderr, "usage: iotrace-ptrace-floor [--regs] [--read] -- CMD ARGS\n");
             return 2;
         }
     }
     if (first + 1 >= argc) {
-        fprintf(stderr, "usage: iotrace-ptrace-floor [--regs] -- CMD ARGS\n");
+        fprintf(stderr, "usage: iotrace-ptrace-floor [--regs] [--read] -- CMD ARGS\n");
         return 2;
     }
     char **cmd = argv + first + 1;
@@ -61,7 +67,7 @@ int main(int argc, char **argv)
     }
     if (child == 0) {
         raise(SIGSTOP);  /* until seized */
-        if (install_filter() < 0) {
+        if (install_filter(trace_read) < 0) {
             perror("iotrace-ptrace-floor: seccomp");
             _exit(127);
         }
@@ -69,20 +75,26 @@ int main(int argc, char **argv)
         perror("iotrace-ptrace-floor: exec");
         _exit(127);
     }
-    long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL;
+    long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACESECCOMP | PTRACE_O_EXITKILL | PTRACE_O_TRACEFORK |
+                PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE;
     if (ptrace(PTRACE_SEIZE, child, 0, opts) < 0) {
         perror("iotrace-ptrace-floor: PTRACE_SEIZE");
         kill(child, SIGKILL);
         return 1;
     }
     long exit_stops = 0;
-    int status = 0;
+    int status = 0, child_status = 0;
     for (;;) {
-        pid_t tid = waitpid(child, &status, __WALL);
+        pid_t tid = waitpid(-1, &status, __WALL);
         if (tid < 0 && errno == EINTR)
             continue;
-        if (tid < 0 || WIFEXITED(status) || WIFSIGNALED(status))
-            break;
+        if (tid < 0)
+            break;  /* ECHILD: every tracee is gone */
+        if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            if (tid == child)
+                child_status = status;
+            continue;
+        }
         int sig = WSTOPSIG(status), event = (unsigned)status >> 16, request = PTRACE_CONT, inject = 0;
         if (event == PTRACE_EVENT_SECCOMP) {
             request = PTRACE_SYSCALL;
@@ -99,5 +111,5 @@ int main(int argc, char **argv)
         ptrace(request, tid, 0, inject);
     }
     fprintf(stderr, "exit_stops=%ld\n", exit_stops);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    return WIFEXITED(child_status) ? WEXITSTATUS(child_status) : 1;
 }
