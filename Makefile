@@ -134,7 +134,7 @@ demo: setup build
 	$(Q)scripts/demo.sh
 
 bench: setup build
-	$(Q)bench/run-all.sh
+	$(Q)perf/run-all.sh
 
 clean:
 	rm -rf build

@@ -7,7 +7,7 @@ $(eval $(call hw_program,hw-iotrace,syscall-tracer/main.c $(IOTRACE_SRC),,))
 $(eval $(call hw_shared_lib,libhwiowrap.so,syscall-tracer/hwiowrap.c $(IOTRACE_LIB),-ldl -lpthread))
 $(eval $(call hw_ctest,test_iotrace_unit,syscall-tracer/tests/test_iotrace_unit.c $(IOTRACE_LIB),,))
 
-# Programs the pytest tests and bench/bench_iotrace.py run: a known sequence of I/O calls; the
+# Programs the pytest tests and perf/bench_iotrace.py run: a known sequence of I/O calls; the
 # benchmark's workload (one-byte writes to /dev/null, or untraced getppid()); and the reference
 # tracer that does nothing but the two ptrace stops per traced call.
 $(eval $(call hw_test_prog,iotrace-known-io,syscall-tracer/tests/known_io.c))

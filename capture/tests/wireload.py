@@ -1,5 +1,5 @@
 """A bulk TCP transfer between the two namespaces of a Topology, captured by hw-wirecap in the
-receiver namespace; shared by the capture tests and bench/bench_capture.py (loaded by path)."""
+receiver namespace; shared by the capture tests and perf/bench_capture.py (loaded by path)."""
 
 from __future__ import annotations
 

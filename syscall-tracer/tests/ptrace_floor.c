@@ -1,4 +1,4 @@
-/* The reference of bench/bench_iotrace.py: the least any ptrace tracer pays per traced call.
+/* The reference of perf/bench_iotrace.py: the least any ptrace tracer pays per traced call.
  * Runs a command under the same kind of seccomp filter as hw-iotrace (here: write() only stops)
  * and, per traced call, does nothing but the two stops: wait for the seccomp entry stop, resume
  * to the exit stop, wait for it, resume. With --regs it also reads the registers once at the

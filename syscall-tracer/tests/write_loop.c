@@ -1,4 +1,4 @@
-/* The workload of bench/bench_iotrace.py: N one-byte writes to /dev/null (a traced call), or N
+/* The workload of perf/bench_iotrace.py: N one-byte writes to /dev/null (a traced call), or N
  * getppid() calls (a call no tracer selects), timed with CLOCK_MONOTONIC around the loop.
  * usage: iotrace-write-loop write|getppid N [--wait]   (--wait: read one byte from stdin first)
  * prints: calls=N ns_per_call=X.XXX t0_ns=T t1_ns=T (CLOCK_MONOTONIC before and after the loop) */

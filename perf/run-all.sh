@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # make bench: runs every benchmark of the project in one go, so that the ratios against the
-# peer tools compare like with like. Each bench/bench-*.sh and bench/bench_*.py prints its own table.
+# peer tools compare like with like. Each perf/bench-*.sh and perf/bench_*.py prints its own table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
-for script in bench/bench-*.sh bench/bench_*.py; do
+for script in perf/bench-*.sh perf/bench_*.py; do
     [ -e "$script" ] || continue
     echo "== $script"
     case "$script" in

@@ -4,7 +4,7 @@ definition, in one run: IDC over 10,000,000 frames at 30 bin lengths, and the ze
 curve (50 SCR points) over 1,000,000 ATM cells. Where the loop would take minutes it is timed on a
 subset and scaled (said so in the table); the vectorized code always runs on the full input.
 The IDC cost depends on the frame rate (bins per frame), so it is measured at two rates.
-Usage: bench/bench_metrics.py [--frames N] [--cells N] [--rates R ...]"""
+Usage: perf/bench_metrics.py [--frames N] [--cells N] [--rates R ...]"""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ started and stopped, teardown: a run's wall time less its warm-up, window and qu
 speed-up of `hostwire analyze` on two workers against one (8 runs), and the time of
 `hostwire report` on a campaign of the paper's size (108 runs: the recorded runs linked again
 under the paper grid's points).
-Usage: bench/bench_campaign.py [--runs N]"""
+Usage: perf/bench_campaign.py [--runs N]"""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ def _load(name: str, path: Path):
     return mod
 
 
-pcapsynth = _load("hw_bench_pcapsynth", REPO / "bench" / "pcapsynth.py")
+pcapsynth = _load("hw_bench_pcapsynth", REPO / "perf" / "pcapsynth.py")
 wireload = _load("hw_bench_wireload", REPO / "capture" / "tests" / "wireload.py")
 
 TSHARK_FIELDS = ["frame.number", "frame.time_epoch", "frame.len", "frame.cap_len", "ip.len", "ip.proto",
@@ -154,7 +154,7 @@ def bench_shapers(seconds: float, workdir: Path) -> None:
 def bench_capture_rate(workdir: Path, seconds: float = 3.0) -> None:
     print("-- highest frame rate hw-wirecap holds without a drop (unshaped veth, UDP 64-byte payload)")
     blast = workdir / "udpblast"
-    subprocess.run(["cc", "-O2", "-o", str(blast), str(REPO / "bench" / "udpblast.c")], check=True)
+    subprocess.run(["cc", "-O2", "-o", str(blast), str(REPO / "perf" / "udpblast.c")], check=True)
     best = 0.0
     with Topology(run_id="capr", link=LinkSpec(qdisc="none")) as topo:
         for rate in (50_000, 100_000, 200_000, 400_000, 800_000, 0):

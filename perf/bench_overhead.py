@@ -12,7 +12,7 @@ write-loop measurements of hw-iotrace per traced call stay in bench_iotrace.py.
 
 Environment: LOOPS (default 50000), REPS (rounds, default 15), CPU (the ping-pong's CPU, default
 0), RT_PRIO (SCHED_FIFO priority of the ping-pong, default 1; 0: the normal scheduler),
-OVERHEAD_OUT (where overhead.md/.csv/.png go, default build/bench/overhead), HOSTWIRE_BUILD."""
+OVERHEAD_OUT (where overhead.md/.csv/.png go, default build/perf/overhead), HOSTWIRE_BUILD."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def main() -> int:
     reps = os.environ.get("REPS", "15")
     cpu = os.environ.get("CPU", "0")
     rt = os.environ.get("RT_PRIO", "1")
-    out = Path(os.environ.get("OVERHEAD_OUT", ROOT / "build" / "bench" / "overhead"))
+    out = Path(os.environ.get("OVERHEAD_OUT", ROOT / "build" / "perf" / "overhead"))
     env = dict(os.environ, PYTHONPATH=str(ROOT / "analyze"))
     proc = subprocess.run([sys.executable, "-m", "hostwire", "overhead", "--loops", loops, "--runs", reps, "--cpu", cpu,
                            "--rt-prio", rt, "-o", str(out), "--json"], stdout=subprocess.PIPE, text=True, env=env)

@@ -3,7 +3,7 @@
 wake-ups on two CPUs, and the gap explanation of M synthetic data frames over four streams with
 every cause's input present. Checks on the way that each CPU's intervals tile its span and that
 every gap's parts sum to it.
-Usage: bench/bench_timeline.py [--switches N] [--frames M]"""
+Usage: perf/bench_timeline.py [--switches N] [--frames M]"""
 
 from __future__ import annotations
 
