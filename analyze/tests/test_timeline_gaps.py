@@ -235,3 +235,10 @@ def test_random_timelines_against_a_nanosecond_by_nanosecond_reference(seed: int
     assert len(table) == 1
     got = {c: int(table.iloc[0][f"{c}_ns"]) for c in gaps.CAUSES}
     assert got == _brute(inputs, 0, span)
+
+
+def test_a_bare_duration_is_seconds_as_in_every_tool() -> None:
+    from hostwire.commands.metrics import _duration_ns
+
+    assert _duration_ns("2") == 2_000_000_000 and _duration_ns("0.005") == 5_000_000
+    assert _duration_ns("800ns") == 800

@@ -138,7 +138,7 @@ def _options_bursts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--theta-factor", type=float, default=20.0,
                    help="off threshold as a multiple of the stream's median frame gap (default 20)")
     p.add_argument("--theta", type=_duration_ns, metavar="DURATION",
-                   help="fixed off threshold, e.g. 50ms, 2s or nanoseconds (overrides --theta-factor)")
+                   help="fixed off threshold, e.g. 50ms or 2s (a bare number is seconds; overrides --theta-factor)")
 
 
 def _idc_options(p: argparse.ArgumentParser) -> None:
@@ -203,18 +203,20 @@ _UNITS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9}
 
 
 def _duration_ns(text: str) -> int:
-    """'1ms', '2.5s', '300us' or plain nanoseconds -> int ns."""
+    """'1ms', '2.5s', '300us', '800ns' -> int ns; a bare number is seconds, as in every hostwire
+    tool (docs/cli.md)."""
     t = text.strip().lower()
     for unit in ("ns", "us", "ms", "s"):
         if t.endswith(unit):
             number = t[: -len(unit)]
             break
     else:
-        unit, number = "ns", t
+        unit, number = "s", t
     try:
         value = float(number) * _UNITS[unit]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a duration like 1ms, 2.5s or nanoseconds") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a duration like 1ms, 2.5s or 800ns "
+                                         "(a bare number is seconds)") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a duration >= 0")
     return int(round(value))
