@@ -156,10 +156,12 @@ class BackgroundTool(Collector):
 class Wirecap(BackgroundTool):
     """hw-wirecap on the link: raw/wire.pcap and raw/wirecap.json; loses what libpcap drops."""
 
-    def __init__(self, raw: Path, interface: str, netns: str | None, cpus: str | None) -> None:
+    def __init__(self, raw: Path, interface: str, netns: str | None, cpus: str | None, buffer_kib: int = 0) -> None:
         argv = [*taskset_prefix(cpus), str(paths.tool("hw-wirecap")), "-i", interface, "-o", "wire.pcap"]
         if netns:
             argv += ["-n", netns]
+        if buffer_kib:
+            argv += ["-b", str(buffer_kib)]
         super().__init__("hw-wirecap", argv, raw / "wirecap.log", cwd=raw)
         self.raw = raw
 
@@ -174,8 +176,8 @@ class Schedtrace(BackgroundTool):
     syscall_pid when given)."""
 
     def __init__(self, raw: Path, cpus: str | None, syscall_pid: int | None = None, *,
-                 syscalls: bool = False) -> None:
-        argv = [*taskset_prefix(cpus), str(paths.tool("hw-schedtrace")), "-o", str(raw)]
+                 syscalls: bool = False, options: list[str] | None = None) -> None:
+        argv = [*taskset_prefix(cpus), str(paths.tool("hw-schedtrace")), "-o", str(raw), *(options or [])]
         super().__init__("hw-schedtrace", argv, raw / "schedtrace.log")
         self.raw = raw
         self.syscall_pid = syscall_pid
@@ -231,11 +233,16 @@ def for_point(raw: Path, point: Any, topology: Any | None) -> list[Collector]:
             iface, netns = topology.tx_dev, topology.tx_ns
         else:
             iface, netns = topology.rx_dev, topology.rx_ns
-        chosen.append(Wirecap(raw, iface, netns, point.receiver_cpus))
+        chosen.append(Wirecap(raw, iface, netns, point.receiver_cpus, point.capture_buffer_kib))
+    trace_options = []
+    if point.trace_buffer_kib:
+        trace_options += ["-b", str(point.trace_buffer_kib)]
+    if not point.trace_drain:
+        trace_options += ["--no-drain"]
     if point.syscalls == "tracefs":
-        chosen.append(Schedtrace(raw, point.receiver_cpus, syscalls=True))
+        chosen.append(Schedtrace(raw, point.receiver_cpus, syscalls=True, options=trace_options))
     elif point.kernel_trace:
-        chosen.append(Schedtrace(raw, point.receiver_cpus))
+        chosen.append(Schedtrace(raw, point.receiver_cpus, options=trace_options))
     if point.syscalls in ("ptrace", "preload"):
         chosen.append(Iotrace(raw, point.syscalls))
     return chosen

@@ -846,4 +846,29 @@ def loss_ledger(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                    "frames that are not IPv4 such as ARP)"}
     except (OSError, ValueError, HostwireError, KeyError) as err:
         run_row = {"note": f"no per-run frame ledger: {err}"}
+    named = _named_losses(run.manifest)
+    if named:  # a collector's own count of what it lost: the ledger's gaps are where it says
+        run_row["losses"] = named
+        run_row["where"] = "; ".join(named) + (
+            "" if run_row.get("where") in (None, "none") else f"; and {run_row['where']}")
     return flows, run_row
+
+
+def _named_losses(manifest: dict[str, Any]) -> list[str]:
+    """Each loss a collector counted in the run, named by its source: the capture's drops (the
+    frames it saw leave are fewer than were sent), the kernel trace's lost events (its
+    net_dev_xmit count is then a lower bound), the tracer's misses, the shaper's drops."""
+    from hostwire.metrics.sanity import loss_category
+
+    declared = manifest.get("loss_categories") or {}
+    what = {"capture_drops": "the capture dropped {n} frame(s) ({key})",
+            "trace_overruns": "the kernel trace lost {n} event(s) ({key}): its net_dev_xmit count is a lower bound",
+            "tracer_misses": "the system-call tracer missed {n} call(s) ({key})",
+            "shaper_drops": "the shaper dropped {n} frame(s) before the wire ({key})",
+            "log_overflows": "the benchmark's log overflowed by {n} event(s) ({key})"}
+    named = []
+    for key, value in (manifest.get("losses") or {}).items():
+        category = loss_category(key, declared)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0 and category in what:
+            named.append(what[category].format(n=value, key=key))
+    return named

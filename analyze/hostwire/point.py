@@ -70,6 +70,12 @@ class RunPoint:
     # a cgroup (hostwire.cpulimit); 0: no cap. Recreates the 1997 regime, where the sender's CPU
     # and not the wire was the bottleneck.
     sender_cpu_share: float = 0.0
+    # The collectors' kernel buffers in KiB (0: each tool's default), and whether hw-schedtrace
+    # drains its buffers while recording: small buffers or no draining make a run lossy on purpose
+    # (to test that every loss is counted and named).
+    capture_buffer_kib: int = 0
+    trace_buffer_kib: int = 0
+    trace_drain: bool = True
     kernel_trace: bool = True  # hw-schedtrace: scheduler and network events
     syscalls: str = "none"  # I/O system calls of the benchmark: none, tracefs, ptrace or preload
     # A collector set (COLLECTOR_SETS: "none", "kernel", "kernel+ptrace", ...) that sets capture,
@@ -99,6 +105,10 @@ class RunPoint:
             _whole(self, "write_size", 1, MAX_IO_SIZE)
         _whole(self, "log_capacity", *LOG_CAPACITY_RANGE)
         _whole(self, "link_queue", 0, 1_000_000)
+        _whole(self, "capture_buffer_kib", 0, 1 << 22)
+        _whole(self, "trace_buffer_kib", 0, 1 << 22)
+        if not isinstance(self.trace_drain, bool):
+            raise UsageError(f"trace_drain = {self.trace_drain!r}: expected true or false")
         share = self.sender_cpu_share
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) \
                 or not 0 <= share <= len(parse_cpu_list(self.sender_cpus) or [0]):

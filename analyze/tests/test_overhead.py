@@ -8,6 +8,7 @@ import math
 import os
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -200,3 +201,26 @@ def test_loss_ledger_of_a_recorded_run() -> None:
     assert f["gap_bytes"] == f["bytes_sent"] - f["bytes_on_wire"]
     assert f["where"] == "none" or f["where"].startswith("written but not on the wire")
     assert frames["interface"] and frames["gap_frames"] == frames["frames_at_xmit"] - frames["frames_captured"]
+
+
+@pytest.mark.privileged("netns", "tracefs")
+def test_loss_ledger_names_the_source_of_losses_made_on_purpose(tmp_path: Path, build_dir: Path) -> None:
+    """A run made lossy on purpose, a capture buffer too small for a 1 Gbit/s link and a tiny
+    kernel trace buffer that is never drained: the manifest counts both losses, the run is marked
+    for both, and the ledger names both sources; a clean run's ledger names none."""
+    from hostwire.metrics.compute import table
+    from hostwire.overhead import loss_ledger
+    from hostwire.runner import RunPoint, record_run
+
+    base = RunPoint(senders=2, background=0, warmup_s=0.3, duration_s=1.0, quiet_s=0.3, link_rate="1gbit")
+    lossy = record_run(tmp_path, "lossy", replace(base, capture_buffer_kib=64, trace_buffer_kib=4, trace_drain=False))
+    assert lossy.status == "complete", lossy.reason
+    assert lossy.manifest["losses"]["wire_ps_drop"] > 0 and lossy.manifest["losses"]["sched_lost_events"] > 0
+    marked_by = " ".join(table("sanity", lossy.directory).attrs["marked_by"])
+    assert "capture_drops" in marked_by and "trace_overruns" in marked_by
+    _, run_row = loss_ledger(lossy.directory)
+    assert "the capture dropped" in run_row["where"] and "the kernel trace lost" in run_row["where"]
+    clean = record_run(tmp_path, "clean", replace(base, link_rate="10mbit"))
+    _, clean_row = loss_ledger(clean.directory)
+    # nothing lost: only the odd frame that is not IPv4 (ARP, neighbour discovery) is unmatched
+    assert "losses" not in clean_row and 0 <= clean_row["gap_frames"] <= 5, clean_row
