@@ -75,7 +75,9 @@ def run_key(point: RunPoint, repetition: int, facts: dict[str, Any]) -> str:
 def plan(config: CampaignConfig, facts: dict[str, Any] | None = None) -> list[PlannedRun]:
     """The campaign's runs in the order they will be recorded."""
     facts = facts if facts is not None else host_facts(None)
-    order = [(rep, i, point) for rep in range(config.repetitions) for i, point in enumerate(config.points())]
+    points = list(enumerate(config.points()))
+    order = [(rep, i, point) for rep in range(config.repetitions)
+             for i, point in (points[::-1] if config.order == "alternating" and rep % 2 else points)]
     if config.order == "shuffled":
         random.Random(config.seed).shuffle(order)
     planned = []

@@ -4,7 +4,8 @@ anything starts. Every error names the file, the line and the key, and what was 
     [campaign]
     name = "quick"            # default: the file's stem
     repetitions = 1           # runs of each grid point
-    order = "as-written"      # or "shuffled" (with `seed`; the seed used is recorded)
+    order = "as-written"      # "shuffled" (with `seed`; the seed used is recorded), or
+                              # "alternating": the grid forwards, then backwards (A B, B A, ...)
     seed = 1997
 
     [defaults]                # any run-point parameter (hostwire.runner.RunPoint), one value
@@ -31,7 +32,7 @@ from hostwire.errors import UsageError
 from hostwire.point import RunPoint
 
 CAMPAIGN_KEYS = {"name": str, "repetitions": int, "order": str, "seed": int}
-ORDERS = ("as-written", "shuffled")
+ORDERS = ("as-written", "shuffled", "alternating")
 SECTIONS = ("campaign", "defaults", "grid")
 POINT_FIELDS = {f.name: f for f in fields(RunPoint)}
 

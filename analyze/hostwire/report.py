@@ -213,6 +213,37 @@ class ReportBuilder:
             "<p>The smallest maximum burst size (cells) that lets every cell conform, against the sustainable "
             "cell rate, averaged over the streams (frames cut into ATM cells at the link rate).</p>", [name]))
 
+    def accuracy(self) -> None:
+        """The MSHN method over a campaign that varies the collector set: per set, each metric's
+        mean paired difference from the bare runs (same grid point and repetition) with its 95 %
+        interval, and the verdict (hostwire.overhead.compare_sets)."""
+        from hostwire.overhead import ACCURACY_METRICS, compare_sets
+
+        s = self.summary
+        if "collectors" not in s or s["collectors"].nunique() < 2:
+            return
+        names = list(dict.fromkeys(s["collectors"].astype(str)))
+        baseline = "none" if "none" in names else names[0]
+        pair_keys = [c for c in ("senders", "background", "link_rate", "sender_cpu_share", "repetition") if c in s]
+        rows: dict[str, list[dict[str, float]]] = {}
+        for name in names:
+            part = s[s["collectors"].astype(str) == name].sort_values(pair_keys, kind="stable")
+            rows[name] = [{m: float(r[m]) if m in part and pd.notna(r[m]) else float("nan") for m in ACCURACY_METRICS}
+                          for _, r in part.iterrows()]
+            if "goodput_app_bit_s" in part:  # the receivers' figure: the same with and without a capture
+                for row, value in zip(rows[name], part["goodput_app_bit_s"]):
+                    row["goodput_bit_s"] = float(value)
+        if len({len(v) for v in rows.values()}) != 1:
+            self.sections.append(Section("Does a collector change the answer?",
+                                         "<p>Not compared: the collector sets have different numbers of runs.</p>"))
+            return
+        table = pd.DataFrame(compare_sets(rows, baseline))
+        table = table[table["low"].notna()] if "low" in table else table
+        text = (f"<p>Each collector set against <code>{html.escape(baseline)}</code>, run for run (same grid point "
+                "and repetition): mean difference and its 95 % interval; a set changes the answer when an interval "
+                "excludes zero (the MSHN method).</p>")
+        self.sections.append(Section("Does a collector change the answer?", text + _table_html(table)))
+
     def process_trace(self) -> None:
         try:
             figure, caption = self._process_trace_figure()
@@ -284,7 +315,7 @@ class ReportBuilder:
 
     def build(self) -> Path:
         steps = (self.overview, self.goodput, self.fairness, self.intervals, self.idc, self.contracts,
-                 self.process_trace, self.sanity)
+                 self.accuracy, self.process_trace, self.sanity)
         for step in steps:
             step()
         return self.write()

@@ -113,3 +113,11 @@ def test_campaign_records_every_point_and_resume_skips_complete_runs(tmp_path: P
     assert (out / (result.runs[1]["run_id"] + ".partial-1") / "manifest.json").exists()
     with pytest.raises(UsageError, match="holds runs already"):
         run_campaign(config, out)
+
+
+def test_alternating_order_runs_the_grid_forwards_then_backwards(tmp_path: Path) -> None:
+    """A/B/B/A: a drift of the host over the campaign falls on every collector set alike."""
+    config = load_config(write(tmp_path, "[campaign]\norder = 'alternating'\nrepetitions = 3\n"
+                                         "[grid]\ncollectors = ['none', 'kernel']\n"))
+    assert [(r.point.collectors, r.repetition) for r in plan(config, facts={})] == [
+        ("none", 0), ("kernel", 0), ("kernel", 1), ("none", 1), ("none", 2), ("kernel", 2)]

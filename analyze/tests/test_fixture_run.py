@@ -72,3 +72,24 @@ def test_analysis_and_report_of_the_fixture(campaign: Path, build_dir: Path) -> 
         assert f"plots/{name}.png" in html
     assert "Paper, table 3" in html
     assert pd.read_csv(campaign / "summary.csv")["run_id"].tolist() == summary["run_id"].tolist()
+
+
+def test_report_shows_whether_a_collector_set_changes_the_answer(tmp_path: Path) -> None:
+    """A campaign varying the collector set: the report's accuracy table pairs each set's runs
+    with the bare ones and gives the verdict (here: a kernel trace that costs exactly 1 Mbit/s of
+    goodput in every pair changes the answer; Jain's index, equal in every pair, does not)."""
+    rows = []
+    for rep in range(3):
+        for collectors, goodput in (("none", 9.0e6 + rep * 1e5), ("kernel", 8.0e6 + rep * 1e5)):
+            rows.append({"run_id": f"{collectors}-{rep}", "directory": f"{collectors}-{rep}", "senders": 2,
+                         "background": 2, "repetition": rep, "collectors": collectors, "status": "complete",
+                         "marked": 0, "mix": 0.5, "goodput_bit_s": goodput, "goodput_app_bit_s": goodput,
+                         "jain": 0.99 - rep * 0.001, "switches_per_s": 3000.0 + rep})
+    campaign = tmp_path / "accuracy"
+    campaign.mkdir()
+    pd.DataFrame(rows).to_parquet(campaign / "summary.parquet", index=False)
+    html = build_report(campaign).read_text()
+    assert "Does a collector change the answer?" in html
+    section = html.split("Does a collector change the answer?")[1].split("</section>")[0]
+    assert "changes the answer (goodput_bit_s)" in section
+    assert "jain" in section and "switches_per_s" in section
