@@ -85,6 +85,8 @@ def test_key_changes_with_any_parameter_and_with_the_host() -> None:
 def test_shipped_configs_are_valid() -> None:
     quick = load_config(REPO_ROOT / "configs" / "quick.toml")
     assert {(p.senders, p.background) for p in quick.points()} == {(m, n) for m in (1, 2, 5) for n in (0, 2)}
+    assert len(plan(load_config(REPO_ROOT / "configs" / "collectors.toml"), facts={})) == 25
+    assert len(plan(load_config(REPO_ROOT / "configs" / "paper-regime.toml"), facts={})) == 36
     paper = load_config(REPO_ROOT / "configs" / "paper.toml")
     assert len(plan(paper, facts={})) == 108
     assert {p.duration_s for p in paper.points()} == {20.0}
