@@ -98,7 +98,14 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     tables: dict[str, pd.DataFrame] = {}
     errors: list[str] = []
 
+    cannot: list[str] = []
+
     def attempt(name: str, fn: Callable[[], None]) -> None:
+        # A metric whose raw files the run does not have (a run recorded without a capture) is
+        # left out and named, not counted as an error: the run lacks a source, it lost nothing.
+        if not run.can(name):
+            cannot.append(name)
+            return
         try:
             fn()
         except HostwireError as err:
@@ -163,6 +170,7 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     row.update(_host_load(run))
     row.update(_receiver_clock(run))
     row["errors"] = "; ".join(errors)
+    row["not_computed"] = ", ".join(cannot)  # metrics this run's sources cannot give
     if errors:
         row["marked"] = 1
     return row, tables

@@ -93,3 +93,20 @@ def test_report_shows_whether_a_collector_set_changes_the_answer(tmp_path: Path)
     section = html.split("Does a collector change the answer?")[1].split("</section>")[0]
     assert "changes the answer (goodput_bit_s)" in section
     assert "jain" in section and "switches_per_s" in section
+
+
+@pytest.mark.privileged("netns")
+def test_a_run_without_a_capture_is_analysed_for_what_it_has_and_not_marked(tmp_path: Path, build_dir: Path) -> None:
+    """A run recorded without the wire lacks a source, it lost nothing: the metrics that need the
+    capture are named as not computed, the others (goodput and fairness from the receivers' logs,
+    write intervals) are there, and the run is not marked."""
+    from hostwire.analysis import analyze_run
+    from hostwire.runner import RunPoint, record_run
+
+    record = record_run(tmp_path, "bare", RunPoint(senders=2, background=1, warmup_s=0.3, duration_s=1.0,
+                                                   quiet_s=0.3, capture=False, kernel_trace=False))
+    assert record.status == "complete", record.reason
+    row = analyze_run(record.directory)
+    assert row["marked"] == 0 and row["errors"] == ""
+    assert set(row["not_computed"].split(", ")) == {"idc", "bursts", "contract"}
+    assert row["goodput_bit_s"] > 5e6 and 0 < row["jain"] <= 1
