@@ -824,6 +824,7 @@ def loss_ledger(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             row["where"] = ("none" if gap <= 0 else
                             "written but not on the wire (socket buffer at the end, or lost before the interface)")
         flows.append(row)
+    _writes_against_tracer(run, flows, start, end)
     run_row: dict[str, Any] = {}
     if not (run_dir / "raw" / "wirecap.json").exists() or not (run_dir / "raw" / "sched.tsv").exists():
         return flows, {"note": "no per-run frame ledger: it needs the capture and the kernel trace"}
@@ -852,6 +853,24 @@ def loss_ledger(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         run_row["where"] = "; ".join(named) + (
             "" if run_row.get("where") in (None, "none") else f"; and {run_row['where']}")
     return flows, run_row
+
+
+def _writes_against_tracer(run: Any, flows: list[dict[str, Any]], start: int, end: int) -> None:
+    """Adds to each flow the writes the benchmark logged in the window (`writes_logged`) and the
+    sending calls the system-call tracer recorded on that stream in the same window
+    (`writes_traced`, when the run traced them): one source checked against the other; the
+    difference is a call one of them missed."""
+    if not (run.path / "raw" / "syscalls.tsv").exists():
+        return
+    logged = run.df_writes()
+    logged = logged[(logged["t_ns"] >= start) & (logged["t_ns"] < end)].groupby("stream").size()
+    calls = run.df_calls()
+    calls = calls[calls["is_send"].to_numpy() & (calls["t_enter_ns"] >= start).to_numpy()
+                  & (calls["t_enter_ns"] < end).to_numpy()].groupby("stream").size()
+    for flow in flows:
+        flow["writes_logged"] = int(logged.get(flow["stream"], 0))
+        flow["writes_traced"] = int(calls.get(flow["stream"], 0))
+        flow["writes_gap"] = flow["writes_logged"] - flow["writes_traced"]
 
 
 def _named_losses(manifest: dict[str, Any]) -> list[str]:

@@ -224,3 +224,21 @@ def test_loss_ledger_names_the_source_of_losses_made_on_purpose(tmp_path: Path, 
     _, clean_row = loss_ledger(clean.directory)
     # nothing lost: only the odd frame that is not IPv4 (ARP, neighbour discovery) is unmatched
     assert "losses" not in clean_row and 0 <= clean_row["gap_frames"] <= 5, clean_row
+
+
+@pytest.mark.privileged("netns", "tracefs", "ptrace")
+@pytest.mark.parametrize("backend", ["tracefs", "ptrace", "preload"])
+def test_each_syscall_backend_counts_the_writes_the_benchmark_logged(tmp_path: Path, build_dir: Path,
+                                                                     backend: str) -> None:
+    """One source against another: per flow, the sending calls each system-call backend recorded
+    in the window equal the writes the benchmark logged there."""
+    from hostwire.overhead import loss_ledger
+    from hostwire.runner import RunPoint, record_run
+
+    record = record_run(tmp_path, backend, RunPoint(senders=2, background=1, warmup_s=0.3, duration_s=1.0,
+                                                    quiet_s=0.3, syscalls=backend))
+    assert record.status == "complete", record.reason
+    flows, _ = loss_ledger(record.directory)
+    assert len(flows) == 2
+    for flow in flows:
+        assert flow["writes_logged"] > 0 and flow["writes_gap"] == 0, flow
