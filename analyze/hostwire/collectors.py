@@ -233,11 +233,11 @@ def for_point(raw: Path, point: Any, topology: Any | None) -> list[Collector]:
             iface, netns = topology.tx_dev, topology.tx_ns
         else:
             iface, netns = topology.rx_dev, topology.rx_ns
-        chosen.append(Wirecap(raw, iface, netns, point.receiver_cpus, point.capture_buffer_kib))
+        chosen.append(Wirecap(raw, iface, netns, point.receiver_cpus, getattr(point, "capture_buffer_kib", 0)))
     trace_options = []
-    if point.trace_buffer_kib:
+    if getattr(point, "trace_buffer_kib", 0):
         trace_options += ["-b", str(point.trace_buffer_kib)]
-    if not point.trace_drain:
+    if not getattr(point, "trace_drain", True):
         trace_options += ["--no-drain"]
     if point.syscalls == "tracefs":
         chosen.append(Schedtrace(raw, point.receiver_cpus, syscalls=True, options=trace_options))
