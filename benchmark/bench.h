@@ -30,6 +30,7 @@ struct hb_config {
     const char *connect_addr; /* receiver address for the senders and the clock exchange */
     const char *out_dir;
     int sync_samples;
+    int64_t think_ns;         /* each sender sleeps this long after each write (0: never) */
     FILE *log;                /* -v: what happens, one line a step; NULL: nothing */
 };
 
@@ -64,6 +65,10 @@ struct hb_receiver_config {
     const char *listen_addr;
     const char *out_dir;
     int64_t log_capacity;
+    int64_t pause_at_ns;      /* each receiving process stops reading this long after the window's
+                                 start (-1: never) ... */
+    int64_t pause_ns;         /* ... for this long */
+    int64_t rcvbuf;           /* SO_RCVBUF of the data connections in bytes (0: the kernel's autotuning) */
     FILE *log;                /* -v: what happens; NULL: nothing */
 };
 /* Serves one run of main. 0 ok; -1 with err set. */

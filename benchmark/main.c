@@ -15,7 +15,7 @@
 
 enum { OPT_LOG2 = 256, OPT_COPIES, OPT_READ, OPT_WRITE, OPT_DATA, OPT_DATA_SIZE, OPT_WARMUP, OPT_QUIET,
        OPT_CONNECT, OPT_RECV_CMD, OPT_CAPACITY, OPT_SYNC, OPT_LISTEN, OPT_ROUNDS, OPT_COPY, OPT_LOOPS, OPT_CPU,
-       OPT_SIZE, OPT_SEED, OPT_INJECT, OPT_CALLS };
+       OPT_SIZE, OPT_SEED, OPT_INJECT, OPT_CALLS, OPT_THINK, OPT_PAUSE_AT, OPT_PAUSE_FOR, OPT_RCVBUF };
 
 /* One subcommand's options: `take` stores one option (common/hwargs.h). */
 struct command {
@@ -63,6 +63,7 @@ static int take_main(void *values, int c, const char *name, const char *arg, str
     case OPT_WARMUP: return hw_parse_duration_ns(name, arg, 0, &cfg->warmup_ns, err);
     case 'd': return hw_parse_duration_ns(name, arg, 1, &cfg->duration_ns, err);
     case OPT_QUIET: return hw_parse_duration_ns(name, arg, 0, &cfg->quiet_ns, err);
+    case OPT_THINK: return hw_parse_duration_ns(name, arg, 0, &cfg->think_ns, err);
     case OPT_CONNECT: cfg->connect_addr = arg; return 0;
     case OPT_RECV_CMD: cfg->receiver_cmd = arg; return 0;
     case OPT_CAPACITY: return hw_parse_i64(name, arg, 1, HB_LOG_CAPACITY_MAX, &cfg->log_capacity, err);
@@ -82,6 +83,7 @@ static int cmd_main(int argc, char **argv, struct hw_err *err)
         {"data", required_argument, 0, OPT_DATA}, {"data-size", required_argument, 0, OPT_DATA_SIZE},
         {"warmup", required_argument, 0, OPT_WARMUP}, {"duration", required_argument, 0, 'd'},
         {"quiet", required_argument, 0, OPT_QUIET}, {"connect", required_argument, 0, OPT_CONNECT},
+        {"think", required_argument, 0, OPT_THINK},
         {"receiver-cmd", required_argument, 0, OPT_RECV_CMD}, {"log-capacity", required_argument, 0, OPT_CAPACITY},
         {"sync-samples", required_argument, 0, OPT_SYNC}, {"verbose", no_argument, 0, 'v'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -127,6 +129,9 @@ static int take_receive(void *values, int c, const char *name, const char *arg, 
     case OPT_LISTEN: cfg->listen_addr = arg; return 0;
     case 'o': cfg->out_dir = arg; return 0;
     case OPT_CAPACITY: return hw_parse_i64(name, arg, 1, HB_LOG_CAPACITY_MAX, &cfg->log_capacity, err);
+    case OPT_PAUSE_AT: return hw_parse_duration_ns(name, arg, 0, &cfg->pause_at_ns, err);
+    case OPT_PAUSE_FOR: return hw_parse_duration_ns(name, arg, 0, &cfg->pause_ns, err);
+    case OPT_RCVBUF: return hw_parse_size(name, arg, 1024, 1 << 30, &cfg->rcvbuf, err);
     case 'v': cfg->log = stderr; return 0;
     }
     return 0;
@@ -137,9 +142,11 @@ static int cmd_receive(int argc, char **argv, struct hw_err *err)
     static const struct option opts[] = {
         {"listen", required_argument, 0, OPT_LISTEN}, {"output", required_argument, 0, 'o'},
         {"out", required_argument, 0, 'o'} /* old spelling */, {"log-capacity", required_argument, 0, OPT_CAPACITY},
+        {"pause-at", required_argument, 0, OPT_PAUSE_AT}, {"pause-for", required_argument, 0, OPT_PAUSE_FOR},
+        {"rcvbuf", required_argument, 0, OPT_RCVBUF},
         {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     static const struct command cmd = {hb_usage_receive, ":o:vh", opts, take_receive};
-    struct hb_receiver_config cfg = {.listen_addr = "127.0.0.1", .log_capacity = 262144};
+    struct hb_receiver_config cfg = {.listen_addr = "127.0.0.1", .log_capacity = 262144, .pause_at_ns = -1};
     int rc = parse(&cmd, argc, argv, &cfg, err);
     if (rc)
         return rc;

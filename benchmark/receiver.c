@@ -112,7 +112,15 @@ static int receive_connection(struct receiver_state *st, int fd, const struct hb
         free(buf);
         return 1;
     }
+    /* A receiver that falls behind on purpose: the stamp (on main's clock) at which it stops
+     * reading once, for pause_ns. */
+    int64_t pause_at = st->cfg->pause_at_ns >= 0 && st->window.window_start_ns != INT64_MAX
+                           ? st->window.window_start_ns + st->cfg->pause_at_ns : INT64_MAX;
     for (;;) {
+        if (hw_mono_ns() - st->window.offset_ns >= pause_at) {
+            hb_sleep_until(hw_mono_ns() + st->cfg->pause_ns);
+            pause_at = INT64_MAX;
+        }
         ssize_t n = read(fd, buf, RECV_BUF);
         int64_t t_raw = hw_mono_ns();
         if (n < 0 && errno == EINTR) {
@@ -263,6 +271,13 @@ int hb_run_receiver(const struct hb_receiver_config *cfg, struct hw_err *err)
         hw_seterr(err, "receiver: failed to bind to %s: %s", cfg->listen_addr,
                   strerror(-(listen_fd < 0 ? listen_fd : udp_fd)));
         goto cleanup;
+    }
+    if (cfg->rcvbuf > 0) {
+        int size = (int)cfg->rcvbuf;
+        if (setsockopt(listen_fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)) < 0) {
+            hw_seterr(err, "receiver: failed to set the receive buffer to %d bytes: %s", size, strerror(errno));
+            goto cleanup;
+        }
     }
     uint8_t ports[HB_PORTS_LEN];
     struct hb_ports_msg pm = {HB_MAGIC_PORTS, HB_WIRE_VERSION, local_port(listen_fd), local_port(udp_fd)};

@@ -150,6 +150,8 @@ int hb_run_sender(const struct hb_config *cfg, int index, uint16_t tcp_port,
         }
         memmove(buf, buf + w, have - (size_t)w);
         have -= (size_t)w;
+        if (cfg->think_ns > 0)
+            hb_sleep_until(hw_mono_ns() + cfg->think_ns);
     }
     /* Closing ends the receiving process's log; the quiet time lets the system calm down. */
     close(sock);

@@ -196,6 +196,9 @@ def bench_argv(
     wrapper: list[str] | None,
     extra_args: list[str],
     cpu_cap: "CpuLimit | None" = None,
+    think_s: float = 0.0,
+    receiver_pause: tuple[float, float] | None = None,
+    receiver_rcvbuf: int = 0,
 ) -> list[str]:
     """The command line that runs hw-bench main (inside the sender namespace when a topology is
     given, with the receiver started in the receiver namespace)."""
@@ -204,6 +207,10 @@ def bench_argv(
     hw_bench = str(paths.tool("hw-bench"))
     connect = RECEIVER_ADDR if topology else "127.0.0.1"
     receiver = [hw_bench, "receive", "--listen", connect, "-o", str(outdir), "--log-capacity", str(log_capacity)]
+    if receiver_pause is not None:
+        receiver += ["--pause-at", _seconds(receiver_pause[0]), "--pause-for", _seconds(receiver_pause[1])]
+    if receiver_rcvbuf:
+        receiver += ["--rcvbuf", str(receiver_rcvbuf)]
     receiver = [*taskset_prefix(receiver_cpus), *receiver]
     if cpu_cap is not None:  # the receiver is another host: out of the sender's CPU cap
         receiver = [*cpu_cap.leave_prefix(), *receiver]
@@ -214,7 +221,7 @@ def bench_argv(
         "--warmup", _seconds(warmup_s), "--duration", _seconds(duration_s), "--quiet", _seconds(quiet_s),
         "--log2", str(sieve_log2), "--read-size", str(read_size), "--write-size", str(write_size or read_size),
         "--log-capacity", str(log_capacity), "--connect", connect,
-        "--receiver-cmd", shlex.join(receiver), *extra_args,
+        "--receiver-cmd", shlex.join(receiver), *(["--think", _seconds(think_s)] if think_s else []), *extra_args,
     ]
     prefix: list[str] = []
     if topology is not None:
@@ -246,6 +253,9 @@ def run_benchmark(
     check: bool = False,
     before_start: "Callable[[int], None] | None" = None,
     cpu_cap: "CpuLimit | None" = None,
+    think_s: float = 0.0,
+    receiver_pause: tuple[float, float] | None = None,
+    receiver_rcvbuf: int = 0,
 ) -> BenchResult:
     """Runs one benchmark and returns its result. Over loopback when topology is None; else
     hw-bench main runs in topology.tx_ns and its receiver in topology.rx_ns. `wrapper` is an argv
@@ -258,7 +268,8 @@ def run_benchmark(
         outdir, senders=senders, background=background, warmup_s=warmup_s, duration_s=duration_s,
         quiet_s=quiet_s, sieve_log2=sieve_log2, read_size=read_size, write_size=write_size,
         log_capacity=log_capacity, topology=topology, sender_cpus=sender_cpus, receiver_cpus=receiver_cpus,
-        wrapper=wrapper, extra_args=list(extra_args or []), cpu_cap=cpu_cap,
+        wrapper=wrapper, extra_args=list(extra_args or []), cpu_cap=cpu_cap, think_s=think_s,
+        receiver_pause=receiver_pause, receiver_rcvbuf=receiver_rcvbuf,
     )
     limit = timeout_s if timeout_s is not None else warmup_s + duration_s + quiet_s + 60
     log.debug("running %s", shlex.join(argv))

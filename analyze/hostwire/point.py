@@ -74,6 +74,14 @@ class RunPoint:
     # drains its buffers while recording: small buffers or no draining make a run lossy on purpose
     # (to test that every loss is counted and named).
     capture_buffer_kib: int = 0
+    # Workloads whose gaps have a known cause: each sender sleeps think_s after each write (an
+    # application with think time), and each receiving process stops reading for
+    # receiver_pause_s at receiver_pause_at_s after the window's start (a receiver that falls
+    # behind; 0: never).
+    think_s: float = 0.0
+    receiver_pause_at_s: float = 0.0
+    receiver_pause_s: float = 0.0
+    receiver_rcvbuf: int = 0  # the receiver's SO_RCVBUF in bytes (0: the kernel's autotuning)
     trace_buffer_kib: int = 0
     trace_drain: bool = True
     kernel_trace: bool = True  # hw-schedtrace: scheduler and network events
@@ -106,6 +114,12 @@ class RunPoint:
         _whole(self, "log_capacity", *LOG_CAPACITY_RANGE)
         _whole(self, "link_queue", 0, 1_000_000)
         _whole(self, "capture_buffer_kib", 0, 1 << 22)
+        if self.receiver_rcvbuf:
+            _whole(self, "receiver_rcvbuf", 1024, 1 << 30)
+        for name in ("think_s", "receiver_pause_at_s", "receiver_pause_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise UsageError(f"{name} = {value!r}: expected a number of seconds, 0 or more")
         _whole(self, "trace_buffer_kib", 0, 1 << 22)
         if not isinstance(self.trace_drain, bool):
             raise UsageError(f"trace_drain = {self.trace_drain!r}: expected true or false")

@@ -326,7 +326,9 @@ def _run_with_collectors(raw: Path, point: RunPoint, topology: Topology | None,
                 sender_cpus=point.sender_cpus, receiver_cpus=point.receiver_cpus,
                 wrapper=wrapper or None,
                 before_start=start_late if any(tool.follows_pid for tool in chosen) else None,
-                cpu_cap=cpu_cap,
+                cpu_cap=cpu_cap, think_s=point.think_s,
+                receiver_pause=(point.receiver_pause_at_s, point.receiver_pause_s) if point.receiver_pause_s else None,
+                receiver_rcvbuf=point.receiver_rcvbuf,
             )
         finally:
             # hw-bench main's own time (a gated tracer's start included): the rest of the run's
