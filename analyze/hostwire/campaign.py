@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 CAMPAIGN_FORMAT = "hostwire-campaign 1"
 CAMPAIGN_FILE = "campaign.json"
+# A run's time beyond its warm-up, window and quiet time, for --dry-run's estimate: the runner's
+# own 0.5 s and hw-bench main's 1.4 s (perf/bench_campaign.py), rounded up.
+ESTIMATED_OVERHEAD_S = 2.5
 # Host facts that change what a run measures, and that are known before it starts.
 KEY_FACTS = ("kernel_release", "machine", "cpus", "cpu_model", "clocksource")
 # What the topology sets up identically for every run (topology.py): part of the key, so that a
@@ -184,7 +187,3 @@ def dry_run_lines(config: CampaignConfig) -> list[str]:
         lines.append(f"{item.index + 1:4d}  {item.run_id}  {item.describe()}")
     lines.append(f"estimated time: {time.strftime('%H:%M:%S', time.gmtime(total_s))}")
     return lines
-
-
-# Set-up, collectors and teardown of one run, measured on the default topology (about 2 s).
-ESTIMATED_OVERHEAD_S = 2.5

@@ -159,19 +159,3 @@ def plot_process_trace(frames: pd.DataFrame, writes: pd.DataFrame, running: pd.D
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
-
-
-def plot_gap_causes(causes: pd.DataFrame) -> Figure:
-    """Share of the long gaps' time per cause, one bar per grid point (when the run's timeline
-    explained its gaps)."""
-    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
-    bottom = np.zeros(len(causes))
-    for cause in causes.columns:
-        values = causes[cause].to_numpy(float)
-        ax.bar(range(len(causes)), values, bottom=bottom, label=cause)
-        bottom += values
-    ax.set_xticks(range(len(causes)), [str(i) for i in causes.index], rotation=45, ha="right", fontsize=7)
-    ax.set_ylabel("share of gap time")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
