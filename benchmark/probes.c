@@ -21,10 +21,12 @@
 
 static volatile int64_t hb_probe_sink;
 
+/* A measured cost below the empty loop's own jitter comes out negative: it is a cost of 0, and
+ * only a probe with a reason (`why`) is unavailable. */
 static void put(struct hb_probe_result *r, const char *name, double ns, const char *why)
 {
     snprintf(r->name, sizeof(r->name), "%s", name);
-    r->ns = ns;
+    r->ns = why ? -1 : (ns > 0 ? ns : 0);
     snprintf(r->why, sizeof(r->why), "%s", why ? why : "");
 }
 

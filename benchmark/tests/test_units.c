@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../bench.h"
 #include "../clocksync.h"
 #include "../evlog.h"
 #include "../sieve.h"
@@ -150,5 +151,18 @@ static void test_evlog_trailer(void)
     hb_evlog_free(&log);
 }
 
+/* A probe cheaper than the timing noise of a short loop is a cost of 0, never "unavailable". */
+static void test_probes_never_negative(void)
+{
+    struct hb_probe_result res[16];
+    for (int round = 0; round < 100; round++) {
+        int n = hb_run_probes(2, res, 16);
+        CHECK(n >= 10);
+        for (int i = 0; i < n; i++)
+            CHECK(res[i].why[0] != '\0' || res[i].ns >= 0);
+    }
+}
+
 HW_TEST_MAIN(test_wire_byte_order(); test_sieve(); test_clock_estimate(); test_evlog_overflow();
-             test_evlog_trailer();)
+             test_evlog_trailer();
+             test_probes_never_negative();)
