@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 
 from hostwire.errors import InputError
-from hostwire.timeline import gaps
+from hostwire.metrics import synth
+from hostwire.metrics.streams import label_streams
+from hostwire.timeline import build, gaps
 from hostwire.timeline.gaps import GapInputs
 
 S, O = "s:1>r:2", "o:3>r:2"
@@ -242,3 +244,28 @@ def test_a_bare_duration_is_seconds_as_in_every_tool() -> None:
 
     assert _duration_ns("2") == 2_000_000_000 and _duration_ns("0.005") == 5_000_000
     assert _duration_ns("800ns") == 800
+
+
+def test_usable_window_is_the_advertised_right_edge_minus_what_is_in_flight() -> None:
+    """Hand-computed: the handshake offers scales 3 and 7 (the receiver's windows count 128 bytes
+    per unit) and the sequence numbers wrap past 2^32 during the stream."""
+    isn = 2**32 - 1500
+    syn = synth.frame_table(np.array([0]), np.array([0]), np.array([isn]), np.array([0]), synth.SENDER,
+                            synth.RECEIVER, 40000, 5001, flags=0x02, window=64240, wscale=3)
+    syn_ack = synth.frame_table(np.array([1000]), np.array([0]), np.array([7]), np.array([isn + 1]),
+                                synth.RECEIVER, synth.SENDER, 5001, 40000, flags=0x12, window=65160, wscale=7)
+    data = synth.frames(np.array([1, 2, 3, 4]) * 10**6, payload=1000, seq0=(isn + 1) % 2**32)
+    acks = synth.frame_table(np.array([2_500_000, 4_500_000]), np.zeros(2, np.int64), np.full(2, 8),
+                             np.array([(isn + 1001) % 2**32, (isn + 4001) % 2**32]), synth.RECEIVER,
+                             synth.SENDER, 5001, 40000, flags=0x10)
+    acks = acks.assign(window=np.array([30, 0], dtype=np.uint16))
+    window = build.usable_window(label_streams(synth.concat([syn, syn_ack, data, acks])))
+    assert window["t_ns"].tolist() == [0, 1000, 10**6, 2 * 10**6, 2_500_000, 3 * 10**6, 4 * 10**6, 4_500_000]
+    got = window["window_bytes"].tolist()
+    assert np.isnan(got[0])  # nothing advertised yet
+    # the SYN-ACK's own window is never scaled; then 1001 + 30 * 128 = 4841 bytes past the ISN
+    assert got[1:] == [65160, 64160, 63160, 4841 - 2001, 4841 - 3001, 4841 - 4001, 0]
+    # the receiver's last advertised window was 3840 bytes, above one segment, while the sender could
+    # put only 840 more bytes in flight: that is what holds it back
+    held = gaps._steps(window, window["stream"].iloc[0], "window_bytes", lambda v: v < 1000, 5 * 10**6)
+    assert held[0].tolist() == [4 * 10**6] and held[1].tolist() == [5 * 10**6]

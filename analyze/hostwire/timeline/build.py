@@ -159,10 +159,47 @@ def link_rate_bps(run: Run, text: str | None = None) -> int:
     return parse_rate(str(rate))
 
 
+TCP_ACK = 0x10
+
+
+def usable_window(labelled: pd.DataFrame) -> pd.DataFrame:
+    """Per stream, from each of its frames on: the bytes its sender may still put in flight, the
+    right edge the receiver last advertised (acknowledgement number + scaled window) minus the
+    highest byte sent so far. The advertised window alone is not what stops a sender: a window of
+    30 KB with 30 KB in flight holds it back as a closed one does. NaN before the receiver's first
+    acknowledgement, and for a stream whose window scale is unknown. Columns stream (str), t_ns,
+    window_bytes; time-ordered per stream. Sequence numbers are unwrapped per stream (32 bits)."""
+    from hostwire.metrics.sanity import advertised_window_bytes
+    from hostwire.metrics.streams import unwrap_seq
+
+    scaled = advertised_window_bytes(labelled)[0]
+    data_dir = labelled["data_dir"].to_numpy()
+    flags = labelled["flags"].to_numpy().astype(np.int64)
+    usable_row = data_dir | ((flags & TCP_ACK) != 0)  # a receiver frame without ACK names no edge
+    code = labelled["stream"].cat.codes.to_numpy().astype(np.int64)[usable_row]
+    order = np.argsort(code, kind="stable")  # labelled is time-ordered: by stream, then time
+    code = code[order]
+    dd = data_dir[usable_row][order]
+    seq = labelled["seq"].to_numpy().astype(np.int64)[usable_row][order]
+    sent_end = seq + labelled["payload_len"].to_numpy().astype(np.int64)[usable_row][order] \
+        + ((flags[usable_row][order] & TCP_SYN) != 0)
+    ack = labelled["ack"].to_numpy().astype(np.int64)[usable_row][order]
+    # acknowledgements live in the data direction's sequence space: unwrap both as one series
+    position = unwrap_seq(np.where(dd, sent_end, ack), code)
+    steps = pd.DataFrame({"code": code,
+                          "sent": np.where(dd, position, np.nan),
+                          "edge": np.where(dd, np.nan, position + scaled[usable_row][order])})
+    by_stream = steps.groupby("code", sort=False)
+    high_sent = by_stream["sent"].cummax().groupby(code).ffill().to_numpy()
+    edge = by_stream["edge"].ffill().to_numpy()
+    names = labelled["stream"].astype(str).to_numpy()[usable_row][order]
+    return pd.DataFrame({"stream": names, "t_ns": labelled["t_ns"].to_numpy()[usable_row][order],
+                         "window_bytes": edge - high_sent})
+
+
 def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
     """Everything hostwire.timeline.gaps.explain reads, from what this run recorded: the capture
     (required), the kernel trace, the system calls or the benchmark's writes when present."""
-    from hostwire.metrics.sanity import advertised_window_bytes
     from hostwire.metrics.streams import label_streams
     from hostwire.timeline.gaps import GapInputs
 
@@ -173,10 +210,7 @@ def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
     sender_side = set(data["src"].astype(str)) if len(data) else set()
     link = labelled[labelled["src"].astype(str).isin(sender_side).to_numpy()]
     link = link.assign(stream=link["stream"].astype(str))
-    reverse = ~labelled["data_dir"].to_numpy()
-    window = pd.DataFrame({"stream": labelled["stream"].astype(str).to_numpy()[reverse],
-                           "t_ns": labelled["t_ns"].to_numpy()[reverse],
-                           "window_bytes": advertised_window_bytes(labelled)[0][reverse]})
+    window = usable_window(labelled)
     streams = run.df_streams()
     senders = {str(s): int(p) for s, p in zip(streams["stream"], streams["sender_pid"]) if int(p) > 0}
     receivers = {str(s): int(p) for s, p in zip(streams["stream"], streams["receiver_pid"]) if int(p) > 0}

@@ -6,7 +6,8 @@ gap into elementary segments on which every condition is constant, and each segm
 first cause that holds, in this precedence:
 
 1. on-wire: the stream's own previous frame still occupies the link (its length at the link rate);
-2. receiver-window: the window the receiver last advertised is below one segment;
+2. receiver-window: the usable window (the right edge the receiver last advertised, minus the
+   highest byte sent) is below one segment;
 3. wire-busy: the stream has bytes in its backlog and the link carries another stream's frame;
 4. preempted: the backlog is empty and the sender is runnable but not running; or the backlog is
    not empty and a task that moves the stream's bytes on is runnable but not running: the
@@ -46,8 +47,8 @@ class GapInputs:
     data); senders: stream -> sender pid; states: task states (pid, t_start_ns, t_end_ns, state,
     cpu) or None without a kernel trace; running: per-CPU intervals (cpu, t_start_ns, t_end_ns,
     pid, comm, role) or None; sends: stream, t_enter_ns, t_exit_ns of the senders' send calls, or
-    None; backlog: stream, t_ns, backlog_bytes, or None; window: stream, t_ns, window_bytes (what
-    the receiver advertised; NaN when unknown), or None. rate_bps: the link rate."""
+    None; backlog: stream, t_ns, backlog_bytes, or None; window: stream, t_ns, window_bytes (the
+    usable window from each frame on: build.usable_window; NaN when unknown), or None. rate_bps: the link rate."""
 
     data: pd.DataFrame
     rate_bps: float
