@@ -49,11 +49,16 @@ def test_quick_campaign_records_every_point_and_reports(quick_campaign: Path) ->
     # Goodput on the wire never exceeds the link: 10 Mbit/s less the headers.
     assert (summary["goodput_bit_s"] < 9.57e6).all() and (summary["goodput_bit_s"] > 5e6).all()
     assert summary["jain"].between(0, 1).all()
+    # the long gaps of five senders on 10 Mbit/s: mostly the other streams' frames on the link
+    shares = summary[[c for c in summary.columns if c.startswith("gap_") and c.endswith("_share")]]
+    assert shares.shape[1] == 7
+    assert shares[summary["gaps"] > 0].sum(axis=1).sub(1).abs().max() < 1e-9
+    assert (summary.loc[summary["senders"] == 5, "gap_wire_busy_share"] > 0.5).all()
     assert pd.read_csv(quick_campaign / "summary.csv")["run_id"].tolist() == summary["run_id"].tolist()
     html = (quick_campaign / "report.html").read_text()
     images = re.findall(r'src="(plots/[^"]+)"', html)
     assert {"plots/goodput_vs_mix.png", "plots/jain_heatmap.png", "plots/intervals.png", "plots/idc.png",
-            "plots/contracts.png", "plots/process_trace.png"} <= set(images)
+            "plots/contracts.png", "plots/process_trace.png", "plots/gap_causes.png"} <= set(images)
     for image in images:
         assert (quick_campaign / image).stat().st_size > 1000
         assert (quick_campaign / image).with_suffix(".svg").exists()

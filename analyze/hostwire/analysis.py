@@ -161,9 +161,13 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     def contract() -> None:
         tables["contract"] = table("contract", run, points=20)
 
+    def gap_causes() -> None:
+        row.update(_gap_causes(run))
+
     if senders > 0:
         for name, fn in (("sanity", sanity), ("goodput", goodput), ("fairness", fairness),
-                         ("intervals", intervals), ("idc", idc), ("bursts", bursts), ("contract", contract)):
+                         ("intervals", intervals), ("idc", idc), ("bursts", bursts), ("contract", contract),
+                         ("gaps", gap_causes)):
             attempt(name, fn)
     else:
         attempt("sanity", sanity)
@@ -174,6 +178,25 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     if errors:
         row["marked"] = 1
     return row, tables
+
+
+def _gap_causes(run: Any) -> dict[str, Any]:
+    """The long gaps of the run's streams in its window (`hostwire gaps` with its default
+    threshold): how many, their total time, each cause's share of it, and the sources the run
+    lacks to tell causes apart (docs/timeline.md, "Gaps")."""
+    from hostwire.timeline import build, gaps
+
+    start, end = run.window_ns()
+    table, _ = gaps.explain(build.gap_inputs(run), None, (start, end))
+    total = gaps.summary(table)
+    out: dict[str, Any] = {"gaps": 0, "gap_time_ns": 0}
+    whole = total[total["stream"] == "all"]
+    if len(whole):
+        out["gaps"], out["gap_time_ns"] = int(whole["gaps"].iloc[0]), int(whole["gap_ns"].iloc[0])
+        for cause in gaps.CAUSES:
+            out[f"gap_{cause}_share"] = float(whole[f"{cause}_share"].iloc[0])
+    out["gap_cannot_tell"] = " ".join(table.attrs.get("cannot_tell", []))
+    return out
 
 
 def _host_load(run: Any) -> dict[str, Any]:

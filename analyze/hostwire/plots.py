@@ -67,6 +67,29 @@ def plot_jain_heatmap(jain: pd.DataFrame, title: str) -> Figure:
     return fig
 
 
+GAP_CAUSE_COLORS = {"on_wire": "tab:gray", "receiver_window": "tab:purple", "wire_busy": "tab:olive",
+                    "preempted": "tab:red", "blocked_in_call": "tab:orange", "app_idle": "tab:green",
+                    "unexplained": "lightgray"}
+
+
+def plot_gap_causes(shares: pd.DataFrame) -> Figure:
+    """Where the long gaps' time goes, per grid point: one stacked bar per point (index M, N),
+    each cause's share of the gap time (columns named by the causes, rows summing to 1)."""
+    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
+    labels = [_point_label(int(m), int(n)) for m, n in shares.index]
+    bottom = np.zeros(len(shares))
+    for cause in shares.columns:
+        values = shares[cause].to_numpy(float)
+        ax.bar(range(len(shares)), values, bottom=bottom, color=GAP_CAUSE_COLORS.get(cause), label=cause.replace("_", "-"))
+        bottom += np.nan_to_num(values)
+    ax.set_xticks(range(len(shares)), labels, rotation=90, fontsize=7)
+    ax.set_ylabel("share of the long gaps' time")
+    ax.set_ylim(0, 1)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def plot_idc_curves(idc: dict[tuple[int, int], pd.DataFrame]) -> Figure:
     """Figure 4 of the paper: IDC(t) of all data frames against the bin length t, one curve per
     grid point (runs of a point pooled by their mean)."""

@@ -213,6 +213,40 @@ class ReportBuilder:
             "<p>The smallest maximum burst size (cells) that lets every cell conform, against the sustainable "
             "cell rate, averaged over the streams (frames cut into ATM cells at the link rate).</p>", [name]))
 
+    def gap_causes(self) -> None:
+        """The timeline's explanation of the long gaps (hostwire gaps), per grid point: each cause's
+        share of the gap time, weighted by each run's gap time; the runs whose sources cannot tell
+        some causes apart say which."""
+        from hostwire.timeline.gaps import CAUSES
+
+        s = self.summary
+        columns = [f"gap_{c}_share" for c in CAUSES]
+        if "gap_time_ns" not in s or not set(columns) <= set(s.columns):
+            return
+        have = s[(s["gap_time_ns"].fillna(0) > 0) & (s["senders"] > 0)]
+        if len(have) == 0:
+            return
+        time_per_cause = have[columns].mul(have["gap_time_ns"], axis=0).assign(
+            senders=have["senders"], background=have["background"], gap_time_ns=have["gap_time_ns"],
+            gaps=have["gaps"])
+        per_point = time_per_cause.groupby(["senders", "background"]).sum()
+        shares = per_point[columns].div(per_point["gap_time_ns"], axis=0)
+        shares.columns = list(CAUSES)
+        table = shares.reset_index()
+        table.insert(2, "gaps", per_point["gaps"].astype(int).to_numpy())
+        table.insert(3, "gap_s", per_point["gap_time_ns"].to_numpy() / 1e9)
+        text = ("<p>Every gap between two data frames of a stream longer than twice the frame's time on the wire, "
+                "split by the joined timeline (scheduler, system calls or the senders' logs, capture) into causes "
+                "that add up to the gap; per grid point, each cause's share of the gap time "
+                "(<code>hostwire gaps RUN --summary</code> for one run, docs/timeline.md for the rules). "
+                "The paper explained its long gaps by eye in figure 2: the sender was not running.</p>")
+        cannot = sorted({c for c in have.get("gap_cannot_tell", pd.Series(dtype=str)).fillna("") if c})
+        if cannot:
+            text += "<p>" + " ".join(html.escape(c) for c in cannot) + "</p>"
+        name = self.save(plots.plot_gap_causes(shares), "gap_causes")
+        self.sections.append(Section("Why the long gaps happen", text + _table_html(table, float_format="{:.3f}"),
+                                     [name]))
+
     def accuracy(self) -> None:
         """The MSHN method over a campaign that varies the collector set: per set, each metric's
         mean paired difference from the bare runs (same grid point and repetition) with its 95 %
@@ -315,7 +349,7 @@ class ReportBuilder:
 
     def build(self) -> Path:
         steps = (self.overview, self.goodput, self.fairness, self.intervals, self.idc, self.contracts,
-                 self.accuracy, self.process_trace, self.sanity)
+                 self.process_trace, self.gap_causes, self.accuracy, self.sanity)
         for step in steps:
             step()
         return self.write()

@@ -4,6 +4,7 @@ table of a real run, the metrics, the analysis step and the report, without root
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -72,6 +73,41 @@ def test_analysis_and_report_of_the_fixture(campaign: Path, build_dir: Path) -> 
         assert f"plots/{name}.png" in html
     assert "Paper, table 3" in html
     assert pd.read_csv(campaign / "summary.csv")["run_id"].tolist() == summary["run_id"].tolist()
+    # the long gaps of the run, as `hostwire gaps --summary` gives them
+    from hostwire.timeline import build, gaps
+
+    run = hostwire.load_run(campaign / "run-small")
+    table_, _ = gaps.explain(build.gap_inputs(run), None, run.window_ns())
+    whole = gaps.summary(table_).set_index("stream").loc["all"]
+    assert row["gaps"] == whole["gaps"] > 0 and row["gap_time_ns"] == whole["gap_ns"]
+    shares = [row[f"gap_{c}_share"] for c in gaps.CAUSES]
+    assert shares == [whole[f"{c}_share"] for c in gaps.CAUSES] and sum(shares) == pytest.approx(1.0)
+    assert "Why the long gaps happen" in html and "plots/gap_causes.png" in html
+
+
+def test_report_weighs_gap_causes_by_each_runs_gap_time(tmp_path: Path) -> None:
+    """Two repetitions of one point: 1 s of gaps all wire-busy and 3 s all preempted give shares of
+    0.25 and 0.75 (each run's shares weighted by its gap time, not averaged)."""
+    from hostwire.timeline.gaps import CAUSES
+
+    rows = []
+    for rep, (gap_ns, cause) in enumerate(((1_000_000_000, "wire_busy"), (3_000_000_000, "preempted"))):
+        row = {"run_id": f"r{rep}", "directory": f"r{rep}", "senders": 2, "background": 2, "repetition": rep,
+               "status": "complete", "marked": 0, "mix": 0.5, "gaps": 10, "gap_time_ns": gap_ns,
+               "gap_cannot_tell": ""}
+        row.update({f"gap_{c}_share": float(c == cause) for c in CAUSES})
+        rows.append(row)
+    campaign = tmp_path / "gaps"
+    campaign.mkdir()
+    pd.DataFrame(rows).to_parquet(campaign / "summary.parquet", index=False)
+    html = build_report(campaign).read_text()
+    section = html.split("Why the long gaps happen")[1].split("</section>")[0]
+    cells = re.findall(r"<td>([^<]*)</td>", section)
+    header = re.findall(r"<th>([^<]*)</th>", section)
+    values = dict(zip(header, cells))
+    assert values["gaps"] == "20" and values["wire_busy"] == "0.250" and values["preempted"] == "0.750"
+    assert values["unexplained"] == "0.000"
+    assert (campaign / "plots" / "gap_causes.png").stat().st_size > 1000
 
 
 def test_report_shows_whether_a_collector_set_changes_the_answer(tmp_path: Path) -> None:
@@ -108,5 +144,5 @@ def test_a_run_without_a_capture_is_analysed_for_what_it_has_and_not_marked(tmp_
     assert record.status == "complete", record.reason
     row = analyze_run(record.directory)
     assert row["marked"] == 0 and row["errors"] == ""
-    assert set(row["not_computed"].split(", ")) == {"idc", "bursts", "contract"}
+    assert set(row["not_computed"].split(", ")) == {"idc", "bursts", "contract", "gaps"}
     assert row["goodput_bit_s"] > 5e6 and 0 < row["jain"] <= 1

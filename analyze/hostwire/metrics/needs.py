@@ -34,6 +34,8 @@ KINDS: dict[str, Needs] = {
     "fairness": Needs("fairness", (FRAMES_OR_READS,), (WIRECAP, SENDS)),
     "goodput": Needs("goodput", (FRAMES_OR_READS,), (WIRECAP, SENDS)),
     "sanity": Needs("sanity", (), (WIRE, WIRECAP, SENDS, RECEIVES, BACKGROUND, CLOCK_SYNC, BENCH_JSON)),
+    # hostwire gaps: the kernel trace and the system calls or the senders' logs tell causes apart
+    "gaps": Needs("gaps", (FRAMES,), (WIRECAP, SENDS, RECEIVES, "raw/sched.tsv", "raw/syscalls.tsv")),
 }
 CONTRACT_OF_WRITES = Needs("contract --cells-from write", (WRITES,), (RECEIVES,))
 
