@@ -76,8 +76,6 @@ int hb_run_receiver(const struct hb_receiver_config *cfg, struct hw_err *err);
 
 /* Round trips through two pipes; inject_ns > 0: the parent busy-waits that long per round trip. */
 int hb_run_pingpong(int64_t loops, int cpu, int64_t inject_ns, double *round_trip_us);
-/* Busy-waits ns nanoseconds on CLOCK_MONOTONIC. */
-void hb_spin_ns(int64_t ns);
 /* One probe's cost: name, and ns per call (ns < 0: unavailable, `why` says why). */
 struct hb_probe_result {
     char name[40];

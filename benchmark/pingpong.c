@@ -1,9 +1,10 @@
 /* The probe-effect yardstick (lmbench lat_pipe): two processes joined by two pipes pass one byte
  * back and forth; each round trip costs two context switches on one CPU. With inject_ns > 0 the
- * parent busy-waits that long on CLOCK_MONOTONIC once per round trip: a known added cost, to check
- * that `hostwire overhead` recovers what it is given. A spin overruns its deadline by its own clock
- * reads (the one that starts it, the one that crosses the deadline): that overrun is measured
- * before the loop (spins of N ns back to back) and taken off, so a round trip gains N ns. */
+ * parent busy-waits once per round trip: a known added cost, to check that `hostwire overhead`
+ * recovers what it is given. The busy-wait counts loop iterations instead of reading a clock: a
+ * clock-read spin overruns its deadline by its own reads, and the first read after a context
+ * switch is slower than any calibration done back to back (about 0.1 us here, 10 % of a 1 us
+ * injection). The iteration count for N ns is calibrated before the loop. */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -28,36 +29,32 @@ static int pass_byte(int rfd, int wfd, int first)
     return 0;
 }
 
-void hb_spin_ns(int64_t ns)
+static volatile uint64_t spin_counter;
+
+static void spin_iterations(int64_t n)
 {
-    if (ns <= 0)
-        return;
-    int64_t until = hw_mono_ns() + ns;
-    while (hw_mono_ns() < until)
-        ;
+    for (int64_t i = 0; i < n; i++)
+        spin_counter = spin_counter + 1;
 }
 
-/* The overrun of a spin of ns nanoseconds: spins back to back in 10 batches of about 2 ms each;
- * the least batch mean (an interruption only ever adds time). Spins of 1 ms or more are taken as
- * they are (two clock reads are below 0.01 % of them). */
-static int64_t spin_overrun_ns(int64_t ns)
+/* ns per iteration of spin_iterations: the least of 10 timed batches of about 2 ms each (an
+ * interruption only ever adds time), after a warm-up batch. */
+static double spin_ns_per_iteration(void)
 {
-    if (ns >= 1000000)
-        return 0;
-    int64_t n = 2000000 / ns;
-    n = n < 20 ? 20 : n > 2000 ? 2000 : n;
-    for (int64_t i = 0; i < n; i++)  /* warm-up */
-        hb_spin_ns(ns);
-    int64_t best = INT64_MAX;
+    int64_t n = 1 << 16;
+    int64_t t0 = hw_mono_ns();
+    while (hw_mono_ns() - t0 < 2000000) {  /* warm-up, and the batch size that takes 2 ms */
+        spin_iterations(n);
+        n += n / 2;
+    }
+    double best = 1e9;
     for (int batch = 0; batch < 10; batch++) {
-        int64_t t0 = hw_mono_ns();
-        for (int64_t i = 0; i < n; i++)
-            hb_spin_ns(ns);
-        int64_t per = (hw_mono_ns() - t0) / n;
+        int64_t start = hw_mono_ns();
+        spin_iterations(n);
+        double per = (double)(hw_mono_ns() - start) / (double)n;
         best = per < best ? per : best;
     }
-    int64_t over = best - ns;
-    return over < 0 ? 0 : over > ns / 2 ? ns / 2 : over;
+    return best;
 }
 
 int hb_run_pingpong(int64_t loops, int cpu, int64_t inject_ns, double *round_trip_us)
@@ -85,11 +82,11 @@ int hb_run_pingpong(int64_t loops, int cpu, int64_t inject_ns, double *round_tri
     }
     close(to_child[0]);
     close(to_parent[1]);
-    int64_t spin = inject_ns > 0 ? inject_ns - spin_overrun_ns(inject_ns) : 0;
+    int64_t spin = inject_ns > 0 ? (int64_t)((double)inject_ns / spin_ns_per_iteration() + 0.5) : 0;
     int err = 0;
     int64_t start = hw_mono_ns();
     for (int64_t i = 0; i < loops && !err; i++) {
-        hb_spin_ns(spin);
+        spin_iterations(spin);
         err = pass_byte(to_parent[0], to_child[1], 1);
     }
     int64_t elapsed = hw_mono_ns() - start;

@@ -90,7 +90,7 @@ const char hb_usage_pingpong[] =
     "OPTIONS\n"
     "      --loops N          round trips (required)\n"
     "      --cpu C            pin both processes to CPU C\n"
-    "      --inject-ns N      busy-wait N ns on CLOCK_MONOTONIC in one process per round trip\n"
+    "      --inject-ns N      busy-wait about N ns (a loop calibrated first) in one process per round trip\n"
     "                         (a known added cost, to check the overhead method)\n"
     "  -v, --verbose          the loops, CPU and elapsed time on stderr\n"
     "  -h, --help             this text\n\n"
