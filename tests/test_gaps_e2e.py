@@ -234,16 +234,18 @@ def test_a_receiver_that_stops_reading_closes_the_window(tmp_path: Path) -> None
     """hw-bench receive --pause-at 0.5s --pause-for 0.6s --rcvbuf 64K: the receiving process stops
     reading, its buffer (fixed, so that autotuning does not absorb the pause) fills, it advertises
     a window below one segment, and the sender waits inside its write: the long gaps are
-    receiver-window and blocked-in-call."""
+    receiver-window and blocked-in-call. Before the window closes, the receiver delays its
+    acknowledgements (it acknowledges at once only when its window would grow) and the sender
+    waits with a full congestion window: receiver-window too."""
     run = hostwire.load_run(_record(tmp_path, "pause", background=0, receiver_pause_at_s=0.5,
                                     receiver_pause_s=0.6, receiver_rcvbuf=65536))
     table, _, p99 = _gaps_above_p99(run)
     assert len(table) >= 1, f"no gap above the p99 spacing {p99} ns"
     share = ((table["receiver_window_ns"].sum() + table["blocked_in_call_ns"].sum())
              / (table["gap_ns"].sum() - table["on_wire_ns"].sum()))
-    # Measured 0.78-0.80, the rest unexplained (the issue asks for 0.9: what the remaining fifth
-    # is, while the window is small but above one segment, is still open).
-    assert share >= 0.7, gaps.summary(table).to_string()
+    # The window closes, and before it does the receiver acknowledges late: 0.999 here. With the
+    # advertised window alone (not the usable one) and without late acknowledgements: 0.78-0.80.
+    assert share >= 0.9, gaps.summary(table).to_string()
     parts = table[[f"{c}_ns" for c in gaps.CAUSES if c != "on_wire"]].sum()
     assert parts.idxmax() == "receiver_window_ns", parts.to_dict()
     assert table["gap_ns"].max() > 200_000_000  # the pause shows as one long gap

@@ -73,6 +73,36 @@ def test_every_cause_of_a_known_gap() -> None:
     assert table.attrs["cannot_tell"] == []
 
 
+def test_late_acknowledgements_take_only_what_nothing_else_explains() -> None:
+    """The receiver acknowledging late over [500, 1900) counts only where bytes are queued and no
+    other cause holds: [500, 1000), [1500, 1600) and [1800, 1900), 700 ns of the unexplained time;
+    the wire-busy and preempted pieces inside it keep their causes, and after 2000 (backlog empty)
+    the sender's own state wins."""
+    late = pd.DataFrame({"stream": [S, S], "t_start_ns": [500, 8_000], "t_end_ns": [1_900, 9_000]})
+    row = gaps.explain(_inputs(late_acks=late))[0].iloc[0]
+    assert {c: int(row[c]) for c in PARTS} == {
+        "on_wire_ns": 100, "receiver_window_ns": 200 + 700, "wire_busy_ns": 300, "preempted_ns": 2_200,
+        "blocked_in_call_ns": 1_500, "app_idle_ns": 4_500, "unexplained_ns": 1_200 - 700}
+
+
+def test_late_acknowledgements_from_a_capture() -> None:
+    """Hand-computed: the handshake's round trip (100 ns) is the shortest, so an acknowledgement is
+    late 200 ns after the frame that first carried the oldest unacknowledged byte. Frames of 1000
+    bytes at 1000, 2000, 3000; the first acknowledged at 2100, all at 10000."""
+    isn = 2**32 - 1500
+    syn = synth.frame_table(np.array([0]), np.array([0]), np.array([isn]), np.array([0]), synth.SENDER,
+                            synth.RECEIVER, 40000, 5001, flags=0x02, wscale=7)
+    syn_ack = synth.frame_table(np.array([100]), np.array([0]), np.array([7]), np.array([isn + 1]),
+                                synth.RECEIVER, synth.SENDER, 5001, 40000, flags=0x12, wscale=7)
+    data = synth.frames(np.array([1000, 2000, 3000]), payload=1000, seq0=(isn + 1) % 2**32)
+    acks = synth.frame_table(np.array([2100, 10_000]), np.zeros(2, np.int64), np.full(2, 8),
+                             np.array([(isn + 1001) % 2**32, (isn + 3001) % 2**32]), synth.RECEIVER,
+                             synth.SENDER, 5001, 40000, flags=0x10)
+    late = build.late_acknowledgements(label_streams(synth.concat([syn, syn_ack, data, acks])))
+    starts, ends = gaps.union(late["t_start_ns"].to_numpy(), late["t_end_ns"].to_numpy())
+    assert list(zip(starts.tolist(), ends.tolist())) == [(1200, 2100), (2200, 10_000)]
+
+
 def test_preempted_takes_precedence_over_blocked_in_call() -> None:
     table, pre = gaps.explain(_inputs(sends=pd.DataFrame({"stream": [S], "t_enter_ns": [4_500], "t_exit_ns": [7_000]})))
     _check_sum(table)

@@ -5,6 +5,7 @@ df_segments, df_backlog) call these and keep the result."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -162,39 +163,94 @@ def link_rate_bps(run: Run, text: str | None = None) -> int:
 TCP_ACK = 0x10
 
 
-def usable_window(labelled: pd.DataFrame) -> pd.DataFrame:
-    """Per stream, from each of its frames on: the bytes its sender may still put in flight, the
-    right edge the receiver last advertised (acknowledgement number + scaled window) minus the
-    highest byte sent so far. The advertised window alone is not what stops a sender: a window of
-    30 KB with 30 KB in flight holds it back as a closed one does. NaN before the receiver's first
-    acknowledgement, and for a stream whose window scale is unknown. Columns stream (str), t_ns,
-    window_bytes; time-ordered per stream. Sequence numbers are unwrapped per stream (32 bits)."""
+@dataclass
+class SequenceSteps:
+    """A capture's TCP frames that move a stream's sequence space, sorted by stream, then time:
+    the data direction's frames (position: the end of their bytes) and the receiver's
+    acknowledgements (position: the acknowledgement number, window: the scaled window), positions
+    unwrapped per stream as one series (acknowledgements live in the data direction's space)."""
+
+    code: np.ndarray
+    names: np.ndarray
+    t_ns: np.ndarray
+    is_data_dir: np.ndarray
+    position: np.ndarray
+    window: np.ndarray
+
+
+def sequence_steps(labelled: pd.DataFrame) -> SequenceSteps:
     from hostwire.metrics.sanity import advertised_window_bytes
     from hostwire.metrics.streams import unwrap_seq
 
     scaled = advertised_window_bytes(labelled)[0]
     data_dir = labelled["data_dir"].to_numpy()
     flags = labelled["flags"].to_numpy().astype(np.int64)
-    usable_row = data_dir | ((flags & TCP_ACK) != 0)  # a receiver frame without ACK names no edge
-    code = labelled["stream"].cat.codes.to_numpy().astype(np.int64)[usable_row]
+    keep = data_dir | ((flags & TCP_ACK) != 0)  # a receiver frame without ACK names no edge
+    code = labelled["stream"].cat.codes.to_numpy().astype(np.int64)[keep]
     order = np.argsort(code, kind="stable")  # labelled is time-ordered: by stream, then time
     code = code[order]
-    dd = data_dir[usable_row][order]
-    seq = labelled["seq"].to_numpy().astype(np.int64)[usable_row][order]
-    sent_end = seq + labelled["payload_len"].to_numpy().astype(np.int64)[usable_row][order] \
-        + ((flags[usable_row][order] & TCP_SYN) != 0)
-    ack = labelled["ack"].to_numpy().astype(np.int64)[usable_row][order]
-    # acknowledgements live in the data direction's sequence space: unwrap both as one series
-    position = unwrap_seq(np.where(dd, sent_end, ack), code)
-    steps = pd.DataFrame({"code": code,
-                          "sent": np.where(dd, position, np.nan),
-                          "edge": np.where(dd, np.nan, position + scaled[usable_row][order])})
-    by_stream = steps.groupby("code", sort=False)
-    high_sent = by_stream["sent"].cummax().groupby(code).ffill().to_numpy()
+    dd = data_dir[keep][order]
+    seq = labelled["seq"].to_numpy().astype(np.int64)[keep][order]
+    sent_end = seq + labelled["payload_len"].to_numpy().astype(np.int64)[keep][order] \
+        + ((flags[keep][order] & TCP_SYN) != 0)
+    ack = labelled["ack"].to_numpy().astype(np.int64)[keep][order]
+    return SequenceSteps(code=code, names=labelled["stream"].astype(str).to_numpy()[keep][order],
+                         t_ns=labelled["t_ns"].to_numpy().astype(np.int64)[keep][order], is_data_dir=dd,
+                         position=unwrap_seq(np.where(dd, sent_end, ack), code), window=scaled[keep][order])
+
+
+def usable_window(labelled: pd.DataFrame, steps: SequenceSteps | None = None) -> pd.DataFrame:
+    """Per stream, from each of its frames on: the bytes its sender may still put in flight, the
+    right edge the receiver last advertised (acknowledgement number + scaled window) minus the
+    highest byte sent so far. The advertised window alone is not what stops a sender: a window of
+    30 KB with 30 KB in flight holds it back as a closed one does. NaN before the receiver's first
+    acknowledgement, and for a stream whose window scale is unknown. Columns stream (str), t_ns,
+    window_bytes; time-ordered per stream. Sequence numbers are unwrapped per stream (32 bits)."""
+    st = steps if steps is not None else sequence_steps(labelled)
+    dd = st.is_data_dir
+    frame = pd.DataFrame({"code": st.code, "sent": np.where(dd, st.position, np.nan),
+                          "edge": np.where(dd, np.nan, st.position + st.window)})
+    by_stream = frame.groupby("code", sort=False)
+    high_sent = by_stream["sent"].cummax().groupby(st.code).ffill().to_numpy()
     edge = by_stream["edge"].ffill().to_numpy()
-    names = labelled["stream"].astype(str).to_numpy()[usable_row][order]
-    return pd.DataFrame({"stream": names, "t_ns": labelled["t_ns"].to_numpy()[usable_row][order],
-                         "window_bytes": edge - high_sent})
+    return pd.DataFrame({"stream": st.names, "t_ns": st.t_ns, "window_bytes": edge - high_sent})
+
+
+def late_acknowledgements(labelled: pd.DataFrame, steps: SequenceSteps | None = None) -> pd.DataFrame:
+    """Per stream, the intervals in which the oldest byte in flight has waited for its
+    acknowledgement longer than twice the stream's shortest round trip (from the capture: a data
+    frame's stamp to the first acknowledgement of its last byte). A sender whose bytes in flight
+    fill its congestion window sends nothing until an acknowledgement comes; a receiver whose
+    application stops reading delays them (Linux acknowledges at once only when the window would
+    grow). The oldest byte's wait counts from the first frame that carried it. Columns stream,
+    t_start_ns, t_end_ns."""
+    st = steps if steps is not None else sequence_steps(labelled)
+    empty = pd.DataFrame({"stream": pd.Series(dtype=str), "t_start_ns": pd.Series(dtype=np.int64),
+                          "t_end_ns": pd.Series(dtype=np.int64)})
+    out = [empty]
+    bounds = np.flatnonzero(np.diff(st.code, prepend=-1, append=-1) != 0)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        t, dd, pos = st.t_ns[lo:hi], st.is_data_dir[lo:hi], st.position[lo:hi]
+        sent_t, sent_end = t[dd], np.maximum.accumulate(pos[dd]) if dd.any() else pos[dd]
+        if len(sent_t) == 0 or dd.all():
+            continue
+        acked = np.maximum.accumulate(np.where(dd, np.iinfo(np.int64).min, pos))
+        high = np.maximum.accumulate(np.where(dd, pos, np.iinfo(np.int64).min))
+        # the first frame whose bytes reach past the acknowledged point carried the oldest byte in flight
+        first = np.searchsorted(sent_end, acked, side="right")
+        outstanding = (high > acked) & (first < len(sent_t)) & (acked > np.iinfo(np.int64).min)
+        ack_rows = ~dd & (np.searchsorted(sent_end, pos, side="left") < len(sent_t))
+        covering = np.searchsorted(sent_end, pos[ack_rows], side="left")
+        rtt = t[ack_rows] - sent_t[covering]
+        rtt = rtt[rtt > 0]
+        if len(rtt) == 0:
+            continue
+        late_from = np.where(outstanding, sent_t[np.minimum(first, len(sent_t) - 1)] + 2 * int(rtt.min()), 0)
+        starts = np.maximum(t, late_from)
+        ends = np.append(t[1:], t[-1])
+        keep = outstanding & (starts < ends)
+        out.append(pd.DataFrame({"stream": st.names[lo], "t_start_ns": starts[keep], "t_end_ns": ends[keep]}))
+    return pd.concat(out, ignore_index=True)
 
 
 def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
@@ -210,7 +266,9 @@ def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
     sender_side = set(data["src"].astype(str)) if len(data) else set()
     link = labelled[labelled["src"].astype(str).isin(sender_side).to_numpy()]
     link = link.assign(stream=link["stream"].astype(str))
-    window = usable_window(labelled)
+    steps = sequence_steps(labelled)
+    window = usable_window(labelled, steps)
+    late_acks = late_acknowledgements(labelled, steps)
     streams = run.df_streams()
     senders = {str(s): int(p) for s, p in zip(streams["stream"], streams["sender_pid"]) if int(p) > 0}
     receivers = {str(s): int(p) for s, p in zip(streams["stream"], streams["receiver_pid"]) if int(p) > 0}
@@ -227,6 +285,7 @@ def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
         sources["sends"] = "raw/syscalls.tsv" if (writes["source"] == "syscalls").all() else "raw/bench/send-*.tsv"
     return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers, link=link,
                      states=states, running=running_, sends=sends, backlog=backlog_, window=window,
+                     late_acks=late_acks,
                      sources=sources)
 
 

@@ -7,7 +7,8 @@ first cause that holds, in this precedence:
 
 1. on-wire: the stream's own previous frame still occupies the link (its length at the link rate);
 2. receiver-window: the usable window (the right edge the receiver last advertised, minus the
-   highest byte sent) is below one segment;
+   highest byte sent) is below one segment; and, after the application's causes (see 7), the
+   receiver acknowledging late;
 3. wire-busy: the stream has bytes in its backlog and the link carries another stream's frame;
 4. preempted: the backlog is empty and the sender is runnable but not running; or the backlog is
    not empty and a task that moves the stream's bytes on is runnable but not running: the
@@ -18,7 +19,11 @@ first cause that holds, in this precedence:
    waking up, not preempted: that time goes to the later causes);
 5. blocked-in-call: the backlog is empty and the sender is inside a send call that has not returned;
 6. app-idle: the backlog is empty and the sender is outside any send call (running or asleep);
-7. unexplained: anything else (bytes in the backlog, window open, link free: the stack held them).
+7. receiver-window again: bytes in the backlog and the oldest byte in flight waiting for its
+   acknowledgement longer than twice the stream's shortest round trip (the congestion window is
+   full and the receiver delays its acknowledgements, as a Linux receiver whose application
+   stopped reading does);
+8. unexplained: anything else (bytes in the backlog, window open, link free: the stack held them).
 
 The application's causes (4 to 6) need an empty backlog: while the stack has bytes to send, the
 sender's own state does not hold the stream back. Without a backlog (no writes known) that gating
@@ -48,7 +53,9 @@ class GapInputs:
     cpu) or None without a kernel trace; running: per-CPU intervals (cpu, t_start_ns, t_end_ns,
     pid, comm, role) or None; sends: stream, t_enter_ns, t_exit_ns of the senders' send calls, or
     None; backlog: stream, t_ns, backlog_bytes, or None; window: stream, t_ns, window_bytes (the
-    usable window from each frame on: build.usable_window; NaN when unknown), or None. rate_bps: the link rate."""
+    usable window from each frame on: build.usable_window; NaN when unknown), or None; late_acks:
+    stream, t_start_ns, t_end_ns where the oldest byte in flight waits for its acknowledgement
+    (build.late_acknowledgements), or None. rate_bps: the link rate."""
 
     data: pd.DataFrame
     rate_bps: float
@@ -60,6 +67,7 @@ class GapInputs:
     sends: pd.DataFrame | None = None
     backlog: pd.DataFrame | None = None
     window: pd.DataFrame | None = None
+    late_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: build.late_acknowledgements
     sources: dict[str, str] = field(default_factory=dict)  # what each input was built from
     transmit_pids: list[int] | None = None  # kernel threads sending for any socket (default: ksoftirqd/*)
 
@@ -136,6 +144,14 @@ def _steps(df: pd.DataFrame | None, stream: str, value: str, test, t_end: int) -
     return union(t[hold], nxt[hold])
 
 
+def _intervals(df: pd.DataFrame | None, stream: str) -> tuple[np.ndarray, np.ndarray]:
+    """The union of one stream's [t_start_ns, t_end_ns) intervals of df."""
+    if df is None or len(df) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    d = df[df["stream"].astype(str).to_numpy() == stream]
+    return union(d["t_start_ns"].to_numpy(), d["t_end_ns"].to_numpy())
+
+
 def _waiting(states: pd.DataFrame | None, pid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One task's runnable (waiting) intervals, sorted: starts, ends, CPUs."""
     if states is None or pid <= 0:
@@ -187,6 +203,7 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
         sets["on_wire"] = union(a, a + np.minimum(da, gap))
         mss = int(f["payload_len"].max()) if "payload_len" in f.columns else 1
         sets["receiver_window"] = _steps(inputs.window, name, "window_bytes", lambda v: v < mss, hi)
+        sets["late_ack"] = _intervals(inputs.late_acks, name)
         other = lstream != name
         sets["busy"] = union(lt[other], lt[other] + lw[other])
         backlog_known = inputs.backlog is not None
@@ -229,8 +246,11 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
         # waiting while the CPU idles is the wake-up's latency, not another task's turn
         wait_cpu = np.where(_idle_on(inputs.running, wait_cpu, seg_s), -1, wait_cpu)
         cond = [hold["on_wire"], hold["receiver_window"], hold["busy"] & wire_gate, wait_cpu >= 0,
-                hold["in_call"] & app_gate, ~hold["in_call"] & app_gate, np.ones(len(seg_s), dtype=bool)]
-        cause = np.select(cond, np.arange(len(CAUSES)), default=len(CAUSES) - 1)
+                hold["in_call"] & app_gate, ~hold["in_call"] & app_gate, hold["late_ack"] & wire_gate,
+                np.ones(len(seg_s), dtype=bool)]
+        # the receiver holds the sender back twice: by its window (first), and by acknowledging late
+        # when nothing else holds the queued bytes (last before unexplained)
+        cause = np.select(cond, [0, 1, 2, 3, 4, 5, 1, 6], default=len(CAUSES) - 1)
         length = seg_e - seg_s
         parts = np.zeros((len(a), len(CAUSES)), dtype=np.int64)
         np.add.at(parts, (gi, cause), length)
