@@ -49,6 +49,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "shared": _record(root, "shared", link_rate="1gbit", receiver_cpus="0"),
         # four senders, no sieve, 10 Mbit/s
         "busy": _record(root, "busy", senders=4, background=0),
+        # the same with the system calls through ptrace instead of tracefs
+        "busy-ptrace": _record(root, "busy-ptrace", senders=4, background=0, syscalls="ptrace"),
         # no kernel trace, no system calls: the benchmark's logs and the capture only
         "bare": _record(root, "bare", senders=2, background=1, kernel_trace=False, syscalls="none"),
     }
@@ -83,8 +85,10 @@ def test_many_senders_on_a_slow_link_are_wire_busy(runs: dict[str, Path]) -> Non
 
 @pytest.mark.privileged("netns", "tracefs")
 @pytest.mark.slow
-def test_joined_tables_of_a_real_run_agree(runs: dict[str, Path]) -> None:
-    run = hostwire.load_run(runs["busy"])
+@pytest.mark.parametrize("which", ["busy", "busy-ptrace"])
+def test_joined_tables_of_a_real_run_agree(runs: dict[str, Path], which: str) -> None:
+    run = hostwire.load_run(runs[which])
+    assert run.manifest["point"]["syscalls"] == ("ptrace" if which == "busy-ptrace" else "tracefs")
     first, last = build.trace_span(run)
     running = run.df_running()
     for _, cpu in running.groupby("cpu"):

@@ -85,6 +85,21 @@ def test_late_acknowledgements_take_only_what_nothing_else_explains() -> None:
         "blocked_in_call_ns": 1_500, "app_idle_ns": 4_500, "unexplained_ns": 1_200 - 700}
 
 
+def test_under_a_cpu_quota_waiting_on_an_idle_cpu_is_throttling() -> None:
+    """The sender runnable over [3000, 5000) while its CPU runs idle: without a quota that is its
+    wake-up (app-idle: outside any call, backlog empty); under a cgroup quota the quota holds it:
+    preempted, the idle task named with the role "throttled"."""
+    running = pd.DataFrame([(0, 0, 5_000, 0, "swapper/0", "idle"), (0, 5_000, 20_000, SENDER, "hw-bench", "send-0"),
+                            (1, 0, 20_000, OTHER, "busy", "other")],
+                           columns=["cpu", "t_start_ns", "t_end_ns", "pid", "comm", "role"])
+    free = gaps.explain(_inputs(running=running))[0].iloc[0]
+    capped, pre = gaps.explain(_inputs(running=running, cpu_quota=True))
+    row = capped.iloc[0]
+    assert int(free["preempted_ns"]) == 200 and int(row["preempted_ns"]) == 200 + 2_000  # ksoftirqd's 200 both times
+    assert int(row["app_idle_ns"]) == int(free["app_idle_ns"]) - 2_000
+    assert pre[pre["pid"] == 0][["role", "ns"]].values.tolist() == [["throttled", 2_000]]
+
+
 def test_late_acknowledgements_from_a_capture() -> None:
     """Hand-computed: the handshake's round trip (100 ns) is the shortest, so an acknowledgement is
     late 200 ns after the frame that first carried the oldest unacknowledged byte. Frames of 1000

@@ -16,7 +16,8 @@ first cause that holds, in this precedence:
    (preempted inside recv, it holds its socket: the segments wait in the socket's backlog
    unacknowledged and the sender's congestion window runs out). Another task runs on that CPU:
    named, with its share, in the preempters table (a task that waits while its CPU runs idle is
-   waking up, not preempted: that time goes to the later causes);
+   waking up, not preempted: that time goes to the later causes; unless the sender's host ran
+   under a CPU quota, which then holds the task: preempted, by the idle task, role "throttled");
 5. blocked-in-call: the backlog is empty and the sender is inside a send call that has not returned;
 6. app-idle: the backlog is empty and the sender is outside any send call (running or asleep);
 7. receiver-window again: bytes in the backlog and the oldest byte in flight waiting for its
@@ -70,6 +71,9 @@ class GapInputs:
     late_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: build.late_acknowledgements
     sources: dict[str, str] = field(default_factory=dict)  # what each input was built from
     transmit_pids: list[int] | None = None  # kernel threads sending for any socket (default: ksoftirqd/*)
+    # The sender's host ran under a CPU quota (cgroup cpu.max): a runnable task waiting while its CPU
+    # idles is throttled (its group's quota is spent), not waking up.
+    cpu_quota: bool = False
 
     def transmitters(self) -> list[int]:
         if self.transmit_pids is not None:
@@ -243,8 +247,10 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
                 on, kidx = covered(seg_s, ks, ke)
                 take = on & backlog_pos & (wait_cpu < 0)
                 wait_cpu = np.where(take, kc[np.maximum(kidx, 0)] if len(kc) else -1, wait_cpu)
-        # waiting while the CPU idles is the wake-up's latency, not another task's turn
-        wait_cpu = np.where(_idle_on(inputs.running, wait_cpu, seg_s), -1, wait_cpu)
+        # waiting while the CPU idles is the wake-up's latency, not another task's turn; under a CPU
+        # quota it is the quota holding the task back (the preempter is then the idle task)
+        if not inputs.cpu_quota:
+            wait_cpu = np.where(_idle_on(inputs.running, wait_cpu, seg_s), -1, wait_cpu)
         cond = [hold["on_wire"], hold["receiver_window"], hold["busy"] & wire_gate, wait_cpu >= 0,
                 hold["in_call"] & app_gate, ~hold["in_call"] & app_gate, hold["late_ack"] & wire_gate,
                 np.ones(len(seg_s), dtype=bool)]
@@ -259,6 +265,8 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
             table[f"{c}_ns"] = parts[:, k]
         pre = _preempters(name, seg_s[cause == 3], seg_e[cause == 3], gi[cause == 3], wait_cpu[cause == 3], a,
                           inputs.running)
+        if inputs.cpu_quota and len(pre):
+            pre.loc[pre["pid"].to_numpy() == 0, "role"] = "throttled"
         table["preempted_by"] = _describe(pre, a)
         gap_tables.append(table)
         pre_tables.append(pre)
