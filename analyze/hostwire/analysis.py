@@ -31,15 +31,31 @@ IDC_AT_NS = 100_000_000  # the bin length quoted in the summary (100 ms)
 
 
 def run_directories(campaign: Path) -> list[Path]:
-    """The campaign's run directories, complete or not (an attempt kept aside is left out)."""
+    """The campaign's run directories, complete or not (an attempt kept aside is left out, and so
+    is a run a live runner is still recording: the runner renames it when it ends)."""
     if not campaign.is_dir():
         raise InputError(f"{campaign}: no such campaign directory")
     runs = sorted(p for p in campaign.iterdir()
                   if p.is_dir() and not p.name.startswith(".") and (p / "manifest.json").exists()
                   and "partial-" not in p.name and p.name not in ("plots",))
+    recording = [p for p in runs if _being_recorded(p)]
+    if recording:
+        log.warning("%s: %d run(s) still being recorded, left out: %s", campaign, len(recording),
+                    ", ".join(p.name for p in recording))
+        runs = [p for p in runs if p not in recording]
     if not runs:
         raise InputError(f"{campaign}: no run directories (no */manifest.json); record with 'hostwire run'")
     return runs
+
+
+def _being_recorded(run_dir: Path) -> bool:
+    from hostwire.manifest import effective_status
+
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return not (run_dir / "manifest.json").exists()  # renamed away meanwhile: its runner is at work
+    return isinstance(manifest, dict) and effective_status(manifest)[0] == "running"
 
 
 def _newest_raw_mtime(run_dir: Path) -> int:

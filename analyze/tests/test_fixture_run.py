@@ -85,6 +85,22 @@ def test_analysis_and_report_of_the_fixture(campaign: Path, build_dir: Path) -> 
     assert "Why the long gaps happen" in html and "plots/gap_causes.png" in html
 
 
+def test_analysis_leaves_out_a_run_still_being_recorded(campaign: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A campaign analysed while its runner records: the run in progress (status running, its
+    runner alive: here this test) is left out and named, the others are analysed."""
+    from hostwire.manifest import runner_identity
+
+    live = campaign / "p001-M2-N0-r1-0000.partial"
+    shutil.copytree(FIXTURE, live)
+    manifest = json.loads((live / "manifest.json").read_text())
+    manifest.update(status="running", runner=runner_identity())
+    (live / "manifest.json").write_text(json.dumps(manifest))
+    with caplog.at_level("WARNING"):
+        summary = analyze_campaign(campaign, workers=1)
+    assert summary["directory"].tolist() == ["run-small"]
+    assert "1 run(s) still being recorded, left out: p001-M2-N0-r1-0000.partial" in caplog.text
+
+
 def test_report_weighs_gap_causes_by_each_runs_gap_time(tmp_path: Path) -> None:
     """Two repetitions of one point: 1 s of gaps all wire-busy and 3 s all preempted give shares of
     0.25 and 0.75 (each run's shares weighted by its gap time, not averaged)."""
