@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """The timeline on a real run: 20 senders and 20 background processes for 60 s with every
-collector (capture, kernel trace, system calls through tracefs) on a 100 Mbit/s link, recorded
-here (or --run DIR). Times, from a cold start (no cached table): loading the run, building the
+collector (capture, kernel trace, system calls through tracefs) on the default 10 Mbit/s link
+(--link-rate), recorded here (or --run DIR). Times, from a cold start (no cached table): loading the run, building the
 joined tables (switches, wake-ups, running, run queue, calls, streams, segments, backlog) and
 explaining every gap of every stream (target: at most 10 s together); then exporting the whole
 window as a Perfetto trace (target: 10^6 events in at most 10 s). Prints the event counts beside
 the times.
-Usage: perf/bench_timeline_run.py [--run DIR] [--keep DIR] [--duration S]"""
+Usage: perf/bench_timeline_run.py [--run DIR] [--keep DIR] [--duration S] [--link-rate RATE]"""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ from hostwire.runner import record_run  # noqa: E402
 from hostwire.timeline import build, cache, gaps, perfetto_trace  # noqa: E402
 
 
-def record(root: Path, duration_s: float) -> Path:
+def record(root: Path, duration_s: float, link_rate: str) -> Path:
     point = RunPoint(senders=20, background=20, warmup_s=2.0, duration_s=duration_s, quiet_s=1.0,
-                     link_rate="100mbit", syscalls="tracefs", kernel_trace=True)
+                     link_rate=link_rate, syscalls="tracefs", kernel_trace=True)
     rec = record_run(root, "timeline-bench", point)
     if rec.status != "complete":
         raise SystemExit(f"bench_timeline_run: the run did not complete: {rec.reason}")
@@ -44,6 +44,7 @@ def main() -> int:
     parser.add_argument("--run", type=Path, help="a recorded run to use instead of recording one")
     parser.add_argument("--keep", type=Path, help="record into this directory and keep the run")
     parser.add_argument("--duration", type=float, default=60.0, help="logging window of the recorded run, s")
+    parser.add_argument("--link-rate", default="10mbit", help="link of the recorded run (default 10mbit)")
     args = parser.parse_args()
     scratch = None
     if args.run is not None:
@@ -52,8 +53,9 @@ def main() -> int:
         root = args.keep or Path(tempfile.mkdtemp(prefix="hostwire-timeline-bench-"))
         scratch = None if args.keep else root
         root.mkdir(parents=True, exist_ok=True)
-        print(f"-- recording 20 senders, 20 background processes, {args.duration:.0f} s, every collector, 100 Mbit/s")
-        run_dir = record(root, args.duration)
+        print(f"-- recording 20 senders, 20 background processes, {args.duration:.0f} s, every collector, "
+              f"{args.link_rate}")
+        run_dir = record(root, args.duration, args.link_rate)
     try:
         drop_cache(run_dir)
         rows: list[tuple[str, int, float]] = []

@@ -156,15 +156,29 @@ def _intervals(df: pd.DataFrame | None, stream: str) -> tuple[np.ndarray, np.nda
     return union(d["t_start_ns"].to_numpy(), d["t_end_ns"].to_numpy())
 
 
-def _waiting(states: pd.DataFrame | None, pid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One task's runnable (waiting) intervals, sorted: starts, ends, CPUs."""
-    if states is None or pid <= 0:
+class _Runnable:
+    """Every task's runnable (waiting) intervals, split by pid once (the task-state table of a
+    long run has millions of rows; each stream asks for a few pids)."""
+
+    def __init__(self, states: pd.DataFrame | None) -> None:
+        self.by_pid: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        if states is None or len(states) == 0:
+            return
+        st = states[np.asarray(states["state"].to_numpy() == "runnable", dtype=bool)]
+        pid = st["pid"].to_numpy().astype(np.int64)
+        start = st["t_start_ns"].to_numpy().astype(np.int64)
+        order = np.lexsort((start, pid))
+        pid, start = pid[order], start[order]
+        end = st["t_end_ns"].to_numpy().astype(np.int64)[order]
+        cpu = st["cpu"].to_numpy().astype(np.int64)[order]
+        bounds = np.flatnonzero(np.diff(pid, prepend=-1, append=-1) != 0)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            self.by_pid[int(pid[lo])] = (start[lo:hi], end[lo:hi], cpu[lo:hi])
+
+    def of(self, pid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One task's runnable intervals, sorted: starts, ends, CPUs."""
         z = np.zeros(0, np.int64)
-        return z, z, z
-    st = states[(states["pid"].to_numpy() == pid) & (states["state"].to_numpy() == "runnable")]
-    st = st.sort_values("t_start_ns", kind="stable")
-    return (st["t_start_ns"].to_numpy().astype(np.int64), st["t_end_ns"].to_numpy().astype(np.int64),
-            st["cpu"].to_numpy().astype(np.int64))
+        return self.by_pid.get(pid, (z, z, z)) if pid > 0 else (z, z, z)
 
 
 def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[int, int] | None = None,
@@ -187,6 +201,8 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
     lt = link["t_ns"].to_numpy().astype(np.int64)
     lw = wire_ns(link["wire_len"].to_numpy(), inputs.rate_bps)
     lstream = link["stream"].astype(str).to_numpy()
+    runnable = _Runnable(inputs.states)
+    transmitters = inputs.transmitters()
     for name in names:
         f = data[data["stream"].astype(str).to_numpy() == name].sort_values("t_ns", kind="stable")
         t = f["t_ns"].to_numpy().astype(np.int64)
@@ -213,10 +229,10 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
         backlog_known = inputs.backlog is not None
         sets["backlog"] = _steps(inputs.backlog, name, "backlog_bytes", lambda v: v > 0, hi)
         pid = inputs.senders.get(name, -1)
-        ws, we, wcpu = _waiting(inputs.states, pid)
+        ws, we, wcpu = runnable.of(pid)
         sets["waiting"] = (ws, we)
-        helpers = [*inputs.transmitters(), *([inputs.receivers[name]] if inputs.receivers.get(name, -1) > 0 else [])]
-        kthreads = [_waiting(inputs.states, k) for k in helpers] if inputs.states is not None else []
+        helpers = [*transmitters, *([inputs.receivers[name]] if inputs.receivers.get(name, -1) > 0 else [])]
+        kthreads = [runnable.of(k) for k in helpers] if inputs.states is not None else []
         for k, (ks, ke, _) in enumerate(kthreads):
             sets[f"kthread{k}"] = (ks, ke)
         if inputs.sends is not None:
@@ -228,8 +244,9 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
         cuts = [a, b] + [np.concatenate(v) for v in sets.values()]
         if inputs.running is not None and len(inputs.running):
             cuts.append(inputs.running["t_start_ns"].to_numpy().astype(np.int64))
-        x = np.unique(np.concatenate(cuts))
-        x = x[(x >= lo) & (x <= hi)]
+        x = np.concatenate(cuts)
+        # only boundaries inside a gap cut it (the gaps are disjoint and sorted by their start)
+        x = np.unique(np.concatenate([x[covered(x, a, b)[0]], a, b]))
         seg_s, seg_e = x[:-1], x[1:]
         gi = np.searchsorted(a, seg_s, side="right") - 1
         inside = gi >= 0
