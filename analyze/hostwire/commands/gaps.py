@@ -18,7 +18,7 @@ threshold_ns, <cause>_ns (they sum to gap_ns), preempted_by ("pid comm role shar
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from hostwire.commands.metrics import _duration_ns
+    from hostwire.commands.metrics import _duration_ns, add_time_range
 
     p = subparsers.add_parser(
         "gaps", help="every long gap of a stream, explained (preempted, blocked-in-call, wire-busy, ...)",
@@ -32,9 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--min-gap", type=_duration_ns, metavar="DURATION",
                    help="gaps longer than this (1ms, 250us, 2s or ns; default: twice the time the gap's "
                    "first frame holds the link at the run's link rate)")
-    p.add_argument("--from", dest="from_s", type=float, metavar="SEC",
-                   help="window start, seconds after the logging window's start")
-    p.add_argument("--to", dest="to_s", type=float, metavar="SEC", help="window end, seconds after the same origin")
+    add_time_range(p, "the logging window's start (both frames of a gap inside)")
     p.add_argument("--link-rate", metavar="RATE", help="link rate (e.g. 10mbit; default: the run's)")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--summary", action="store_true", help="per stream (and all): gaps, gap_ns, each cause's share")

@@ -114,12 +114,15 @@ def _no_kind(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
+def add_time_range(p: argparse.ArgumentParser, origin: str) -> None:
+    """--from/--to SEC (from_s, to_s): a part of the window, in seconds after `origin`."""
+    p.add_argument("--from", dest="from_s", type=float, metavar="SEC", help=f"start, seconds after {origin}")
+    p.add_argument("--to", dest="to_s", type=float, metavar="SEC", help="end, seconds after the same origin")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", metavar="INPUT", help="pcap file, .parquet frame table or run directory")
-    p.add_argument("--from", dest="from_s", type=float, metavar="SEC",
-                   help="window start, seconds after the default window's start (run: logging window; "
-                   "pcap: first frame)")
-    p.add_argument("--to", dest="to_s", type=float, metavar="SEC", help="window end, seconds after the same origin")
+    add_time_range(p, "the default window's start (run: logging window; pcap: first frame)")
     p.add_argument("--stream", action="append", metavar="NAME|PORT",
                    help="only this stream (full name or a port of either end); repeatable")
     p.add_argument("--json", action="store_true", help="JSON records instead of CSV")

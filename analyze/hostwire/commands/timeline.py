@@ -18,6 +18,8 @@ as instants; flows from each write to its frames), counters: CPU <n> run queue, 
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from hostwire.commands.metrics import add_time_range
+
     p = subparsers.add_parser(
         "timeline", help="the run's scheduler, system calls and wire as a Perfetto trace (or text)",
         description="Write the run's timeline, all sources on the run's clock, as a Perfetto trace "
@@ -28,9 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pcapng", metavar="FILE",
                    help="also write the capture as pcapng, each data frame commented with its stream, sending "
                    "pid and write(s) (tshark -T fields -e frame.comment shows them)")
-    p.add_argument("--from", dest="from_s", type=float, metavar="SEC",
-                   help="start, seconds after the logging window's start")
-    p.add_argument("--to", dest="to_s", type=float, metavar="SEC", help="end, seconds after the same origin")
+    add_time_range(p, "the logging window's start")
     p.add_argument("--text", action="store_true", help="text, one line per event, instead of a Perfetto trace")
     p.set_defaults(func=run)
 

@@ -231,21 +231,23 @@ def late_acknowledgements(labelled: pd.DataFrame, steps: SequenceSteps | None = 
     bounds = np.flatnonzero(np.diff(st.code, prepend=-1, append=-1) != 0)
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         t, dd, pos = st.t_ns[lo:hi], st.is_data_dir[lo:hi], st.position[lo:hi]
-        sent_t, sent_end = t[dd], np.maximum.accumulate(pos[dd]) if dd.any() else pos[dd]
-        if len(sent_t) == 0 or dd.all():
+        if not dd.any() or dd.all():
             continue
-        acked = np.maximum.accumulate(np.where(dd, np.iinfo(np.int64).min, pos))
-        high = np.maximum.accumulate(np.where(dd, pos, np.iinfo(np.int64).min))
+        sent_t, sent_end = t[dd], np.maximum.accumulate(pos[dd])
+        none = np.iinfo(np.int64).min
+        acked = np.maximum.accumulate(np.where(dd, none, pos))
+        high = np.maximum.accumulate(np.where(dd, pos, none))
+        outstanding = (high > acked) & (acked > none)  # then some frame reaches past `acked`
         # the first frame whose bytes reach past the acknowledged point carried the oldest byte in flight
-        first = np.searchsorted(sent_end, acked, side="right")
-        outstanding = (high > acked) & (first < len(sent_t)) & (acked > np.iinfo(np.int64).min)
-        ack_rows = ~dd & (np.searchsorted(sent_end, pos, side="left") < len(sent_t))
-        covering = np.searchsorted(sent_end, pos[ack_rows], side="left")
-        rtt = t[ack_rows] - sent_t[covering]
+        first = np.minimum(np.searchsorted(sent_end, acked, side="right"), len(sent_t) - 1)
+        # an acknowledgement's round trip: from the first frame that reached its number
+        covering = np.searchsorted(sent_end, pos[~dd], side="left")
+        known = covering < len(sent_t)
+        rtt = t[~dd][known] - sent_t[covering[known]]
         rtt = rtt[rtt > 0]
         if len(rtt) == 0:
             continue
-        late_from = np.where(outstanding, sent_t[np.minimum(first, len(sent_t) - 1)] + 2 * int(rtt.min()), 0)
+        late_from = np.where(outstanding, sent_t[first] + 2 * int(rtt.min()), 0)
         starts = np.maximum(t, late_from)
         ends = np.append(t[1:], t[-1])
         keep = outstanding & (starts < ends)
