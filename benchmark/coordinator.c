@@ -274,7 +274,14 @@ int hb_run_main(const struct hb_config *cfg, struct hw_err *err)
     wait_children(report_pipe[0], run);
     hb_say(cfg->log, "all %d processes ended", run->proc_count);
 
-    run->sync_end_count = hb_sync_run(sync_fd, 1000, cfg->sync_samples, run->sync_end);
+    int64_t end_sync_began = hw_mono_ns();
+    int64_t quiet_rtt = HB_SYNC_QUIET_FACTOR * run->est_start.rtt_ns + HB_SYNC_QUIET_SLACK_NS;
+    run->sync_end_count = hb_sync_run_quiet(sync_fd, 1000, cfg->sync_samples, HB_SYNC_END_MAX, quiet_rtt,
+                                            HB_SYNC_QUIET_WAIT_NS, run->sync_end, &run->sync_end_quiet);
+    run->sync_end_wait_ns = hw_mono_ns() - end_sync_began;
+    if (run->sync_end_count > 0 && !run->sync_end_quiet)
+        hb_say(cfg->log, "the link did not quiet within %lld s after the run: the end clock exchange is biased",
+               HB_SYNC_QUIET_WAIT_NS / 1000000000LL);
     if (run->sync_end_count > 0)
         run->est_end = hb_sync_estimate(run->sync_end, run->sync_end_count);
     if (stop_receiver(control_fd, receiver_pid, run) != 0)

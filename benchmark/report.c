@@ -119,7 +119,7 @@ int hb_write_main_log(const struct hb_run_record *run, struct hw_err *err)
 
 static void json_estimate(FILE *f, const char *name, const struct hb_sync_estimate *e, int count)
 {
-    fprintf(f, "    \"%s\": {\"samples\": %d, \"offset_ns\": %lld, \"rtt_ns\": %lld, \"t_ns\": %lld}", name, count,
+    fprintf(f, "    \"%s\": {\"samples\": %d, \"offset_ns\": %lld, \"rtt_ns\": %lld, \"t_ns\": %lld", name, count,
             (long long)e->offset_ns, (long long)e->rtt_ns, (long long)e->t_ns);
 }
 
@@ -151,8 +151,11 @@ int hb_write_bench_json(const struct hb_run_record *run, struct hw_err *err)
     fprintf(f, "  \"receiver_ports\": {\"tcp\": %u, \"udp\": %u},\n", run->ports.tcp_port, run->ports.udp_port);
     fprintf(f, "  \"clock_sync\": {\n");
     json_estimate(f, "start", &run->est_start, run->sync_start_count);
-    fprintf(f, ",\n");
+    fprintf(f, "},\n");
     json_estimate(f, "end", &run->est_end, run->sync_end_count);
+    /* whether the link had quieted after the run, and how long main waited for it */
+    fprintf(f, ", \"quiet\": %s, \"wait_ns\": %lld}", run->sync_end_quiet ? "true" : "false",
+            (long long)run->sync_end_wait_ns);
     fprintf(f, "\n  },\n  \"processes\": [\n");
     for (int i = 0; i < run->proc_count; i++) {
         const struct hb_proc_record *p = &run->procs[i];

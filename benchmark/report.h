@@ -9,6 +9,7 @@
 #include "wire.h"
 
 #define HB_SYNC_MAX 256
+#define HB_SYNC_END_MAX 1100 /* the wait for a quiet link: 5 s / 5 ms, and the samples */
 
 struct hb_proc_record {
     int role;
@@ -24,8 +25,9 @@ struct hb_run_record {
     const struct hb_config *cfg;
     struct hb_ports_msg ports;
     int64_t t0_ns, window_start_ns, window_end_ns, quiet_end_ns;
-    struct hb_sync_sample sync_start[HB_SYNC_MAX], sync_end[HB_SYNC_MAX];
-    int sync_start_count, sync_end_count;
+    struct hb_sync_sample sync_start[HB_SYNC_MAX], sync_end[HB_SYNC_END_MAX];
+    int sync_start_count, sync_end_count, sync_end_quiet;
+    int64_t sync_end_wait_ns;
     struct hb_sync_estimate est_start, est_end;
     struct hb_proc_record procs[HB_MAX_PROCS];
     int proc_count;

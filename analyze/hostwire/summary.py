@@ -61,7 +61,8 @@ def format_bench_summary(bench: BenchResult) -> str:
         est = sync.get(phase, {})
         if est.get("samples"):
             lines.append(f"clock offset ({phase}): {est['offset_ns'] / 1e3:+.1f} us "
-                         f"(round trip {est['rtt_ns'] / 1e3:.1f} us, {est['samples']} samples)")
+                         f"(round trip {est['rtt_ns'] / 1e3:.1f} us, {est['samples']} samples)"
+                         + ("  <- the link had not quieted after the run: biased" if est.get("quiet") is False else ""))
     overflow = summary.get("losses", {}).get("log_overflow", 0)
     lines.append(f"log overflow: {overflow} events" + ("  <- raise --log-capacity" if overflow else ""))
     lines.append(f"status: {summary.get('status')}" + "".join(f"\n  {f}" for f in summary.get("failures", [])))

@@ -1,8 +1,13 @@
 /* Unit tests of hw-bench's library parts: wire encoding, sieve, clock estimate, event-log
  * overflow (value parsing is common/'s: common/tests/test_common.c). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../bench.h"
@@ -93,6 +98,65 @@ static void test_clock_estimate(void)
     CHECK_EQ_LL(e.t_ns, 2125);
 }
 
+/* A peer whose first `slow` requests wait delay_ms in its socket before it answers: one way of
+ * the path queued, as when the senders' last bytes still fill the link after the run. */
+static pid_t start_sync_peer(int *client_fd, int slow, int delay_ms)
+{
+    int server = socket(AF_INET, SOCK_DGRAM, 0), client = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    if (server < 0 || client < 0 || bind(server, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
+        getsockname(server, (struct sockaddr *)&addr, &len) != 0 ||
+        connect(client, (struct sockaddr *)&addr, sizeof(addr)) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0;; i++) {
+            if (i < slow || slow < 0)
+                usleep((useconds_t)delay_ms * 1000);
+            if (hb_sync_serve_one(server) != 0)
+                _exit(1);
+        }
+    }
+    close(server);
+    *client_fd = client;
+    return pid;
+}
+
+static void stop_sync_peer(pid_t pid, int client_fd)
+{
+    close(client_fd);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+}
+
+static void test_end_exchange_waits_for_quiet_link(void)
+{
+    static struct hb_sync_sample s[100];
+    int fd = -1, quiet = -1;
+    /* Six exchanges queue 40 ms one way, then the path is clear: the seventh is quiet and ends it. */
+    pid_t peer = start_sync_peer(&fd, 6, 40);
+    CHECK(peer > 0);
+    int n = hb_sync_run_quiet(fd, 1000, 4, 100, 10000000LL, 5000000000LL, s, &quiet);
+    stop_sync_peer(peer, fd);
+    CHECK_EQ_LL(n, 7);
+    CHECK(quiet == 1);
+    struct hb_sync_estimate e = hb_sync_estimate(s, n);
+    CHECK(e.rtt_ns < 10000000LL && e.offset_ns > -5000000LL && e.offset_ns < 5000000LL);
+    /* the queued ones alone would have put the clocks some 20 ms apart */
+    e = hb_sync_estimate(s, 6);
+    CHECK(e.offset_ns > 15000000LL);
+    /* A path that never clears: it gives up after wait_ns, with at least `count` samples, not quiet. */
+    peer = start_sync_peer(&fd, -1, 40);
+    CHECK(peer > 0);
+    n = hb_sync_run_quiet(fd, 1000, 2, 100, 10000000LL, 100000000LL, s, &quiet);
+    stop_sync_peer(peer, fd);
+    CHECK(n >= 2 && n <= 4);
+    CHECK(quiet == 0);
+}
+
 static void test_evlog_overflow(void)
 {
     struct hb_evlog log;
@@ -163,6 +227,7 @@ static void test_probes_never_negative(void)
     }
 }
 
-HW_TEST_MAIN(test_wire_byte_order(); test_sieve(); test_clock_estimate(); test_evlog_overflow();
+HW_TEST_MAIN(test_wire_byte_order(); test_sieve(); test_clock_estimate(); test_end_exchange_waits_for_quiet_link();
+             test_evlog_overflow();
              test_evlog_trailer();
              test_probes_never_negative();)
