@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# each log's columns, by role (docs/formats.md)
+LOG_COLUMNS = {"send": ["t_ns", "event", "bytes"], "recv": ["t_ns", "t_raw_ns", "bytes"],
+               "bg": ["t_ns", "round", "primes", "largest", "ok"],
+               "main": ["phase", "seq", "t1_ns", "t2_ns", "t3_ns", "t4_ns"]}
+
+
 @dataclass
 class BenchResult:
     """One hw-bench run: its directory of logs, exit status and bench.json summary."""
@@ -64,6 +70,11 @@ class BenchResult:
         dtypes = {"t_ns": "int64", "t_raw_ns": "int64", "bytes": "int64", "round": "int64", "seq": "int64",
                   "t1_ns": "int64", "t2_ns": "int64", "t3_ns": "int64", "t4_ns": "int64"}
         tsv = open_tsv(self.directory / f"{role}.tsv")
+        expected = LOG_COLUMNS.get(role.split("-", 1)[0])
+        if expected is not None and tsv.columns != expected:
+            # a damaged column line leaves nothing to read the records by, kept or not
+            raise InputError(f"{tsv.path}:{tsv.header_lines}: columns {' '.join(tsv.columns)!r}, expected "
+                             f"{' '.join(expected)!r}")
         df = read_records(tsv, keep_damaged=keep_damaged, dtype=dtypes, na_filter=False)
         if df.attrs["damage"] is None:
             settle(df, self._disagreement(role, tsv, df), keep_damaged)
