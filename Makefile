@@ -100,7 +100,7 @@ $(BUILD)/pic/%.o: %.c
 
 -include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
 
-.PHONY: setup build ctest test demo bench clean check-libs kernel vm-image help
+.PHONY: setup build ctest test test-vm demo bench clean check-libs kernel vm-image help
 
 help:
 	@echo "make setup   install Debian packages and the Python venv (.venv)"
@@ -108,6 +108,8 @@ help:
 	@echo "make test    everything: C tests (plain and ASan/UBSan) and pytest"
 	@echo "make demo    the quick campaign between two network namespaces, its analysis and report"
 	@echo "make bench   performance benchmarks against peer tools"
+	@echo "make kernel  the stock and the schedtrace-patched guest kernels (kernel-patches/) under $(BUILD)/kernel/"
+	@echo "make test-vm the boot tests: both kernels in QEMU (make kernel first)"
 	@echo "make clean   remove build/ (the venv stays; remove .venv by hand)"
 
 setup:
@@ -127,7 +129,7 @@ test: setup
 	$(Q)$(MAKE) --no-print-directory ctest
 	$(Q)$(MAKE) --no-print-directory SAN=1 build
 	$(Q)$(MAKE) --no-print-directory SAN=1 ctest
-	$(Q)HOSTWIRE_REQUIRE_PRIV=1 $(PY) -m pytest $(PYTEST_ARGS)
+	$(Q)HOSTWIRE_REQUIRE_PRIV=1 $(PY) -m pytest -m "not vm" $(PYTEST_ARGS)
 	$(Q)HOSTWIRE_REQUIRE_PRIV=1 HOSTWIRE_BUILD=$(TOP)/build/asan $(PY) -m pytest -m sanitized $(PYTEST_ARGS)
 
 demo: setup build
@@ -139,5 +141,13 @@ bench: setup build
 clean:
 	rm -rf build
 
-kernel vm-image:
-	@echo "hostwire: '$@' is not built yet (kernel-patches/ has no patch series so far)" >&2; exit 2
+kernel: setup
+	$(Q)scripts/kernel.sh build both
+
+# The guest mounts the host's root read-only over 9p (kernel-patches/vm-init.sh): the kernels are
+# the whole image.
+vm-image: kernel
+	@echo "hostwire: the guest runs this host's root read-only over 9p; the kernels are its image"
+
+test-vm: setup build
+	$(Q)HOSTWIRE_REQUIRE_PRIV=1 $(PY) -m pytest -m vm $(PYTEST_ARGS)

@@ -109,6 +109,10 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
         "reason": run.reason,
     }
     row.update({f"{k}": v for k, v in point.items()})
+    guest = run.manifest.get("vm") or {}
+    row["host_mode"] = "vm" if guest else "netns"
+    row["vm_kernel"] = guest.get("flavour", "")
+    row["timing_emulated"] = int(bool(guest.get("emulated", False)))
     senders, background = int(point.get("senders", 0)), int(point.get("background", 0))
     row["mix"] = senders / (senders + background) if senders + background else math.nan
     tables: dict[str, pd.DataFrame] = {}

@@ -130,6 +130,10 @@ def run_campaign(config: CampaignConfig, directory: Path, *, resume: bool = Fals
     each run. Raises UsageError when directory holds another campaign's runs and resume is
     off; KeyboardInterrupt and Terminated propagate after campaign.json is written."""
     planned = plan(config)
+    if config.host["mode"] == "vm":
+        from hostwire import vm
+
+        vm.kernel_image(config.host["kernel"])  # one line naming 'make kernel' before any run
     directory.mkdir(parents=True, exist_ok=True)
     existing = [p for p in directory.iterdir() if not p.name.startswith(".") and p.name != CAMPAIGN_FILE]
     if existing and not resume:
@@ -158,8 +162,16 @@ def run_campaign(config: CampaignConfig, directory: Path, *, resume: bool = Fals
             run_config = {**config.resolved(), "run_key": item.key, "run_index": item.index,
                           "repetition": item.repetition}
             try:
-                record = record_run(directory, item.run_id, item.point, config=run_config)
-                runs[item.run_id] = {**entry, "status": record.status, "reason": record.reason}
+                if config.host["mode"] == "vm":
+                    from hostwire.vm_run import record_run_in_vm
+
+                    status, reason = record_run_in_vm(directory, item.run_id, item.point, run_config,
+                                                      kernel=config.host["kernel"],
+                                                      timeout_s=config.host["vm_timeout_s"])
+                else:
+                    record = record_run(directory, item.run_id, item.point, config=run_config)
+                    status, reason = record.status, record.reason
+                runs[item.run_id] = {**entry, "status": status, "reason": reason}
             except UsageError:
                 raise
             except HostwireError as err:  # the run directory could not be written: go on
@@ -185,5 +197,7 @@ def dry_run_lines(config: CampaignConfig) -> list[str]:
         p = item.point
         total_s += p.warmup_s + p.duration_s + p.quiet_s + ESTIMATED_OVERHEAD_S
         lines.append(f"{item.index + 1:4d}  {item.run_id}  {item.describe()}")
-    lines.append(f"estimated time: {time.strftime('%H:%M:%S', time.gmtime(total_s))}")
+    lines.append(f"estimated time: {time.strftime('%H:%M:%S', time.gmtime(total_s))}"
+                 + (f" plus a guest boot per run ({config.host['kernel']} kernel; minutes each without KVM)"
+                    if config.host["mode"] == "vm" else ""))
     return lines

@@ -15,6 +15,12 @@ anything starts. Every error names the file, the line and the key, and what was 
     senders = [1, 2, 5]
     background = [0, 2]
 
+    [host]                    # where each run is recorded
+    mode = "netns"            # "netns": namespaces on this machine; "vm": each run boots a
+                              # fresh QEMU guest (the paper's reboot) and records inside it
+    kernel = "stock"          # vm mode: "stock" or "patched" (make kernel builds both)
+    vm_timeout_s = 900        # vm mode: a guest still running after this is killed, its run failed
+
 The grid is expanded in the order its keys are written, the last key varying fastest."""
 
 from __future__ import annotations
@@ -33,7 +39,10 @@ from hostwire.point import RunPoint
 
 CAMPAIGN_KEYS = {"name": str, "repetitions": int, "order": str, "seed": int}
 ORDERS = ("as-written", "shuffled", "alternating")
-SECTIONS = ("campaign", "defaults", "grid")
+SECTIONS = ("campaign", "host", "defaults", "grid")
+HOST_KEYS = {"mode": str, "kernel": str, "vm_timeout_s": float}
+HOST_MODES = ("netns", "vm")
+KERNELS = ("stock", "patched")
 POINT_FIELDS = {f.name: f for f in fields(RunPoint)}
 
 
@@ -46,6 +55,7 @@ class CampaignConfig:
     seed: int = 1997
     defaults: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=lambda: {"mode": "netns", "kernel": "stock", "vm_timeout_s": 900.0})
 
     def points(self) -> list[RunPoint]:
         """The grid's points (defaults applied), in the order written, last key fastest."""
@@ -58,6 +68,7 @@ class CampaignConfig:
         return {
             "campaign": {"name": self.name, "repetitions": self.repetitions, "order": self.order,
                          "seed": self.seed, "file": str(self.path)},
+            "host": dict(self.host),
             "defaults": asdict(replace(RunPoint(), **self.defaults)),
             "grid": self.grid,
         }
@@ -170,6 +181,21 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ca
         raise loc.error("campaign", "order", f"expected one of {', '.join(ORDERS)}, got {config.order!r}")
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", config.name):
         raise loc.error("campaign", "name", "expected 1 to 64 letters, digits, '_', '.' or '-'")
+    for key, value in data.get("host", {}).items():
+        if key not in HOST_KEYS:
+            raise loc.error("host", key, "unknown key" + _closest(key, list(HOST_KEYS)))
+        kind = HOST_KEYS[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise loc.error("host", key, f"expected {_type_name(kind)}, got {value!r}")
+        config.host[key] = value
+    if config.host["mode"] not in HOST_MODES:
+        raise loc.error("host", "mode", f"expected one of {', '.join(HOST_MODES)}, got {config.host['mode']!r}")
+    if config.host["kernel"] not in KERNELS:
+        raise loc.error("host", "kernel", f"expected one of {', '.join(KERNELS)}, got {config.host['kernel']!r}")
+    if not config.host["vm_timeout_s"] > 0:
+        raise loc.error("host", "vm_timeout_s", f"expected a positive number, got {config.host['vm_timeout_s']!r}")
     for key, value in data.get("defaults", {}).items():
         if key not in POINT_FIELDS:
             raise loc.error("defaults", key, "unknown key" + _closest(key, list(POINT_FIELDS)))

@@ -106,7 +106,13 @@ class ReportBuilder:
             f"{html.escape(str(host.get('cpu_model', '?')))}, {host.get('cpus', '?')} CPUs, clock source "
             f"{html.escape(str(host.get('clocksource', '?')))}.</p>",
         ]
-        if emulated:
+        guests = int(s["timing_emulated"].fillna(0).astype(int).sum()) if "timing_emulated" in s else 0
+        if guests:
+            kernels = sorted({str(k) for k in s.get("vm_kernel", pd.Series(dtype=str)).dropna() if str(k)})
+            lines.append(f'<p class="warn">Timings are emulated: {guests} of {len(s)} runs were recorded in a '
+                         f"freshly booted QEMU guest without KVM ({html.escape(', '.join(kernels))} kernel), "
+                         "whose clocks run at the emulator's pace: compare shapes, not absolute times.</p>")
+        elif emulated:
             lines.append('<p class="warn">Timings are emulated (software virtual machine): compare shapes, '
                          "not absolute times.</p>")
         self.sections.append(Section("Campaign", "".join(lines)))

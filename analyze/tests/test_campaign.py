@@ -33,6 +33,10 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[grid]\nlink_rate = ['10mbit', 'fast']\n", r"c.toml:2: grid.link_rate: expected a number and a unit, e.g. 10mbit"),
     ("[defaults]\ncapture = 1\n", r"c.toml:2: defaults.capture: expected true or false, got 1"),
     ("[defaults\n", r"c.toml: not valid TOML"),
+    ("[host]\nmode = 'qemu'\n", r"c.toml:2: host.mode: expected one of netns, vm, got 'qemu'"),
+    ("[host]\nkernel = 'custom'\n", r"c.toml:2: host.kernel: expected one of stock, patched"),
+    ("[host]\nkernal = 'stock'\n", r"c.toml:2: host.kernal: unknown key \(did you mean 'kernel'\?\)"),
+    ("[host]\nvm_timeout_s = 0\n", r"c.toml:2: host.vm_timeout_s: expected a positive number"),
 ])
 def test_config_errors_name_file_line_and_key(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
@@ -123,3 +127,21 @@ def test_alternating_order_runs_the_grid_forwards_then_backwards(tmp_path: Path)
                                          "[grid]\ncollectors = ['none', 'kernel']\n"))
     assert [(r.point.collectors, r.repetition) for r in plan(config, facts={})] == [
         ("none", 0), ("kernel", 0), ("kernel", 1), ("none", 1), ("none", 2), ("kernel", 2)]
+
+
+def test_host_section_defaults_and_vm_mode(tmp_path: Path) -> None:
+    plain = load_config(write(tmp_path, "[grid]\nsenders = [1]\n"))
+    assert plain.host == {"mode": "netns", "kernel": "stock", "vm_timeout_s": 900.0}
+    guest = load_config(REPO_ROOT / "configs" / "vm-quick.toml")
+    assert guest.host == {"mode": "vm", "kernel": "patched", "vm_timeout_s": 900.0}
+    assert guest.resolved()["host"]["mode"] == "vm"
+
+
+def test_vm_mode_without_kernels_says_make_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hostwire.errors import HostwireError
+
+    monkeypatch.setenv("HOSTWIRE_KERNEL_BUILD", str(tmp_path / "none"))
+    config = load_config(write(tmp_path, "[host]\nmode = 'vm'\n[grid]\nsenders = [1]\n"))
+    with pytest.raises(HostwireError, match=r"the stock guest kernel is not built: .* \(run 'make kernel'\)"):
+        run_campaign(config, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

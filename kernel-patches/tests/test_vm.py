@@ -1,0 +1,124 @@
+"""Boot tests of the guest kernels (make test-vm; make kernel first). Each boots QEMU: with KVM in
+seconds, emulated (TCG) in tens of seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hostwire import paths, vm
+from hostwire.sched import read_sched_tsv
+
+pytestmark = [pytest.mark.vm, pytest.mark.privileged, pytest.mark.slow]
+
+LOOPS = 100_000
+
+
+def tool(name: str) -> str:
+    return str(paths.tool(name))
+
+
+def booted(flavour: str, command: str, share: Path, timeout_s: float = 900) -> vm.Boot:
+    result = vm.boot(flavour, command, share, timeout_s=timeout_s)
+    assert result.failure() is None, (result.failure(), (share / "guest.log").read_text()[-3000:],
+                                      (share / "console.log").read_text()[-3000:])
+    return result
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernels_built() -> None:
+    for flavour in vm.FLAVOURS:
+        try:
+            vm.kernel_image(flavour)
+        except Exception as exc:  # noqa: BLE001 - the one line says what to do
+            pytest.fail(str(exc), pytrace=False)
+
+
+def test_every_boot_is_fresh(tmp_path: Path) -> None:
+    first = booted("stock", "cat /proc/sys/kernel/random/boot_id > again", tmp_path / "a")
+    second = booted("stock", "true", tmp_path / "b")
+    assert first.boot_id and second.boot_id and first.boot_id != second.boot_id
+    assert (tmp_path / "a" / "again").read_text().strip() == first.boot_id
+    assert first.kernel_release.endswith("-hostwire") and first.boot_s > 0
+    assert first.emulated == (not vm.kvm_usable())
+
+
+def test_a_guest_that_never_boots_is_one_line(tmp_path: Path) -> None:
+    result = vm.boot("stock", "true", tmp_path, timeout_s=300, init=Path("/no/such/init"))
+    assert not result.timed_out and result.failure() == (
+        f"the stock guest never reached its command (console: {tmp_path / 'console.log'})")
+    assert "No working init found" in (tmp_path / "console.log").read_text() or "init" in (
+        tmp_path / "console.log").read_text()
+
+
+def test_a_guest_that_hangs_is_killed(tmp_path: Path) -> None:
+    result = vm.boot("stock", "sleep 100000", tmp_path, timeout_s=60)
+    assert result.timed_out and result.failure().startswith("the stock guest was killed after its timeout")
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(tmp_path).encode()
+                in _cmdline(p)]
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _executable_ranges(maps: str) -> np.ndarray:
+    rows = []
+    for line in maps.splitlines():
+        span, perms = line.split()[:2]
+        if "x" in perms:
+            lo, hi = (int(v, 16) for v in span.split("-"))
+            rows.append((lo, hi))
+    return np.array(rows, dtype=np.uint64)
+
+
+def test_schedtrace_agrees_with_tracefs(tmp_path: Path) -> None:
+    """A ping-pong of 100,000 loops with /proc/schedtrace and tracefs sched_switch recording at
+    once: the same switches, in the same order on each CPU, and every table-1 field plausible."""
+    script = f"""
+{tool('hw-schedtrace')} -o tracefs -e sched:sched_switch -- \\
+  {tool('hw-schedtrace')} proc -o ring -- sh -c '
+    {tool('hw-bench')} pingpong --loops {LOOPS} --cpu 0 > pingpong.txt & pid=$!
+    sleep 0.5; cat /proc/$pid/maps > maps.txt; echo $pid > pingpong.pid; wait $pid'
+"""
+    boot = booted("patched", script, tmp_path)
+    assert "-hostwire" in boot.kernel_release
+    ring = read_sched_tsv(tmp_path / "ring" / "sched.tsv")
+    traced = read_sched_tsv(tmp_path / "tracefs" / "sched.tsv")
+    ring = ring[ring["event"] == "sched_switch"]
+    traced = traced[traced["event"] == "sched_switch"]
+    lo, hi = int(ring["t_ns"].min()), int(ring["t_ns"].max())
+    inside = traced[(traced["t_ns"] >= lo) & (traced["t_ns"] <= hi)]
+    assert len(ring) > 2 * LOOPS
+    assert abs(len(ring) - len(inside)) <= 0.01 * len(inside), (len(ring), len(inside))
+    # the same switches, CPU by CPU, in the same order
+    for cpu, mine in ring.groupby("cpu"):
+        theirs = inside[inside["cpu"] == cpu]
+        a = list(zip(mine["prev_pid"], mine["next_pid"]))
+        b = list(zip(theirs["prev_pid"], theirs["next_pid"]))
+        same = sum(x == y for x, y in zip(a, b))
+        assert same >= 0.99 * max(len(a), len(b)), (cpu, same, len(a), len(b))
+    # a task's CPU-usage counter never decreases
+    for col_pid, col_run in (("prev_pid", "prev_runtime_ns"), ("next_pid", "next_runtime_ns")):
+        steps = ring[[col_pid, col_run, "t_ns"]].sort_values("t_ns", kind="stable").groupby(col_pid)[col_run].diff()
+        assert (steps.dropna() >= 0).all()
+    # the ping-pong's user program counters lie in its mapped text
+    pid = int((tmp_path / "pingpong.pid").read_text())
+    ranges = _executable_ranges((tmp_path / "maps.txt").read_text())
+    mine = ring[(ring["prev_tgid"] == pid) & (ring["prev_pid"] == pid)]
+    ips = np.array([int(str(v), 16) for v in mine["prev_user_ip"]], dtype=np.uint64)
+    inside_text = ((ips[:, None] >= ranges[:, 0]) & (ips[:, None] < ranges[:, 1])).any(axis=1)
+    assert len(ips) > LOOPS / 2 and inside_text.all()
+    # the rest of table 1: states, priorities, queue lengths
+    assert set(ring["prev_state"].astype(int)) <= {0, 1, 2, 4, 8, 16, 32, 64, 128, 256}
+    assert ring["next_prio"].between(0, 139).all() and (ring["nr_running"] >= 0).all()
+    assert int(json.loads((tmp_path / "ring" / "sched.json").read_text())["buffers"][0].get("lost", 0)) == 0

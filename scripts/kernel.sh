@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The stock and the schedtrace-patched guest kernels, from the Debian source package that
+# kernel-patches/series names and the config fragment kernel-patches/guest.config:
+#   scripts/kernel.sh build [stock|patched|both]   bzImages under build/kernel/<flavour>/ (ccache)
+#   scripts/kernel.sh check                         the series applies and its files compile
+#   scripts/kernel.sh source                        unpack the source (and install it if missing)
+# Both kernels share one config, so they differ only by the series. Every failure is one line.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+say() { printf 'hostwire kernel: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+patches=${HOSTWIRE_KERNEL_PATCHES:-kernel-patches}
+fragment=$patches/guest.config
+kbuild=${HOSTWIRE_KERNEL_BUILD:-$top/build/kernel}
+jobs=${JOBS:-$(nproc)}
+package=$(sed -n 's/^# source: \([^ ]*\) .*/\1/p' "$patches/series")
+version=$(sed -n 's/^# source: [^ ]* \([^ ]*\).*/\1/p' "$patches/series")
+[ -n "$package" ] && [ -n "$version" ] || die "$patches/series: line 2 must read '# source: PACKAGE VERSION'"
+tarball=/usr/src/$package.tar.xz
+patched_tree=${HOSTWIRE_KERNEL_TREE:-$kbuild/src-patched}
+
+installed_version() { dpkg-query -W -f='${Status} ${Version}' "$package" 2>/dev/null | sed -n 's/^install ok installed //p'; }
+
+ensure_package() {
+    local have
+    have=$(installed_version)
+    if [ "$have" != "$version" ]; then
+        [ "$(id -u)" -eq 0 ] || die "$package $version is not installed${have:+ (found $have)}; run as root or: apt-get install $package=$version"
+        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends --allow-downgrades \
+            "$package=$version" >/dev/null 2>"$kbuild.apt.log"; then
+            die "$package $version cannot be installed ($(grep -m1 -E '^E:' "$kbuild.apt.log" || echo 'see apt-get'))"
+        fi
+        say "installed $package $version"
+    fi
+    [ -f "$tarball" ] || die "$tarball is missing although $package is installed"
+}
+
+# build/kernel/src: the pristine tree, unpacked once per source version
+unpack() {
+    mkdir -p "$kbuild"
+    ensure_package
+    if [ "$(cat "$kbuild/src.version" 2>/dev/null)" != "$version" ]; then
+        say "unpacking $tarball"
+        rm -rf "$kbuild/src" "$kbuild/src.tmp"
+        mkdir -p "$kbuild/src.tmp"
+        tar -xJf "$tarball" -C "$kbuild/src.tmp" --strip-components=1
+        mv "$kbuild/src.tmp" "$kbuild/src"
+        echo "$version" > "$kbuild/src.version"
+    fi
+}
+
+series_files() { sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$patches/series"; }
+
+# build/kernel/src-patched: hard links to the pristine tree (patch replaces the files it
+# changes, so the links of the others stay shared) with the series applied
+patch_tree() {
+    local tree=$patched_tree stamp
+    stamp="$version $(cat "$patches/series" $(series_files | sed "s|^|$patches/|") | sha256sum | cut -c1-16)"
+    if [ "$(cat "$tree.stamp" 2>/dev/null)" = "$stamp" ]; then
+        return
+    fi
+    rm -rf "$tree"
+    cp -al "$kbuild/src" "$tree"
+    local p out
+    for p in $(series_files); do
+        [ -f "$patches/$p" ] || die "$patches/series names $p, which does not exist"
+        if ! out=$(patch -d "$tree" -p1 --forward --batch --no-backup-if-mismatch -s < "$patches/$p" 2>&1); then
+            rm -rf "$tree"
+            die "$patches/$p does not apply to $package $version: $(printf '%s' "$out" | grep -m1 -iE 'fail|reject|malformed|only garbage|can.t find' || printf '%s' "$out" | head -1)"
+        fi
+    done
+    echo "$stamp" > "$tree.stamp"
+}
+
+# allnoconfig plus the fragment, then a check that every line of the fragment survived
+configure() {
+    local src=$1 out=$2 line key value
+    mkdir -p "$out"
+    make -s -C "$src" O="$out" allnoconfig >/dev/null
+    "$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "$top/$fragment" >/dev/null
+    make -s -C "$src" O="$out" olddefconfig >/dev/null
+    while IFS= read -r line; do
+        key=${line%%=*} value=${line#*=}
+        if [ "$value" = n ]; then
+            ! grep -q "^$key=" "$out/.config" || die "$fragment: $key stays set in the resolved config"
+        else
+            grep -qxF "$line" "$out/.config" || die "$fragment: $line did not survive olddefconfig (a dependency is missing)"
+        fi
+    done < <(grep '^CONFIG_' "$fragment")
+}
+
+build_one() {
+    local flavour=$1 src out start seconds
+    src=$kbuild/src
+    if [ "$flavour" = patched ]; then
+        patch_tree
+        src=$patched_tree
+    fi
+    out=$kbuild/$flavour
+    configure "$src" "$out"
+    command -v ccache >/dev/null || die "ccache is missing; run make setup"
+    export CCACHE_DIR=${CCACHE_DIR:-$top/build/ccache} CCACHE_BASEDIR=$kbuild CCACHE_NOHASHDIR=1
+    say "building the $flavour kernel with $jobs jobs (log: $out/build.log)"
+    start=$(date +%s.%N)
+    if ! make -C "$src" O="$out" CC="ccache gcc" -j"$jobs" bzImage > "$out/build.log" 2>&1; then
+        die "the $flavour kernel did not build: $(grep -m1 -E 'error|Error' "$out/build.log")"
+    fi
+    seconds=$(echo "$(date +%s.%N) - $start" | bc)
+    cp "$out/arch/x86/boot/bzImage" "$out/bzImage"
+    make -s -C "$src" O="$out" kernelrelease > "$out/release"
+    printf '%s %s %.0f\n' "$flavour" "$(cat "$out/release")" "$seconds" > "$out/built"
+    say "$flavour kernel $(cat "$out/release") built in $(printf '%.0f' "$seconds") s: $out/bzImage"
+}
+
+# the series applies, and the files it adds or changes compile in the patched tree's config
+check() {
+    local out=$kbuild/check objs
+    patch_tree
+    configure "$patched_tree" "$out"
+    make -s -C "$patched_tree" O="$out" -j"$jobs" prepare >/dev/null 2>"$out.log" \
+        || die "make prepare failed: $(grep -m1 -iE 'error' "$out.log")"
+    objs=$(cat $(series_files | sed "s|^|$patches/|") | sed -n 's|^+++ b/\(kernel/.*\)\.c$|\1.o|p' | sort -u)
+    # shellcheck disable=SC2086
+    make -C "$patched_tree" O="$out" -j"$jobs" KCFLAGS=-Werror $objs >"$out.log" 2>&1 \
+        || die "the patched files do not compile: $(grep -m1 -E 'error' "$out.log")"
+    say "the series applies to $package $version and compiles: $(echo $objs)"
+}
+
+case ${1:-build} in
+    source) unpack ;;
+    check) unpack; check ;;
+    build)
+        unpack
+        case ${2:-both} in
+            stock | patched) build_one "$2" ;;
+            both) build_one stock; build_one patched ;;
+            *) say "usage: scripts/kernel.sh build [stock|patched|both]"; exit 2 ;;
+        esac ;;
+    -h | --help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) say "usage: scripts/kernel.sh build [stock|patched|both] | check | source"; exit 2 ;;
+esac
