@@ -51,7 +51,7 @@ void st_tsv_escape(char *out, size_t len, const char *in, size_t inlen)
 /* The last line of a TSV: the trailer "# end: records=N" when the conversion finished, else
  * "# damaged: REASON", so that no reader takes a file cut short by a failure for a whole one
  * (the records before the failure stay). */
-static void close_tsv_lines(FILE *out, int ok, long long records, const char *reason)
+void st_tsv_close(FILE *out, int ok, long long records, const char *reason)
 {
     if (ok) {
         fprintf(out, "# end: records=%lld\n", records);
@@ -431,10 +431,10 @@ int st_convert_sched(const char *dat_path, const char *tsv_path, struct st_conve
     if (iterate(&dat, sched_record, &sc, st, err) < 0) {
         if (!err->msg[0])
             hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
-        close_tsv_lines(sc.out, 0, sc.lines, err->msg);
+        st_tsv_close(sc.out, 0, sc.lines, err->msg);
         goto out;
     }
-    close_tsv_lines(sc.out, 1, sc.lines, NULL);
+    st_tsv_close(sc.out, 1, sc.lines, NULL);
     rc = ferror(sc.out) ? -1 : 0;
     if (rc < 0)
         hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));
@@ -673,13 +673,13 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
     if (iterate(&dat, sys_record, &sc, st, err) < 0) {
         if (!err->msg[0])
             hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : ENOMEM));
-        close_tsv_lines(sc.out, 0, st->syscalls, err->msg);
+        st_tsv_close(sc.out, 0, st->syscalls, err->msg);
         goto out;
     }
     for (size_t i = 0; i < sc.cap; i++)
         if (sc.slots[i].tid && sc.slots[i].active)
             emit(&sc, sc.slots[i].tid, &sc.slots[i], sc.last_ts, "", 1);
-    close_tsv_lines(sc.out, 1, st->syscalls, NULL);
+    st_tsv_close(sc.out, 1, st->syscalls, NULL);
     rc = ferror(sc.out) ? -1 : 0;
     if (rc < 0)
         hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : EIO));

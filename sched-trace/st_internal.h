@@ -2,6 +2,8 @@
 #ifndef HW_ST_INTERNAL_H
 #define HW_ST_INTERNAL_H
 #include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 #include "st.h"
 
@@ -17,4 +19,14 @@ extern const size_t st_n_io_calls;
 
 /* TSV text escaping: tab, newline, carriage return and backslash become \t \n \r \\. */
 void st_tsv_escape(char *out, size_t len, const char *in, size_t inlen);
+/* The last line of a TSV: "# end: records=N" when ok, else "# damaged: REASON" (escaped). */
+void st_tsv_close(FILE *out, int ok, long long records, const char *reason);
+
+/* Waits until *stop is set, the deadline (CLOCK_MONOTONIC ns; -1: none) passes or the command
+ * *child (> 0: running) ends; then *child is its pid negated and *child_status its exit status
+ * (128 + signal when killed). */
+void st_wait(volatile sig_atomic_t *stop, long long deadline, pid_t *child, int *child_status);
+
+/* sched.json's "clock_check" member (and its trailing ",\n") from the markers' stamps. */
+void st_json_clock(FILE *f, const struct st_convert_stats *cv);
 #endif

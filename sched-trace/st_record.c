@@ -144,27 +144,31 @@ static int spawn(struct recording *s, struct hw_err *err)
     return 0;
 }
 
-static void wait_loop(struct recording *s)
+void st_wait(volatile sig_atomic_t *stop, long long deadline, pid_t *child, int *child_status)
 {
-    const struct st_config *cfg = s->cfg;
-    long long deadline = cfg->duration_ns > 0 ? s->t_start + cfg->duration_ns : -1;
     for (;;) {
-        if (cfg->stop && *cfg->stop)
+        if (stop && *stop)
             return;
         if (deadline >= 0 && hw_mono_ns() >= deadline)
             return;
-        if (s->child > 0) {
+        if (*child > 0) {
             int status;
-            pid_t r = waitpid(s->child, &status, WNOHANG);
-            if (r == s->child) {
-                s->child_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-                s->child = -s->child;    /* reaped; keep the pid for the report */
+            pid_t r = waitpid(*child, &status, WNOHANG);
+            if (r == *child) {
+                *child_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                *child = -*child;        /* reaped; keep the pid for the report */
                 return;
             }
         }
         struct timespec ts = { 0, 5 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
+}
+
+static void wait_loop(struct recording *s)
+{
+    const struct st_config *cfg = s->cfg;
+    st_wait(cfg->stop, cfg->duration_ns > 0 ? s->t_start + cfg->duration_ns : -1, &s->child, &s->child_status);
 }
 
 static void json_stat(FILE *f, const char *key, long long v, const char *sep)
@@ -248,7 +252,7 @@ static void json_buffer(FILE *f, struct recording *s, int b, const char *dat, co
     fprintf(f, "     ]}");
 }
 
-static void json_clock(FILE *f, const struct st_convert_stats *cv)
+void st_json_clock(FILE *f, const struct st_convert_stats *cv)
 {
     static const char *which[2] = { "start", "stop" };
     long long worst = ST_UNKNOWN;
@@ -280,7 +284,7 @@ static int write_json(struct recording *s, const char *path, struct hw_err *err)
     fprintf(f, "{\n  \"format\": \"hostwire-sched 1\",\n  \"tool\": \"hw-schedtrace\",\n");
     fprintf(f, "  \"clock\": \"CLOCK_MONOTONIC\",\n  \"start_mono_ns\": %lld,\n  \"stop_mono_ns\": %lld,\n",
             s->t_start, s->t_stop);
-    json_clock(f, &s->conv[0]);
+    st_json_clock(f, &s->conv[0]);
     if (s->cfg->command) {
         fprintf(f, "  \"command\": {\"argv\": [");
         for (char **a = s->cfg->command; *a; a++) {

@@ -20,7 +20,7 @@ COLUMNS = [
 ]
 INT_COLUMNS = ["t_enter_ns", "t_exit_ns", "pid", "tid", "fd", "req_bytes"]
 FD_KINDS = ("tcp", "udp", "unix", "file", "pipe", "other", "unknown")
-BACKENDS = ("ptrace", "preload", "tracefs")
+BACKENDS = ("ptrace", "preload", "tracefs", "proc")
 
 
 def _resolve(path: str | Path) -> Path:

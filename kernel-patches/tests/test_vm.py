@@ -92,8 +92,8 @@ def test_schedtrace_agrees_with_tracefs(tmp_path: Path) -> None:
 """
     boot = booted("patched", script, tmp_path)
     assert "-hostwire" in boot.kernel_release
-    ring = read_sched_tsv(tmp_path / "ring" / "sched.tsv")
-    traced = read_sched_tsv(tmp_path / "tracefs" / "sched.tsv")
+    _, ring = read_sched_tsv(tmp_path / "ring" / "sched.tsv")
+    _, traced = read_sched_tsv(tmp_path / "tracefs" / "sched.tsv")
     ring = ring[ring["event"] == "sched_switch"]
     traced = traced[traced["event"] == "sched_switch"]
     lo, hi = int(ring["t_ns"].min()), int(ring["t_ns"].max())

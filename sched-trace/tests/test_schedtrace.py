@@ -512,3 +512,279 @@ def test_converts_trace_cmd_v6_files(build_dir: Path, tmp_path: Path, no_leftove
     _, df = read_sched_tsv(tmp_path / "sched.tsv")
     assert len(stamps) > 10 and df["t_ns"].tolist() == stamps
     assert set(df["event"]) == {"sched_switch", "sched_wakeup"}
+
+
+# ---------------------------------------------------------------- /proc/schedtrace (no kernel needed)
+# The patched kernel's ring (kernel-patches/) is faked by a directory holding a pre-filled
+# "schedtrace" (a regular file reads to its end once, as an emptied ring does) and a
+# "schedtrace_control" that collects the commands written to it (HW_SCHEDTRACE_PROC_DIR).
+
+PROC_HEADER = "# schedtrace format=1 clock=mono size=4096 enabled=1 written=0 lost=0 pending=6\n"
+PROC_LINES = [
+    # out of time order, as the ring can be: the converter sorts by stamp
+    "2000 1 switch prev_comm=my\\x20prog prev_pid=300 prev_tgid=299 prev_prio=120 prev_state=256 "
+    "prev_runtime_ns=7000 prev_sigpending=0x4000 prev_user_ip=0x401000 preempt=1 next_comm=kworker/1:0 "
+    "next_pid=40 next_tgid=40 next_prio=100 next_runtime_ns=9 next_vruntime=18446744073709551615 "
+    "next_deadline=456 queue_vruntime=100 nr_running=3 cfs_queued=2 rt_running=1 net_backlog=5 tcp_mem_pages=-1\n",
+    "1500 0 switch prev_comm=a\\x5cb\\x09c prev_pid=301 prev_tgid=301 prev_prio=139 prev_state=1 "
+    "prev_runtime_ns=1 prev_sigpending=0x0 prev_user_ip=0x0 preempt=0 next_comm=swapper/0 next_pid=0 "
+    "next_tgid=0 next_prio=120 next_runtime_ns=2 next_vruntime=3 next_deadline=4 queue_vruntime=5 "
+    "nr_running=0 cfs_queued=0 rt_running=0 net_backlog=0 tcp_mem_pages=77\n",
+    "1600 0 sys_enter pid=301 tid=302 nr=44 a0=0x4 a1=0x7fff0000 a2=0x5b4 a3=0x0 a4=0x0 a5=0x0\n",
+    "1700 0 sys_exit pid=301 tid=302 nr=44 ret=1460\n",
+    "1800 0 sys_enter pid=301 tid=302 nr=275 a0=0x5 a1=0x0 a2=0x6 a3=0x0 a4=0x10000 a5=0x0\n",
+    "1900 0 sys_exit pid=301 tid=302 nr=275 ret=-11\n",
+    "2100 0 sys_enter pid=301 tid=301 nr=3 a0=0xffffffff a1=0x0 a2=0x0 a3=0x0 a4=0x0 a5=0x0\n",
+]
+# by hand: columns t_ns cpu event pid comm, tracefs's sched_switch fields, then the ring's own
+SCHED_ROWS = [
+    ["1500", "0", "sched_switch", "301", "a\\\\b\\tc", "a\\\\b\\tc", "301", "139", "1", "swapper/0", "0", "120",
+     "301", "1", "0x0", "0x0", "0", "0", "2", "3", "4", "5", "0", "0", "0", "0", "77"],
+    ["2000", "1", "sched_switch", "300", "my prog", "my prog", "300", "120", "256", "kworker/1:0", "40", "100",
+     "299", "7000", "0x4000", "0x401000", "1", "40", "9", "18446744073709551615", "456", "100", "3", "2", "1", "5",
+     "-1"],
+]
+SYSCALL_ROWS = [  # sendto(4, .., 1460), splice(5, .., 6, .., 65536) = -EAGAIN, close(-1) unfinished at the end
+    ["1600", "1700", "301", "302", "sendto", "4", "1460", "1460", "unknown", "", "0"],
+    ["1800", "1900", "301", "302", "splice", "6", "65536", "-11", "unknown", "", "0"],
+    ["2100", "2100", "301", "301", "close", "-1", "-1", "", "unknown", "", "1"],
+]
+PROC_CONTROL = "format 1\nenabled 0\nsize 4096\nwritten 9\nlost 2\npending 0\npids\n"
+TRACEFS_SWITCH_FIELDS = ["prev_comm", "prev_pid", "prev_prio", "prev_state", "next_comm", "next_pid", "next_prio"]
+PROC_EXTRA = ["prev_tgid", "prev_runtime_ns", "prev_sigpending", "prev_user_ip", "preempt", "next_tgid",
+              "next_runtime_ns", "next_vruntime", "next_deadline", "queue_vruntime", "nr_running", "cfs_queued",
+              "rt_running", "net_backlog", "tcp_mem_pages"]
+
+
+def fake_proc(tmp_path: Path, lines: list[str], control: str = PROC_CONTROL) -> Path:
+    d = tmp_path / "proc"
+    d.mkdir()
+    (d / "schedtrace").write_text(PROC_HEADER + "".join(lines))
+    (d / "schedtrace_control").write_text(control)
+    return d
+
+
+def proc_env(fake: Path) -> dict[str, str]:
+    return {**os.environ, "HW_SCHEDTRACE_PROC_DIR": str(fake)}
+
+
+def commands(fake: Path, control: str = PROC_CONTROL) -> list[str]:
+    """What hw-schedtrace wrote to the fake control file, one command per line."""
+    return (fake / "schedtrace_control").read_text()[len(control):].splitlines()
+
+
+def rows(path: Path) -> tuple[dict[str, str], list[str], list[list[str]], str]:
+    """A TSV as (metadata, columns, records as text, last line)."""
+    lines = path.read_text(encoding="ascii").splitlines()
+    meta = dict(ln[2:].split(": ", 1) for ln in lines[:-1] if ln.startswith("# ") and ": " in ln)
+    body = [ln for ln in lines if not ln.startswith("#")]
+    return meta, body[0].split("\t"), [ln.split("\t") for ln in body[1:]], lines[-1]
+
+
+@pytest.mark.sanitized
+def test_proc_records_the_ring_into_the_tracefs_schema(build_dir: Path, tmp_path: Path) -> None:
+    fake = fake_proc(tmp_path, PROC_LINES)
+    out = tmp_path / "raw"
+    res = run([tool(build_dir), "proc", "-o", str(out), "-b", "4096", "-s", "-p", str(os.getpid()), "--", "true"],
+              env=proc_env(fake))
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.splitlines()[0] == f"hw-schedtrace: recording from {fake}/schedtrace"
+    summary = read_sched_json(out / "sched.json")
+    child = summary["command"]["pid"]
+    assert summary["command"]["exit_status"] == 0
+    assert commands(fake) == ["size 4096", "clear", f"pids {os.getpid()} {child}", "enable", "disable"]
+    # the lines as read; at the end, the header of a fresh open: the ring's state after the last read
+    assert (out / "schedtrace.txt").read_text() == PROC_HEADER + "".join(PROC_LINES) + PROC_HEADER
+
+    meta, columns, records, last = rows(out / "sched.tsv")
+    assert (meta["format"], meta["source"], meta["trace_clock"], meta["backend"]) == \
+        ("hostwire-tsv 2", "hw-schedtrace", "mono", "proc")
+    assert meta["clock"].startswith("CLOCK_MONOTONIC")
+    assert columns == ["t_ns", "cpu", "event", "pid", "comm", *TRACEFS_SWITCH_FIELDS, *PROC_EXTRA]
+    assert records == SCHED_ROWS
+    assert last == "# end: records=2"
+    _, df = read_sched_tsv(out / "sched.tsv")
+    assert df["next_vruntime"].dtype == "UInt64" and df["tcp_mem_pages"].tolist() == [77, -1]
+    assert [int(v, 16) for v in df["prev_user_ip"]] == [0, 0x401000]  # addresses as 0x..., as tracefs's pointers
+    assert df["comm"].tolist() == ["a\\\\b\\tc", "my prog"]  # escaped as every hostwire TSV text field
+
+    meta, columns, records, last = rows(out / "syscalls.tsv")
+    assert (meta["kind"], meta["backend"]) == ("syscalls", "proc")
+    assert columns == ["t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "req_bytes", "result", "fd_kind",
+                       "fd_desc", "unfinished"]
+    assert records == SYSCALL_ROWS and last == "# end: records=3"
+    from hostwire import syscalls
+    if "proc" in syscalls.BACKENDS:  # the reader that takes this backend's files
+        assert len(syscalls.read_syscalls(out / "syscalls.tsv")) == 3
+
+    buf = summary["buffers"][0]
+    assert (summary["format"], buf["name"], buf["backend"]) == ("hostwire-sched 1", "sched", "proc")
+    assert (buf["records"], buf["ring_records"], buf["syscall_records"], buf["unfinished"]) == (2, 7, 3, 1)
+    assert buf["pids"] == [os.getpid(), child] and buf["size"] == 4096 and buf["size_requested"] == 4096
+    # the control file at stop: 2 records dropped by a full ring, 9 written, 7 read here: 2 taken by another reader
+    assert (buf["lost"], buf["unread"], buf["lost_events"]) == (2, 2, 4)
+    assert buf["cpus"] == [] and buf["records_by_cpu"] == {"0": 6, "1": 1}
+    assert "lost: ring full 2, unread 2" in res.stderr
+    # where the analysis counts a trace's losses (hostwire.collectors.Schedtrace.losses)
+    from hostwire.collectors import TRACE_OVERRUNS, Schedtrace
+    losses = Schedtrace(out, None).losses()[TRACE_OVERRUNS]
+    assert losses["sched_lost_events"] == 4 and losses["sched_missed_in_stream"] == 0
+
+    # proc convert of the raw file gives the same TSVs
+    res = run([tool(build_dir), "proc", "convert", "-o", str(tmp_path / "again"), str(out / "schedtrace.txt")])
+    assert res.returncode == 0, res.stderr
+    for name in ("sched.tsv", "syscalls.tsv"):
+        assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes()
+    # without the control file, the raw file's last header is of a running ring: unread is unknown
+    again = read_sched_json(tmp_path / "again" / "sched.json")["buffers"][0]
+    assert (again["lost"], again["unread"], again["lost_events"]) == (0, None, None)
+
+
+@pytest.mark.sanitized
+def test_proc_stops_on_sigint_and_records_switches_only(build_dir: Path, tmp_path: Path) -> None:
+    fake = fake_proc(tmp_path, PROC_LINES[:2])
+    out = tmp_path / "raw"
+    proc = subprocess.Popen([tool(build_dir), "proc", "-o", str(out)], env=proc_env(fake),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr.readline().startswith("hw-schedtrace: recording from ")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:  # ours, by its pid
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert commands(fake) == ["clear", "pids", "enable", "disable"]  # no pids: no system calls
+    assert not (out / "syscalls.tsv").exists()
+    assert rows(out / "sched.tsv")[2] == SCHED_ROWS
+    summary = read_sched_json(out / "sched.json")
+    assert "command" not in summary and summary["buffers"][0]["syscalls_tsv"] is None
+
+
+@pytest.mark.sanitized
+def test_proc_duration_and_a_ring_in_use(build_dir: Path, tmp_path: Path) -> None:
+    fake = fake_proc(tmp_path, PROC_LINES[:1])
+    res = run([tool(build_dir), "proc", "-o", str(tmp_path / "raw"), "-d", "300ms"], env=proc_env(fake))
+    assert res.returncode == 0, res.stderr
+    summary = read_sched_json(tmp_path / "raw" / "sched.json")
+    assert 0.3e9 <= summary["stop_mono_ns"] - summary["start_mono_ns"] < 10e9
+    # another recording has the ring: refuse it, one line, nothing written to the control file
+    control = PROC_CONTROL.replace("enabled 0", "enabled 1")
+    (tmp_path / "busy").mkdir()
+    busy = fake_proc(tmp_path / "busy", PROC_LINES[:1], control)
+    res = run([tool(build_dir), "proc", "-o", str(tmp_path / "raw2"), "--", "true"], env=proc_env(busy))
+    assert res.returncode == 1 and len(res.stderr.splitlines()) == 1, res.stderr
+    assert "says the ring is enabled already" in res.stderr
+    assert commands(busy, control) == []
+
+
+@pytest.mark.sanitized
+def test_proc_convert_keeps_the_records_before_a_cut(build_dir: Path, tmp_path: Path) -> None:
+    raw = tmp_path / "schedtrace.txt"
+    text = PROC_HEADER + "".join(PROC_LINES)
+    raw.write_text(text[:-30])  # the last line cut
+    res = run([tool(build_dir), "proc", "convert", "-o", str(tmp_path / "out"), str(raw)])
+    assert res.returncode == 1
+    assert res.stderr == (f"hw-schedtrace: failed to parse {raw}:8: expected a newline at the end of the line "
+                          "(the file is cut)\n")
+    _, _, records, last = rows(tmp_path / "out" / "sched.tsv")
+    assert records == SCHED_ROWS
+    assert last == f"# damaged: {raw}:8: expected a newline at the end of the line (the file is cut)"
+    _, _, calls, last = rows(tmp_path / "out" / "syscalls.tsv")
+    assert calls == SYSCALL_ROWS[:2] and last.startswith("# damaged: ")
+    _, df = read_sched_tsv(tmp_path / "out" / "sched.tsv", keep_damaged=True)
+    assert len(df) == 2 and "the writer marked the file damaged" in df.attrs["damage"]["message"]
+    assert read_sched_json(tmp_path / "out" / "sched.json")["buffers"][0]["damaged"].endswith("(the file is cut)")
+    # a malformed line: what was expected, where
+    raw.write_text(text.replace("next_pid=40 ", "next_pid=4O "))
+    res = run([tool(build_dir), "proc", "convert", "-o", str(tmp_path / "bad"), str(raw)])
+    assert res.returncode == 1
+    assert res.stderr == (f"hw-schedtrace: failed to parse {raw}:2: expected next_pid=<32-bit integer>, "
+                          "got 'next_pid=4O'\n")
+    assert rows(tmp_path / "bad" / "sched.tsv")[2] == []
+
+
+@pytest.mark.sanitized
+def test_proc_without_the_patch_is_one_line(build_dir: Path, tmp_path: Path) -> None:
+    res = run([tool(build_dir), "proc", "-o", str(tmp_path / "raw"), "--", "true"],
+              env=proc_env(tmp_path / "nothing"))
+    assert res.returncode == 1
+    assert res.stderr == (f"hw-schedtrace: {tmp_path}/nothing/schedtrace is missing: this kernel does not carry "
+                          "the schedtrace patch (kernel-patches/)\n")
+    assert not (tmp_path / "raw").exists()
+    if not Path("/proc/schedtrace").exists():  # this host's kernel
+        env = {k: v for k, v in os.environ.items() if k != "HW_SCHEDTRACE_PROC_DIR"}
+        res = run([tool(build_dir), "proc", "-o", str(tmp_path / "raw"), "-d", "1"], env=env)
+        assert res.returncode == 1
+        assert res.stderr == ("hw-schedtrace: /proc/schedtrace is missing: this kernel does not carry the "
+                              "schedtrace patch (kernel-patches/)\n")
+
+
+@pytest.mark.sanitized
+def test_proc_switch_line_gives_tracefs_sched_switch_columns_exactly(build_dir: Path, tmp_path: Path) -> None:
+    """The tracefs-named columns of a switch record parse to exactly the values tracefs's
+    sched_switch would give: names and order of its format file (where readable), integers as
+    the kernel printed them (prev_state 256: preempted, TASK_REPORT_MAX), comm escaped as the
+    tracefs writer escapes char arrays."""
+    fmt = TRACEFS / "events" / "sched" / "sched_switch" / "format"
+    try:
+        names = re.findall(r"field:[^;]*?([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?;\s*offset", fmt.read_text())
+        assert [n for n in names if not n.startswith("common_")] == TRACEFS_SWITCH_FIELDS
+    except OSError:
+        pass  # no tracefs here: the documented list stands
+    comms = {"x y": "x\\x20y", "tab\there": "tab\\x09here", "back\\slash": "back\\x5cslash", "é": "\\xc3\\xa9",
+             "sixteen-bytes-ab": "sixteen-bytes-ab"}
+    lines = []
+    for i, (_, esc) in enumerate(comms.items()):
+        lines.append(f"{100 + i} 2 switch prev_comm={esc} prev_pid={2**31 - 1} prev_tgid=1 prev_prio=-51 "
+                     f"prev_state={[0, 1, 2, 256, 1026][i]} prev_runtime_ns=0 prev_sigpending=0x0 prev_user_ip=0x0 "
+                     f"preempt=0 next_comm={esc} next_pid=0 next_tgid=0 next_prio=139 next_runtime_ns=0 "
+                     f"next_vruntime=0 next_deadline=0 queue_vruntime=0 nr_running=0 cfs_queued=0 rt_running=0 "
+                     f"net_backlog=0 tcp_mem_pages=0\n")
+    raw = tmp_path / "schedtrace.txt"
+    raw.write_text(PROC_HEADER + "".join(lines))
+    res = run([tool(build_dir), "proc", "convert", "-o", str(tmp_path), str(raw)])
+    assert res.returncode == 0, res.stderr
+    meta, columns, records, _ = rows(tmp_path / "sched.tsv")
+    kinds = dict(zip(columns, meta["column_types"].split()))
+    assert [kinds[c] for c in TRACEFS_SWITCH_FIELDS] == ["str", "int", "int", "int", "str", "int", "int"]
+    _, df = read_sched_tsv(tmp_path / "sched.tsv")
+    for i, comm in enumerate(comms):
+        row = df.iloc[i]
+        escaped = comm.encode("utf-8").decode("latin-1")
+        escaped = "".join(_tsv_escape(ch) for ch in escaped)
+        assert (row["prev_comm"], row["next_comm"], row["comm"]) == (escaped, escaped, escaped), row
+        assert (row["prev_pid"], row["prev_prio"], row["next_pid"], row["next_prio"]) == (2**31 - 1, -51, 0, 139)
+        assert row["prev_state"] == [0, 1, 2, 256, 1026][i] and row["pid"] == 2**31 - 1
+    # the timeline reads them as it reads tracefs's: preempted (256) and runnable (0) left runnable
+    from hostwire.timeline.tables import switches
+    assert switches(df)["prev_runnable"].tolist() == [True, False, False, True, False]
+
+
+def _tsv_escape(ch: str) -> str:
+    """The tracefs converter's text escaping (st_tsv_escape) of one byte given as a latin-1 char."""
+    special = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\\": "\\\\"}
+    if ch in special:
+        return special[ch]
+    return ch if 0x20 <= ord(ch) < 0x7f else f"\\x{ord(ch):02x}"
+
+
+@pytest.mark.sanitized
+def test_proc_help_and_usage_errors(build_dir: Path) -> None:
+    res = run([tool(build_dir), "proc", "--help"])
+    assert res.returncode == 0 and res.stderr == ""
+    assert res.stdout.startswith("usage: hw-schedtrace proc [OPTIONS] [-- COMMAND [ARG...]]\n")
+    assert "\nEXAMPLES\n" in res.stdout and "EXIT STATUS: 0 ok" in res.stdout
+    assert re.search(r"^  -v, --verbose ", res.stdout, re.M) and re.search(r"^  -h, --help ", res.stdout, re.M)
+    assert "hw-schedtrace proc" in run([tool(build_dir), "--help"]).stdout
+    for args, expected in [
+        (["proc", "-b", "100"], "hw-schedtrace: proc: failed to parse -b: expected an integer from 1024 to 16777216"),
+        (["proc", "-p", "12"], "give --syscalls too"),
+        (["proc", "--no-drain"], "hw-schedtrace: proc: unknown option '--no-drain'"),
+        (["proc", "convert"], "hw-schedtrace: proc convert: needs one SCHEDTRACE.TXT"),
+        (["proc", "convert", "a", "b"], "needs one SCHEDTRACE.TXT"),
+    ]:
+        res = run([tool(build_dir), *args])
+        assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, (args, res.stderr)
+        assert expected in res.stderr, (args, res.stderr)
