@@ -17,9 +17,12 @@ mount -t tracefs tracefs /sys/kernel/tracing
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 ip link set lo up
 share=$(sed -n 's/.*hostwire\.share=\([^ ]*\).*/\1/p' /proc/cmdline)
+# a host directory under /tmp or /run lies beneath the guest's own tmpfs: make its mount point
+mkdir -p "$share" 2>/dev/null
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 hwshare "$share"
 i=0
 for dir in $(sed -n 's/.*hostwire\.rw=\([^ ]*\).*/\1/p' /proc/cmdline | tr ',' ' '); do
+    mkdir -p "$dir" 2>/dev/null
     mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 "hwrw$i" "$dir"
     i=$((i + 1))
 done

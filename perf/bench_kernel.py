@@ -8,7 +8,7 @@ sched_switch recording through hw-schedtrace (the stock kernel's own instrument)
 the median of --rounds ping-pongs of --loops round trips. Without KVM the guest is emulated: the
 absolute figures are then emulated time, and only the ratios within one table mean much.
 
-    .venv/bin/python perf/bench_kernel.py [--loops 100000] [--rounds 5] [--out DIR]
+    .venv/bin/python perf/bench_kernel.py [--loops N] [--rounds R] [--out DIR]
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def microseconds(text: str) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--loops", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--loops", type=int, help="round trips per ping-pong (100000; 20000 when emulated)")
+    parser.add_argument("--rounds", type=int, help="ping-pongs per row (5; 3 when emulated)")
     parser.add_argument("--out", type=Path, help="keep the guests' files here")
     args = parser.parse_args()
     try:
@@ -66,6 +66,9 @@ def main() -> int:
     except HostwireError as err:
         print(f"bench_kernel: skipped: {err}")
         return 0
+    kvm = vm.kvm_usable()
+    args.loops = args.loops or (100_000 if kvm else 20_000)
+    args.rounds = args.rounds or (5 if kvm else 3)
     out = args.out or Path(tempfile.mkdtemp(prefix="hostwire-kernel-bench-"))
     table: dict[str, dict[str, float]] = {}
     boots = {}

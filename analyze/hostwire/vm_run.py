@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from hostwire import vm
-from hostwire.errors import HostwireError
+from hostwire.errors import HostwireError, Terminated
 from hostwire.manifest import MANIFEST_NAME, seal, write_json_atomic
 from hostwire.point import RunPoint
+from hostwire.runner import sigterm_unwinds
 
 BOOT_DIR = ".vm"
 
@@ -35,9 +36,14 @@ def record_run_in_vm(run_root: Path, run_id: str, point: RunPoint, config: dict[
     job = work / "job.json"
     job.write_text(json.dumps({"run_root": str(run_root), "run_id": run_id, "point": asdict(point),
                                "config": config}, indent=2) + "\n")
-    boot = vm.boot(kernel, [sys.executable, "-m", "hostwire.vm_run", str(job)], work, timeout_s=timeout_s,
-                   writable=(run_root,))
     final, partial = run_root / run_id, run_root / f"{run_id}.partial"
+    try:
+        with sigterm_unwinds():  # Ctrl-C or SIGTERM: vm.boot kills the guest on the way out
+            boot = vm.boot(kernel, [sys.executable, "-m", "hostwire.vm_run", str(job)], work,
+                           timeout_s=timeout_s, writable=(run_root,))
+    except (KeyboardInterrupt, Terminated):
+        _mark(partial, "partial", "interrupted")
+        raise
     directory = final if final.is_dir() else partial if partial.is_dir() else None
     failure = boot.failure()
     if directory is None:
@@ -57,6 +63,17 @@ def record_run_in_vm(run_root: Path, run_id: str, point: RunPoint, config: dict[
         manifest["reason"] = failure or manifest.get("reason") or "the guest ended before the run did"
     write_json_atomic(manifest_path, seal(manifest))
     return str(manifest["status"]), str(manifest.get("reason", ""))
+
+
+def _mark(directory: Path, status: str, reason: str) -> None:
+    """What a guest left unfinished is kept, and says so."""
+    path = directory / MANIFEST_NAME
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    manifest["status"], manifest["reason"] = status, reason
+    write_json_atomic(path, seal(manifest))
 
 
 def _guest_main(job_path: str) -> int:
