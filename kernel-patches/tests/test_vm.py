@@ -99,26 +99,40 @@ def test_schedtrace_agrees_with_tracefs(tmp_path: Path) -> None:
     inside = traced[(traced["t_ns"] >= lo) & (traced["t_ns"] <= hi)]
     assert len(ring) > 2 * LOOPS
     assert abs(len(ring) - len(inside)) <= 0.01 * len(inside), (len(ring), len(inside))
-    # the same switches, CPU by CPU, in the same order
+    # the same switches, CPU by CPU: each record's nearest tracefs switch on its CPU (both stamps are
+    # CLOCK_MONOTONIC; the ring stamps a moment after trace_sched_switch) is the same switch, and a
+    # different one for every record
     for cpu, mine in ring.groupby("cpu"):
-        theirs = inside[inside["cpu"] == cpu]
-        a = list(zip(mine["prev_pid"], mine["next_pid"]))
-        b = list(zip(theirs["prev_pid"], theirs["next_pid"]))
-        same = sum(x == y for x, y in zip(a, b))
-        assert same >= 0.99 * max(len(a), len(b)), (cpu, same, len(a), len(b))
+        theirs = traced[traced["cpu"] == cpu]
+        at, bt = mine["t_ns"].to_numpy(), theirs["t_ns"].to_numpy()
+        i = np.clip(np.searchsorted(bt, at), 1, len(bt) - 1)
+        nearest = np.where(np.abs(bt[i] - at) < np.abs(bt[i - 1] - at), i, i - 1)
+        same = ((mine["prev_pid"].to_numpy() == theirs["prev_pid"].to_numpy()[nearest])
+                & (mine["next_pid"].to_numpy() == theirs["next_pid"].to_numpy()[nearest]))
+        assert same.mean() >= 0.99 and len(np.unique(nearest)) >= 0.99 * len(nearest), (cpu, same.mean())
+        lag = at - bt[nearest]
+        assert 0 <= np.median(lag) < 1_000_000, (cpu, np.median(lag))
     # a task's CPU-usage counter never decreases
     for col_pid, col_run in (("prev_pid", "prev_runtime_ns"), ("next_pid", "next_runtime_ns")):
         steps = ring[[col_pid, col_run, "t_ns"]].sort_values("t_ns", kind="stable").groupby(col_pid)[col_run].diff()
         assert (steps.dropna() >= 0).all()
-    # the ping-pong's user program counters lie in its mapped text
+    # the ping-pong's user program counters lie in its mapped text: while it runs hw-bench (before
+    # that it was the shell that forked it; during the execve the old program's counter remains
+    # until the call returns), and until it exits (an exiting task has no user address space: 0)
     pid = int((tmp_path / "pingpong.pid").read_text())
     ranges = _executable_ranges((tmp_path / "maps.txt").read_text())
-    mine = ring[(ring["prev_tgid"] == pid) & (ring["prev_pid"] == pid)]
+    mine = ring[(ring["prev_pid"] == pid) & (ring["prev_comm"] == "hw-bench")].sort_values("t_ns")
     ips = np.array([int(str(v), 16) for v in mine["prev_user_ip"]], dtype=np.uint64)
+    live = ips != 0
+    assert live.sum() > LOOPS / 2
+    if (~live).any():
+        assert not live[np.argmax(~live):].any()  # the zeros come at the end only
+    ips = ips[live]
     inside_text = ((ips[:, None] >= ranges[:, 0]) & (ips[:, None] < ranges[:, 1])).any(axis=1)
-    assert len(ips) > LOOPS / 2 and inside_text.all()
+    assert inside_text.mean() >= 0.999, inside_text.mean()
     # the rest of table 1: states, priorities, queue lengths
     assert set(ring["prev_state"].astype(int)) <= {0, 1, 2, 4, 8, 16, 32, 64, 128, 256}
+    assert (ring.loc[ring["preempt"].astype(int) == 1, "prev_state"].astype(int) == 256).all()
     assert ring["next_prio"].between(0, 139).all() and (ring["nr_running"] >= 0).all()
     assert int(json.loads((tmp_path / "ring" / "sched.json").read_text())["buffers"][0].get("lost", 0)) == 0
 
