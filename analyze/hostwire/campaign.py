@@ -64,8 +64,11 @@ class CampaignResult:
 
 def run_key(point: RunPoint, repetition: int, facts: dict[str, Any]) -> str:
     described = asdict(point)
-    if not described.get("collectors"):  # the field's default: the keys of earlier campaigns stay
+    # fields at their defaults that earlier campaigns did not have: their keys stay
+    if not described.get("collectors"):
         described.pop("collectors", None)
+    if described.get("kernel_source") == "tracefs":
+        described.pop("kernel_source", None)
     material = {
         "point": described,
         "repetition": repetition,

@@ -176,8 +176,11 @@ class Schedtrace(BackgroundTool):
     syscall_pid when given)."""
 
     def __init__(self, raw: Path, cpus: str | None, syscall_pid: int | None = None, *,
-                 syscalls: bool = False, options: list[str] | None = None) -> None:
-        argv = [*taskset_prefix(cpus), str(paths.tool("hw-schedtrace")), "-o", str(raw), *(options or [])]
+                 syscalls: bool = False, options: list[str] | None = None, source: str = "tracefs") -> None:
+        # source "proc": the patched kernel's /proc/schedtrace ring, same files but schedtrace.txt
+        # in place of trace.dat
+        mode = ["proc"] if source == "proc" else []
+        argv = [*taskset_prefix(cpus), str(paths.tool("hw-schedtrace")), *mode, "-o", str(raw), *(options or [])]
         super().__init__("hw-schedtrace", argv, raw / "schedtrace.log")
         self.raw = raw
         self.syscall_pid = syscall_pid
@@ -239,10 +242,11 @@ def for_point(raw: Path, point: Any, topology: Any | None) -> list[Collector]:
         trace_options += ["-b", str(point.trace_buffer_kib)]
     if not getattr(point, "trace_drain", True):
         trace_options += ["--no-drain"]
+    source = getattr(point, "kernel_source", "tracefs")
     if point.syscalls == "tracefs":
-        chosen.append(Schedtrace(raw, point.receiver_cpus, syscalls=True, options=trace_options))
+        chosen.append(Schedtrace(raw, point.receiver_cpus, syscalls=True, options=trace_options, source=source))
     elif point.kernel_trace:
-        chosen.append(Schedtrace(raw, point.receiver_cpus, options=trace_options))
+        chosen.append(Schedtrace(raw, point.receiver_cpus, options=trace_options, source=source))
     if point.syscalls in ("ptrace", "preload"):
         chosen.append(Iotrace(raw, point.syscalls))
     return chosen

@@ -12,6 +12,7 @@ from hostwire.errors import UsageError
 from hostwire.link import LinkSpec, parse_cpu_list, parse_rate
 
 SYSCALL_BACKENDS = ("none", "tracefs", "ptrace", "preload")
+KERNEL_SOURCES = ("tracefs", "proc")
 
 
 # Limits of hw-bench main's options (benchmark/main.c): checked here too, so that a bad point is
@@ -85,6 +86,9 @@ class RunPoint:
     trace_buffer_kib: int = 0
     trace_drain: bool = True
     kernel_trace: bool = True  # hw-schedtrace: scheduler and network events
+    # Where the kernel timeline comes from: "tracefs" (any kernel), or "proc", the patched kernel's
+    # /proc/schedtrace ring (hw-schedtrace proc; kernel-patches/, vm mode with kernel = "patched")
+    kernel_source: str = "tracefs"
     syscalls: str = "none"  # I/O system calls of the benchmark: none, tracefs, ptrace or preload
     # A collector set (COLLECTOR_SETS: "none", "kernel", "kernel+ptrace", ...) that sets capture,
     # kernel_trace and syscalls at once, over what they say; "" (the default): those three as given.
@@ -121,6 +125,9 @@ class RunPoint:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise UsageError(f"{name} = {value!r}: expected a number of seconds, 0 or more")
         _whole(self, "trace_buffer_kib", 0, 1 << 22)
+        if self.kernel_source == "proc" and (self.trace_buffer_kib or not self.trace_drain):
+            raise UsageError("kernel_source = 'proc': trace_buffer_kib and trace_drain size and drain tracefs "
+                             "buffers; the ring of /proc/schedtrace has its own size")
         if not isinstance(self.trace_drain, bool):
             raise UsageError(f"trace_drain = {self.trace_drain!r}: expected true or false")
         share = self.sender_cpu_share
@@ -140,7 +147,7 @@ class RunPoint:
             raise UsageError(f"collectors = {self.collectors!r}: expected one of {', '.join(COLLECTOR_SETS)} "
                              "(or leave it out and set capture, kernel_trace and syscalls)")
         for name, allowed in (("syscalls", SYSCALL_BACKENDS), ("topology", ("netns", "loopback")),
-                              ("capture_side", CAPTURE_SIDES)):
+                              ("capture_side", CAPTURE_SIDES), ("kernel_source", KERNEL_SOURCES)):
             if getattr(self, name) not in allowed:
                 raise UsageError(f"{name} = {getattr(self, name)!r}: expected one of {', '.join(allowed)}")
         for name in ("capture", "kernel_trace"):

@@ -33,6 +33,8 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[grid]\nlink_rate = ['10mbit', 'fast']\n", r"c.toml:2: grid.link_rate: expected a number and a unit, e.g. 10mbit"),
     ("[defaults]\ncapture = 1\n", r"c.toml:2: defaults.capture: expected true or false, got 1"),
     ("[defaults\n", r"c.toml: not valid TOML"),
+    ("[defaults]\nkernel_source = 'ring'\n", r"c.toml:2: defaults.kernel_source: .*expected one of tracefs, proc"),
+    ("[defaults]\nkernel_source = 'proc'\ntrace_buffer_kib = 64\n", r"c.toml:2: defaults.kernel_source: trace_buffer_kib and trace_drain size and drain tracefs buffers"),
     ("[host]\nmode = 'qemu'\n", r"c.toml:2: host.mode: expected one of netns, vm, got 'qemu'"),
     ("[host]\nkernel = 'custom'\n", r"c.toml:2: host.kernel: expected one of stock, patched"),
     ("[host]\nkernal = 'stock'\n", r"c.toml:2: host.kernal: unknown key \(did you mean 'kernel'\?\)"),

@@ -106,6 +106,13 @@ def test_a_point_chooses_its_collectors(tmp_path: Path, build_dir: Path) -> None
     assert wire.argv[-3:] == ["wire.pcap", "-n", "ns-rx"] and "hwrx" in wire.argv
     assert sched.follows_pid and not sched.wrapper
     assert sched.command(4242)[-3:] == ["--syscalls", "--pid", "4242"]
+    assert sched.argv[sched.argv.index(str(build_dir / "bin" / "hw-schedtrace")) + 1] == "-o"
+    # the patched kernel's ring: the same collector, hw-schedtrace's proc mode
+    point.kernel_source = "proc"
+    _, ring = collectors.for_point(tmp_path, point, topo)
+    tool = ring.argv.index(str(build_dir / "bin" / "hw-schedtrace"))
+    assert ring.argv[tool + 1:tool + 4] == ["proc", "-o", str(tmp_path)]
+    assert ring.command(4242)[-3:] == ["--syscalls", "--pid", "4242"]
     point = SimpleNamespace(capture=False, capture_side="tx", syscalls="preload", kernel_trace=False,
                             receiver_cpus=None)
     (iotrace,) = collectors.for_point(tmp_path, point, topo)
