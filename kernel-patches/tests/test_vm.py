@@ -138,8 +138,9 @@ def test_schedtrace_agrees_with_tracefs(tmp_path: Path) -> None:
 
 
 def test_quick_campaign_in_vm_mode(tmp_path: Path) -> None:
-    """Every run boots a fresh guest (boot ids differ), its results land in its run directory,
-    and the analysis and report mark the emulated timing."""
+    """Every run boots a fresh guest (boot ids differ), records its kernel timeline from
+    /proc/schedtrace, its results land in its run directory, and the analysis and report mark
+    the emulated timing."""
     from hostwire.analysis import analyze_campaign
     from hostwire.campaign import run_campaign
     from hostwire.campaign_config import load_config
@@ -147,7 +148,7 @@ def test_quick_campaign_in_vm_mode(tmp_path: Path) -> None:
 
     config_path = tmp_path / "vm.toml"
     config_path.write_text("[campaign]\nname = 'vmtest'\n[host]\nmode = 'vm'\nkernel = 'patched'\n"
-                           "[defaults]\nwarmup_s = 0.5\nduration_s = 2.0\nquiet_s = 0.3\n"
+                           "[defaults]\nwarmup_s = 0.5\nduration_s = 2.0\nquiet_s = 0.3\nkernel_source = 'proc'\n"
                            "[grid]\nsenders = [1, 2]\nbackground = [1]\n")
     out = tmp_path / "campaign"
     result = run_campaign(load_config(config_path), out)
@@ -160,6 +161,10 @@ def test_quick_campaign_in_vm_mode(tmp_path: Path) -> None:
         assert guest["flavour"] == "patched" and guest["kernel_release"].endswith("-hostwire")
         assert manifest["host"]["kernel_release"] == guest["kernel_release"]
         assert (run_dir / "vm-boot.log").stat().st_size > 0 and (run_dir / "raw" / "wire.pcap").stat().st_size > 0
+        # the kernel timeline came from the patch's ring, into the usual files
+        assert (run_dir / "raw" / "schedtrace.txt").stat().st_size > 0
+        assert "# backend: proc" in (run_dir / "raw" / "sched.tsv").read_text(errors="replace")[:2000]
+        assert manifest["losses"]["sched_lost_events"] == 0
         boots.append(guest["boot_id"])
     assert len(set(boots)) == 2 and all(boots)
     summary = analyze_campaign(out)
