@@ -24,7 +24,8 @@ version=$(sed -n 's/^# source: [^ ]* \([^ ]*\).*/\1/p' "$patches/series")
 tarball=/usr/src/$package.tar.xz
 patched_tree=${HOSTWIRE_KERNEL_TREE:-$kbuild/src-patched}
 
-installed_version() { dpkg-query -W -f='${Status} ${Version}' "$package" 2>/dev/null | sed -n 's/^install ok installed //p'; }
+# empty when the package is not installed (dpkg-query fails for a name it does not know)
+installed_version() { { dpkg-query -W -f='${Status} ${Version}' "$package" 2>/dev/null || true; } | sed -n 's/^install ok installed //p'; }
 
 ensure_package() {
     local have
