@@ -173,3 +173,32 @@ def test_quick_campaign_in_vm_mode(tmp_path: Path) -> None:
     report = build_report(out)
     text = Path(report).read_text()
     assert ("Timings are emulated" in text) == (not vm.kvm_usable())
+
+
+def test_ring_records_the_io_calls_of_chosen_processes(tmp_path: Path) -> None:
+    """The ping-pong passes one byte through pipes: each loop, each process writes one byte and
+    reads one. The ring's system-call records of it (and of the child it forks) say exactly that;
+    and the trace event schedtrace:sched_switch_ext carries the switch records to tracefs."""
+    loops = 2000
+    events = "/sys/kernel/tracing/events/schedtrace/sched_switch_ext"
+    script = f"""
+{tool('hw-schedtrace')} proc -s -o ring -- {tool('hw-bench')} pingpong --loops {loops} --cpu 0
+{tool('hw-schedtrace')} -o tracefs -e schedtrace:sched_switch_ext -- {tool('hw-bench')} pingpong --loops {loops} --cpu 0
+test -d {events}
+"""
+    booted("patched", script, tmp_path)
+    from hostwire.syscalls import read_syscalls
+
+    calls = read_syscalls(tmp_path / "ring" / "syscalls.tsv")
+    assert calls.attrs["meta"]["backend"] == "proc"
+    one_byte = calls[calls["result"] == 1]
+    for call in ("write", "read"):
+        per_process = one_byte[one_byte["call"] == call].groupby("pid").size()
+        assert len(per_process) == 2 and (per_process >= loops).all(), (call, per_process)
+    assert not calls["unfinished"].any()
+    _, ext = read_sched_tsv(tmp_path / "tracefs" / "sched.tsv")
+    ext = ext[ext["event"] == "sched_switch_ext"]
+    assert len(ext) > 2 * loops
+    for column in ("prev_runtime_ns", "prev_user_ip", "next_vruntime", "next_deadline", "queue_vruntime",
+                   "nr_running", "cfs_queued", "rt_running", "net_backlog", "tcp_mem_pages"):
+        assert column in ext.columns and ext[column].notna().all(), column
