@@ -145,7 +145,7 @@ def test_collectors_factor_sets_the_three_collector_fields(tmp_path: Path) -> No
     assert (plain.capture, plain.kernel_trace, plain.syscalls) == (True, True, "none")
     with pytest.raises(UsageError, match="collectors = 'kernal': expected one of none, wire, kernel"):
         RunPoint(collectors="kernal").validate()
-    # a point that leaves the field at its default keeps the run key it had before the field existed
+    # a point that leaves the fields at their defaults keeps the run key it had before they existed
     import hashlib
     import json
     from dataclasses import asdict
@@ -154,8 +154,10 @@ def test_collectors_factor_sets_the_three_collector_fields(tmp_path: Path) -> No
 
     old = asdict(plain)
     old.pop("collectors")
+    old.pop("kernel_source")
     material = {"point": old, "repetition": 0, "host": {k: None for k in KEY_FACTS}, "topology": TOPOLOGY_SETTINGS}
     assert run_key(plain, 0, {}) == hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+    assert run_key(replace(plain, kernel_source="proc"), 0, {}) != run_key(plain, 0, {})
 
 
 def test_compare_sets_says_which_set_changes_the_answer() -> None:
