@@ -57,6 +57,17 @@ unpack() {
 
 series_files() { sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$patches/series"; }
 
+# one patch of the series into a tree; on failure, the one line saying why is in patch.error
+apply_patch() {
+    local tree=$1 p=$2 out
+    [ -f "$patches/$p" ] || die "$patches/series names $p, which does not exist"
+    out=$(patch -d "$tree" -p1 --forward --batch --no-backup-if-mismatch -s < "$patches/$p" 2>&1) && return 0
+    printf '%s does not apply to %s %s: %s\n' "$patches/$p" "$package" "$version" \
+        "$(printf '%s' "$out" | grep -m1 -iE 'fail|reject|malformed|only garbage|can.t find' || printf '%s' "$out" | head -1)" \
+        > "$kbuild/patch.error"
+    return 1
+}
+
 # build/kernel/src-patched: hard links to the pristine tree (patch replaces the files it
 # changes, so the links of the others stay shared) with the series applied
 patch_tree() {
@@ -68,13 +79,9 @@ patch_tree() {
     rm -rf "$tree"
     unapply_in_place
     cp -al "$kbuild/src" "$tree"
-    local p out
+    local p
     for p in $(series_files); do
-        [ -f "$patches/$p" ] || die "$patches/series names $p, which does not exist"
-        if ! out=$(patch -d "$tree" -p1 --forward --batch --no-backup-if-mismatch -s < "$patches/$p" 2>&1); then
-            rm -rf "$tree"
-            die "$patches/$p does not apply to $package $version: $(printf '%s' "$out" | grep -m1 -iE 'fail|reject|malformed|only garbage|can.t find' || printf '%s' "$out" | head -1)"
-        fi
+        apply_patch "$tree" "$p" || { rm -rf "$tree"; die "$(cat "$kbuild/patch.error")"; }
     done
     echo "$stamp" > "$tree.stamp"
 }
@@ -100,14 +107,13 @@ configure() {
 # the stock build's object tree rebuilt with the patch (make rebuilds only what it changes:
 # minutes instead of a second full build), and the two differ by the patch alone.
 apply_in_place() {
-    local p out done=()
+    local p done=()
     unapply_in_place
     for p in $(series_files); do
-        [ -f "$patches/$p" ] || die "$patches/series names $p, which does not exist"
-        if ! out=$(patch -d "$kbuild/src" -p1 --forward --batch --no-backup-if-mismatch -s < "$patches/$p" 2>&1); then
+        if ! apply_patch "$kbuild/src" "$p"; then
             printf '%s\n' "${done[@]}" > "$kbuild/src.applied"
             unapply_in_place
-            die "$patches/$p does not apply to $package $version: $(printf '%s' "$out" | grep -m1 -iE 'fail|reject|malformed|only garbage|can.t find' || printf '%s' "$out" | head -1)"
+            die "$(cat "$kbuild/patch.error")"
         fi
         done+=("$p")
         printf '%s\n' "${done[@]}" > "$kbuild/src.applied"

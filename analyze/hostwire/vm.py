@@ -9,7 +9,6 @@ timing measured in the guest is emulated, and the boot says so."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shlex
@@ -159,6 +158,3 @@ def boot(flavour: str, command: list[str] | str, share: Path, *, timeout_s: floa
                 emulated=not kvm, accel="kvm" if kvm else "tcg", console_log=str(share / "console.log"),
                 guest_log=str(share / "guest.log"))
 
-
-def write_boot(boot_info: Boot, path: Path) -> None:
-    path.write_text(json.dumps(boot_info.manifest(), indent=2) + "\n")

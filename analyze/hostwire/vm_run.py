@@ -16,7 +16,7 @@ import shutil
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from hostwire import vm
 from hostwire.errors import HostwireError, Terminated
@@ -48,32 +48,38 @@ def record_run_in_vm(run_root: Path, run_id: str, point: RunPoint, config: dict[
     failure = boot.failure()
     if directory is None:
         return "failed", failure or f"the guest recorded no run (log: {boot.guest_log})"
-    manifest_path = directory / MANIFEST_NAME
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except (OSError, ValueError):
-        return "failed", failure or f"{manifest_path}: unreadable after the guest ended"
     try:
         shutil.copyfile(boot.console_log, directory / "vm-boot.log")
     except OSError:
         pass
-    manifest["vm"] = {**boot.manifest(), "boot_log": "vm-boot.log", "timeout_s": timeout_s}
-    if manifest.get("status") != "complete":
-        manifest["status"] = "failed"
-        manifest["reason"] = failure or manifest.get("reason") or "the guest ended before the run did"
-    write_json_atomic(manifest_path, seal(manifest))
+
+    def add_boot(manifest: dict[str, Any]) -> None:
+        manifest["vm"] = {**boot.manifest(), "boot_log": "vm-boot.log", "timeout_s": timeout_s}
+        if manifest.get("status") != "complete":
+            manifest["status"] = "failed"
+            manifest["reason"] = failure or manifest.get("reason") or "the guest ended before the run did"
+
+    manifest = _update(directory, add_boot)
+    if manifest is None:
+        return "failed", failure or f"{directory / MANIFEST_NAME}: unreadable after the guest ended"
     return str(manifest["status"]), str(manifest.get("reason", ""))
 
 
-def _mark(directory: Path, status: str, reason: str) -> None:
-    """What a guest left unfinished is kept, and says so."""
+def _update(directory: Path, change: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
+    """The run's manifest changed by `change` and sealed again; None when it cannot be read."""
     path = directory / MANIFEST_NAME
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError):
-        return
-    manifest["status"], manifest["reason"] = status, reason
+        return None
+    change(manifest)
     write_json_atomic(path, seal(manifest))
+    return manifest
+
+
+def _mark(directory: Path, status: str, reason: str) -> None:
+    """What a guest left unfinished is kept, and says so."""
+    _update(directory, lambda manifest: manifest.update(status=status, reason=reason))
 
 
 def _guest_main(job_path: str) -> int:
