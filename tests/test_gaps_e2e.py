@@ -77,10 +77,12 @@ def test_sieves_sharing_the_cpu_preempt_the_stream(runs: dict[str, Path]) -> Non
 @pytest.mark.slow
 def test_many_senders_on_a_slow_link_are_wire_busy(runs: dict[str, Path]) -> None:
     run = hostwire.load_run(runs["busy"])
-    table, _, _ = _gaps_above_p99(run)
-    assert table["stream"].nunique() >= 2
+    table, _, p99 = _gaps_above_p99(run)
+    # which streams get the long gaps is up to TCP (one stream behind a loss may take them all);
+    # what must hold is that while any stream waits, the others fill the link
+    assert len(table) >= 10, f"only {len(table)} gaps above the p99 spacing {p99} ns"
     share = table["wire_busy_ns"].sum() / table["gap_ns"].sum()
-    assert share >= 0.85, gaps.summary(table).to_string()
+    assert share >= 0.9, gaps.summary(table).to_string()
 
 
 @pytest.mark.privileged("netns", "tracefs")
