@@ -202,7 +202,7 @@ SCHED_BODY = "100\t0\tsched_switch\t7\tcat\t7\n200\t1\tsched_switch\t8\tsh\t8\n3
 
 
 @pytest.mark.parametrize("version", [1, 2])
-def test_sched_tsv_cut_mid_record(tmp_path: Path, version: int) -> None:
+def test_sched_tsv_cut_mid_record(tmp_path: Path, engine: list[int], version: int) -> None:
     """The cut record used to come back as a row whose missing fields were empty."""
     path = tmp_path / "sched.tsv"
     path.write_text(SCHED_HEAD.format(v=version) + SCHED_BODY[:-6])
@@ -215,7 +215,7 @@ def test_sched_tsv_cut_mid_record(tmp_path: Path, version: int) -> None:
                                   "message": f"{path}:7: last record cut (no final newline)"}
 
 
-def test_version_2_needs_its_trailer_and_version_1_does_not(tmp_path: Path) -> None:
+def test_version_2_needs_its_trailer_and_version_1_does_not(tmp_path: Path, engine: list[int]) -> None:
     path = tmp_path / "sched.tsv"
     path.write_text(SCHED_HEAD.format(v=1) + SCHED_BODY)
     meta, df = read_sched_tsv(path)
@@ -239,7 +239,7 @@ def test_version_2_needs_its_trailer_and_version_1_does_not(tmp_path: Path) -> N
     (SCHED_BODY + "# damaged: failed to read CPU 1 data\n", 8,
      "the writer marked the file damaged: failed to read CPU 1 data", 3),
 ])
-def test_every_record_has_every_field(tmp_path: Path, body: str, line: int, message: str, kept: int) -> None:
+def test_every_record_has_every_field(tmp_path: Path, engine: list[int], body: str, line: int, message: str, kept: int) -> None:
     path = tmp_path / "sched.tsv"
     path.write_text(SCHED_HEAD.format(v=1) + body)
     with pytest.raises(InputError, match=re.escape(f"{path}:{line}: {message}")):
@@ -247,6 +247,62 @@ def test_every_record_has_every_field(tmp_path: Path, body: str, line: int, mess
     _, df = read_sched_tsv(path, keep_damaged=True)
     assert len(df) == kept and df.attrs["damage"]["line"] == line
     assert df["t_ns"].tolist() == [100, 200, 300][:kept]
+
+
+@pytest.fixture(params=["pandas", "arrow"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Which parser reads the records: pandas' (small files), or Arrow's (files of at least
+    tsv._MIN_PIECE_BYTES: lowered here so that these snippets count as big). Yields a list that
+    gets one entry per read Arrow completed."""
+    import hostwire.tsv as tsv
+
+    done: list[int] = []
+    if request.param == "arrow":
+        monkeypatch.setattr(tsv, "_MIN_PIECE_BYTES", 1)
+        real = tsv._parse_arrow
+
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            out = real(*args, **kwargs)
+            if out is not None:
+                done.append(len(out[0]))
+            return out
+
+        monkeypatch.setattr(tsv, "_parse_arrow", counted)
+    return done
+
+
+def test_both_parsers_read_a_sched_tsv_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hostwire.tsv as tsv
+
+    head = ("# format: hostwire-tsv 2\n# source: hw-schedtrace\n# column_types: int int str int str int uint str\n"
+            "t_ns\tcpu\tevent\tpid\tcomm\tprev_pid\tip\tbuf\n")
+    body = ("100\t0\tsched_switch\t7\tNA\t\t18446744071583735809\tnan\n"
+            "200\t1\tprint\t-8\t\t-3\t\t\n"
+            "300\t1\tsched_switch\t9\t<idle>\t9\t0\ta b\\n\n")
+    path = tmp_path / "sched.tsv"
+    path.write_text(head + body + "# end: records=3\n")
+    _, by_pandas = read_sched_tsv(path)
+    monkeypatch.setattr(tsv, "_MIN_PIECE_BYTES", 1)
+    assert tsv._parse_arrow(tsv.open_tsv(path), len(head), len(head) + len(body), {
+        "dtype": {"t_ns": "Int64", "comm": str}, "keep_default_na": False, "na_values": {"t_ns": [""]},
+        "usecols": ["t_ns", "comm"]}) is not None
+    _, by_arrow = read_sched_tsv(path)
+    pd.testing.assert_frame_equal(by_arrow, by_pandas)
+    assert by_arrow["comm"].tolist() == ["NA", "", "<idle>"] and by_arrow["buf"].tolist() == ["nan", "", "a b\\n"]
+    assert by_arrow["prev_pid"].isna().tolist() == [True, False, False] and by_arrow["ip"].iloc[0] == 18446744071583735809
+
+
+@pytest.mark.parametrize("body, message", [
+    (SCHED_BODY.replace("\t8\n", "\t8x\n"), "column prev_pid: expected an integer, got '8x'"),
+    (SCHED_BODY.replace("\tsh\t", "\tsh\r\t"), "carriage return in a record"),
+    (SCHED_BODY.replace("\tsh\t", "\tsh\u00e9\t"), "malformed record"),
+])
+def test_both_parsers_name_a_bad_value(tmp_path: Path, engine: list[int], body: str, message: str) -> None:
+    path = tmp_path / "sched.tsv"
+    path.write_text(SCHED_HEAD.format(v=1) + body)
+    with pytest.raises(InputError, match=re.escape(message)):
+        read_sched_tsv(path)
+    assert engine == []  # Arrow declined, pandas named the fault
 
 
 def test_read_tsv_keeps_the_complete_records(tmp_path: Path) -> None:

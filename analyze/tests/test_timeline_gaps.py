@@ -195,6 +195,29 @@ def test_union_and_bad_input() -> None:
         gaps.explain(_inputs(rate_bps=0))
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_interval_helpers_against_a_loop(seed: int) -> None:
+    """covered, _within and _unique_sorted (the vectorized searches the gaps are cut with) against
+    a plain loop over random points and intervals, shared endpoints and empty intervals included."""
+    rng = np.random.default_rng(seed)
+    edges = np.sort(rng.choice(2_000, size=2 * 60, replace=False))
+    starts, ends = edges[0::2], edges[1::2]
+    ends[::7] = starts[::7]  # some empty
+    starts[5::9] = ends[4::9][:len(starts[5::9])]  # some starting where the one before ends
+    points = np.sort(rng.integers(-10, 2_010, size=500))
+    points[:50] = np.sort(rng.choice(np.concatenate([starts, ends]), 50))
+    points = np.sort(points)
+    inside, which = gaps.covered(points, starts, ends)
+    for x, hit, k in zip(points, inside, which):
+        want = [i for i, (a, b) in enumerate(zip(starts, ends)) if a <= x < b]
+        assert (hit, k) == ((True, want[0]) if want else (False, -1)), x
+    disjoint = np.flatnonzero(ends > starts)
+    a, b = starts[disjoint], ends[disjoint]
+    got = gaps._within(points, a, b)
+    assert got.tolist() == [x for x in points if any(lo <= x < hi for lo, hi in zip(a, b))]
+    assert gaps._unique_sorted(points[::-1].copy()).tolist() == sorted(set(points.tolist()))
+
+
 def test_cli_min_gap_units() -> None:
     from hostwire.commands.metrics import _duration_ns
 
@@ -312,5 +335,6 @@ def test_usable_window_is_the_advertised_right_edge_minus_what_is_in_flight() ->
     assert got[1:] == [65160, 64160, 63160, 4841 - 2001, 4841 - 3001, 4841 - 4001, 0]
     # the receiver's last advertised window was 3840 bytes, above one segment, while the sender could
     # put only 840 more bytes in flight: that is what holds it back
-    held = gaps._steps(window, window["stream"].iloc[0], "window_bytes", lambda v: v < 1000, 5 * 10**6)
+    rows = gaps._ByStream(gaps._numeric(window, "window_bytes"), ("t_ns", "value"), order_by="t_ns")
+    held = gaps._steps(rows.get(window["stream"].iloc[0]), lambda v: v < 1000, 5 * 10**6)
     assert held[0].tolist() == [4 * 10**6] and held[1].tolist() == [5 * 10**6]

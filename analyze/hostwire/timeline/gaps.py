@@ -32,6 +32,8 @@ is left out and the table says so. All stamps are int64 ns, so the parts sum exa
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -120,13 +122,16 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def covered(x: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For sorted disjoint intervals: whether each point lies in one, and which (-1: none)."""
+    """For sorted points and sorted disjoint intervals [start, end): whether each point lies in
+    one, and which (-1: none). Counts, for every point, the starts and the ends at or before it
+    (the intervals are placed among the points, fewer searches than the other way round)."""
     if len(starts) == 0:
         return np.zeros(len(x), dtype=bool), np.full(len(x), -1, dtype=np.int64)
-    idx = np.searchsorted(starts, x, side="right") - 1
-    ok = idx >= 0
-    ok[ok] = x[ok] < ends[idx[ok]]
-    return ok, np.where(ok, idx, -1)
+    n = len(x)
+    started = np.cumsum(np.bincount(np.searchsorted(x, starts, side="left"), minlength=n + 1)[:n])
+    ended = np.cumsum(np.bincount(np.searchsorted(x, ends, side="left"), minlength=n + 1)[:n])
+    ok = started > ended
+    return ok, np.where(ok, started - 1, -1)
 
 
 def wire_ns(wire_len: np.ndarray, rate_bps: float) -> np.ndarray:
@@ -134,26 +139,95 @@ def wire_ns(wire_len: np.ndarray, rate_bps: float) -> np.ndarray:
     return np.ceil(np.asarray(wire_len, dtype=np.float64) * 8e9 / float(rate_bps)).astype(np.int64)
 
 
-def _steps(df: pd.DataFrame | None, stream: str, value: str, test, t_end: int) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals [t_i, t_i+1) of one stream's step function where test(value) holds."""
-    if df is None or len(df) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    d = df[df["stream"].astype(str).to_numpy() == stream].sort_values("t_ns", kind="stable")
-    t = d["t_ns"].to_numpy().astype(np.int64)
-    if len(t) == 0:
-        return t, t
+_NONE = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+class _ByStream:
+    """Some int64 columns of a table with a stream column, split by stream once (the string column
+    is converted once, not once per stream)."""
+
+    def __init__(self, df: pd.DataFrame | None, columns: tuple[str, ...], order_by: str | None = None) -> None:
+        self.rows: dict[str, dict[str, np.ndarray]] = {}
+        if df is None or len(df) == 0:
+            return
+        codes, names = pd.factorize(df["stream"].astype(str).to_numpy())
+        values = {c: (df[c].to_numpy().astype(np.int64) if c != "value"
+                      else np.asarray(df[c], dtype=np.float64)) for c in columns}
+        order = np.lexsort((values[order_by], codes)) if order_by is not None else np.argsort(codes, kind="stable")
+        codes = codes[order]
+        bounds = np.searchsorted(codes, np.arange(len(names) + 1))
+        for k, name in enumerate(names):
+            part = order[bounds[k]:bounds[k + 1]]
+            self.rows[str(name)] = {c: v[part] for c, v in values.items()}
+
+    def get(self, stream: str) -> dict[str, np.ndarray] | None:
+        return self.rows.get(stream)
+
+
+def _steps(rows: dict[str, np.ndarray] | None, test, t_end: int) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals [t_i, t_i+1) of one stream's step function (t_ns sorted, value) where test(value)
+    holds."""
+    if rows is None or len(rows["t_ns"]) == 0:
+        return _NONE
+    t = rows["t_ns"]
     nxt = np.append(t[1:], max(t_end, int(t[-1])))
-    v = pd.to_numeric(d[value], errors="coerce").to_numpy(dtype=np.float64)
-    hold = test(v)
+    hold = test(rows["value"])
     return union(t[hold], nxt[hold])
 
 
-def _intervals(df: pd.DataFrame | None, stream: str) -> tuple[np.ndarray, np.ndarray]:
-    """The union of one stream's [t_start_ns, t_end_ns) intervals of df."""
-    if df is None or len(df) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    d = df[df["stream"].astype(str).to_numpy() == stream]
-    return union(d["t_start_ns"].to_numpy(), d["t_end_ns"].to_numpy())
+def _numeric(df: pd.DataFrame | None, value: str) -> pd.DataFrame | None:
+    """df with its `value` column as float64 named "value" (NaN where not a number)."""
+    if df is None:
+        return None
+    return df.assign(value=pd.to_numeric(df[value], errors="coerce").to_numpy(dtype=np.float64))
+
+
+def _within(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The points of sorted x that lie in some [a_i, b_i) of sorted disjoint intervals."""
+    i0 = np.searchsorted(x, a, side="left")
+    i1 = np.searchsorted(x, b, side="left")
+    n = np.maximum(i1 - i0, 0)
+    total = int(n.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    idx = np.repeat(i0 - (np.cumsum(n) - n), n) + np.arange(total)
+    return x[idx]
+
+
+def _unique_sorted(x: np.ndarray) -> np.ndarray:
+    """np.unique of int64 by sorting (numpy 2.4's hash-based np.unique is about 25 times slower
+    on millions of stamps)."""
+    x = np.sort(x)
+    keep = np.ones(len(x), dtype=bool)
+    keep[1:] = x[1:] != x[:-1]
+    return x[keep]
+
+
+def _ascending(x: np.ndarray) -> np.ndarray:
+    """x sorted (the ends of one task's intervals usually are already)."""
+    return x if len(x) < 2 or bool((x[1:] >= x[:-1]).all()) else np.sort(x)
+
+
+class _Cpus:
+    """The running table split by CPU once: sorted starts and ends, pids, comms and roles."""
+
+    def __init__(self, running: pd.DataFrame | None) -> None:
+        self.by_cpu: dict[int, tuple[np.ndarray, ...]] = {}
+        self.starts = np.zeros(0, np.int64)
+        if running is None or len(running) == 0:
+            return
+        cpu = running["cpu"].to_numpy().astype(np.int64)
+        start = running["t_start_ns"].to_numpy().astype(np.int64)
+        order = np.lexsort((start, cpu))
+        cpu, start = cpu[order], start[order]
+        end = running["t_end_ns"].to_numpy().astype(np.int64)[order]
+        pid = running["pid"].to_numpy().astype(np.int64)[order]
+        comm = running["comm"].astype(str).to_numpy(dtype=object)[order]
+        role = running["role"].astype(str).to_numpy(dtype=object)[order]
+        bounds = np.flatnonzero(np.diff(cpu, prepend=-1, append=-1) != 0)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            self.by_cpu[int(cpu[lo])] = (start[lo:hi], end[lo:hi], pid[lo:hi], comm[lo:hi], role[lo:hi])
+        self.starts = np.sort(start)
 
 
 class _Runnable:
@@ -164,7 +238,7 @@ class _Runnable:
         self.by_pid: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         if states is None or len(states) == 0:
             return
-        st = states[np.asarray(states["state"].to_numpy() == "runnable", dtype=bool)]
+        st = states[np.asarray(states["state"].isin(["runnable"]), dtype=bool)]
         pid = st["pid"].to_numpy().astype(np.int64)
         start = st["t_start_ns"].to_numpy().astype(np.int64)
         order = np.lexsort((start, pid))
@@ -194,21 +268,31 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
     if inputs.rate_bps <= 0:
         raise InputError(f"link rate {inputs.rate_bps}: expected > 0 bit/s")
     link = inputs.link if inputs.link is not None else data
-    names = sorted(set(data["stream"].astype(str)))
+    names = sorted(str(n) for n in pd.unique(data["stream"].astype(str).to_numpy()))
     if streams:
         names = [n for n in names if n in streams]
     gap_tables, pre_tables = [], []
     lt = link["t_ns"].to_numpy().astype(np.int64)
     lw = wire_ns(link["wire_len"].to_numpy(), inputs.rate_bps)
-    lstream = link["stream"].astype(str).to_numpy()
+    lcode, lnames = pd.factorize(link["stream"].astype(str).to_numpy())
+    lcode_of = {str(n): k for k, n in enumerate(lnames)}
     runnable = _Runnable(inputs.states)
+    cpus = _Cpus(inputs.running)
     transmitters = inputs.transmitters()
-    for name in names:
-        f = data[data["stream"].astype(str).to_numpy() == name].sort_values("t_ns", kind="stable")
-        t = f["t_ns"].to_numpy().astype(np.int64)
+    frames = _ByStream(data.assign(wire_ns=wire_ns(data["wire_len"].to_numpy(), inputs.rate_bps),
+                                   payload=(data["payload_len"] if "payload_len" in data.columns else 1)),
+                       ("t_ns", "wire_ns", "payload"), order_by="t_ns")
+    window = _ByStream(_numeric(inputs.window, "window_bytes"), ("t_ns", "value"), order_by="t_ns")
+    backlog = _ByStream(_numeric(inputs.backlog, "backlog_bytes"), ("t_ns", "value"), order_by="t_ns")
+    late_acks = _ByStream(inputs.late_acks, ("t_start_ns", "t_end_ns"))
+    sends = _ByStream(inputs.sends, ("t_enter_ns", "t_exit_ns"))
+
+    def one(name: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+        f = frames.get(name)
+        t = f["t_ns"] if f is not None else np.zeros(0, np.int64)
         if len(t) < 2:
-            continue
-        d = wire_ns(f["wire_len"].to_numpy(), inputs.rate_bps)
+            return None
+        d = f["wire_ns"]
         a, b, da = t[:-1], t[1:], d[:-1]
         gap = b - a
         thr = np.full(len(gap), int(min_gap_ns)) if min_gap_ns is not None else 2 * da
@@ -216,18 +300,19 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
         if window_ns is not None:
             sel &= (a >= window_ns[0]) & (b <= window_ns[1])
         if not sel.any():
-            continue
+            return None
         a, b, da, gap, thr = a[sel], b[sel], da[sel], gap[sel], thr[sel]
         lo, hi = int(a.min()), int(b.max())
         sets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         sets["on_wire"] = union(a, a + np.minimum(da, gap))
-        mss = int(f["payload_len"].max()) if "payload_len" in f.columns else 1
-        sets["receiver_window"] = _steps(inputs.window, name, "window_bytes", lambda v: v < mss, hi)
-        sets["late_ack"] = _intervals(inputs.late_acks, name)
-        other = lstream != name
+        mss = int(f["payload"].max())
+        sets["receiver_window"] = _steps(window.get(name), lambda v: v < mss, hi)
+        late = late_acks.get(name)
+        sets["late_ack"] = union(late["t_start_ns"], late["t_end_ns"]) if late is not None else _NONE
+        other = lcode != lcode_of.get(name, -2)
         sets["busy"] = union(lt[other], lt[other] + lw[other])
         backlog_known = inputs.backlog is not None
-        sets["backlog"] = _steps(inputs.backlog, name, "backlog_bytes", lambda v: v > 0, hi)
+        sets["backlog"] = _steps(backlog.get(name), lambda v: v > 0, hi)
         pid = inputs.senders.get(name, -1)
         ws, we, wcpu = runnable.of(pid)
         sets["waiting"] = (ws, we)
@@ -235,18 +320,14 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
         kthreads = [runnable.of(k) for k in helpers] if inputs.states is not None else []
         for k, (ks, ke, _) in enumerate(kthreads):
             sets[f"kthread{k}"] = (ks, ke)
-        if inputs.sends is not None:
-            sd = inputs.sends[inputs.sends["stream"].astype(str).to_numpy() == name]
-            sets["in_call"] = union(sd["t_enter_ns"].to_numpy(), sd["t_exit_ns"].to_numpy())
-        else:
-            sets["in_call"] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        # elementary segments: every boundary inside [lo, hi], the CPUs' task changes included
-        cuts = [a, b] + [np.concatenate(v) for v in sets.values()]
-        if inputs.running is not None and len(inputs.running):
-            cuts.append(inputs.running["t_start_ns"].to_numpy().astype(np.int64))
-        x = np.concatenate(cuts)
-        # only boundaries inside a gap cut it (the gaps are disjoint and sorted by their start)
-        x = np.unique(np.concatenate([x[covered(x, a, b)[0]], a, b]))
+        sd = sends.get(name)
+        sets["in_call"] = union(sd["t_enter_ns"], sd["t_exit_ns"]) if sd is not None else _NONE
+        # elementary segments: every boundary inside a gap, the CPUs' task changes included (the
+        # gaps are disjoint and sorted by their start; so are each set's starts, and its ends)
+        cuts = [a, b, _within(cpus.starts, a, b)]
+        for starts, ends in sets.values():
+            cuts += [_within(starts, a, b), _within(_ascending(ends), a, b)]
+        x = _unique_sorted(np.concatenate(cuts))
         seg_s, seg_e = x[:-1], x[1:]
         gi = np.searchsorted(a, seg_s, side="right") - 1
         inside = gi >= 0
@@ -267,7 +348,7 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
         # waiting while the CPU idles is the wake-up's latency, not another task's turn; under a CPU
         # quota it is the quota holding the task back (the preempter is then the idle task)
         if not inputs.cpu_quota:
-            wait_cpu = np.where(_idle_on(inputs.running, wait_cpu, seg_s), -1, wait_cpu)
+            wait_cpu = np.where(_idle_on(cpus, wait_cpu, seg_s), -1, wait_cpu)
         cond = [hold["on_wire"], hold["receiver_window"], hold["busy"] & wire_gate, wait_cpu >= 0,
                 hold["in_call"] & app_gate, ~hold["in_call"] & app_gate, hold["late_ack"] & wire_gate,
                 np.ones(len(seg_s), dtype=bool)]
@@ -281,12 +362,19 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
         for k, c in enumerate(CAUSES):
             table[f"{c}_ns"] = parts[:, k]
         pre = _preempters(name, seg_s[cause == 3], seg_e[cause == 3], gi[cause == 3], wait_cpu[cause == 3], a,
-                          inputs.running)
+                          cpus if inputs.running is not None else None)
         if inputs.cpu_quota and len(pre):
             pre.loc[pre["pid"].to_numpy() == 0, "role"] = "throttled"
         table["preempted_by"] = _describe(pre, a)
-        gap_tables.append(table)
-        pre_tables.append(pre)
+        return table, pre
+
+    # the streams are independent; numpy's sorts and searches release the GIL
+    with ThreadPoolExecutor(max(1, min(len(names), len(os.sched_getaffinity(0)), 4)),
+                            thread_name_prefix="hostwire-gaps") as pool:
+        for result in pool.map(one, names):
+            if result is not None:
+                gap_tables.append(result[0])
+                pre_tables.append(result[1])
     gaps = pd.concat(gap_tables, ignore_index=True) if gap_tables else pd.DataFrame(
         {c: pd.Series(dtype="object" if c in ("stream", "preempted_by") else "int64") for c in GAP_COLUMNS})
     pre = pd.concat(pre_tables, ignore_index=True) if pre_tables else pd.DataFrame(columns=PREEMPTER_COLUMNS)
@@ -296,28 +384,28 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
     return gaps, pre
 
 
-def _idle_on(running: pd.DataFrame | None, cpu: np.ndarray, t: np.ndarray) -> np.ndarray:
+def _idle_on(cpus: _Cpus, cpu: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Whether the idle task (pid 0) ran on `cpu` at `t` (False where cpu < 0 or unknown)."""
     out = np.zeros(len(t), dtype=bool)
-    if running is None or len(running) == 0:
-        return out
     for c in np.unique(cpu[cpu >= 0]):
-        r = running[running["cpu"].to_numpy() == c].sort_values("t_start_ns", kind="stable")
+        if int(c) not in cpus.by_cpu:
+            continue
+        rs, re_, pid = cpus.by_cpu[int(c)][:3]
         on = np.flatnonzero(cpu == c)
-        hit, idx = covered(t[on], r["t_start_ns"].to_numpy().astype(np.int64), r["t_end_ns"].to_numpy().astype(np.int64))
-        out[on] = hit & (r["pid"].to_numpy()[np.maximum(idx, 0)] == 0)
+        hit, idx = covered(t[on], rs, re_)
+        out[on] = hit & (pid[np.maximum(idx, 0)] == 0)
     return out
 
 
 def _preempters(name: str, s: np.ndarray, e: np.ndarray, gi: np.ndarray, cpu: np.ndarray, a: np.ndarray,
-                running: pd.DataFrame | None) -> pd.DataFrame:
+                cpus: _Cpus | None) -> pd.DataFrame:
     """Per gap, the tasks that ran on the sender's CPU during its preempted segments."""
-    if running is None or len(s) == 0:
+    if cpus is None or len(s) == 0:
         return pd.DataFrame(columns=PREEMPTER_COLUMNS)
     pieces = []
     for c in np.unique(cpu):
-        r = running[running["cpu"].to_numpy() == c].sort_values("t_start_ns", kind="stable")
-        rs, re_ = r["t_start_ns"].to_numpy().astype(np.int64), r["t_end_ns"].to_numpy().astype(np.int64)
+        z = np.zeros(0, np.int64)
+        rs, re_, rpid, rcomm, rrole = cpus.by_cpu.get(int(c), (z, z, z, z.astype(object), z.astype(object)))
         on = cpu == c
         ss, ee, gg = s[on], e[on], gi[on]
         i0 = np.searchsorted(re_, ss, side="right")
@@ -327,8 +415,8 @@ def _preempters(name: str, s: np.ndarray, e: np.ndarray, gi: np.ndarray, cpu: np
         k = np.arange(len(rows)) - np.repeat(np.cumsum(n) - n, n)
         ri = i0[rows] + k
         ns = np.minimum(ee[rows], re_[ri]) - np.maximum(ss[rows], rs[ri])
-        pieces.append(pd.DataFrame({"gap": gg[rows], "pid": r["pid"].to_numpy()[ri], "comm": r["comm"].to_numpy()[ri],
-                                    "role": r["role"].to_numpy()[ri], "cpu": int(c), "ns": ns}))
+        pieces.append(pd.DataFrame({"gap": gg[rows], "pid": rpid[ri], "comm": rcomm[ri], "role": rrole[ri],
+                                    "cpu": int(c), "ns": ns}))
     if not pieces:
         return pd.DataFrame(columns=PREEMPTER_COLUMNS)
     p = pd.concat(pieces, ignore_index=True)
