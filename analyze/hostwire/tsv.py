@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv

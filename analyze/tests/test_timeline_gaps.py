@@ -216,6 +216,14 @@ def test_interval_helpers_against_a_loop(seed: int) -> None:
     got = gaps._within(points, a, b)
     assert got.tolist() == [x for x in points if any(lo <= x < hi for lo, hi in zip(a, b))]
     assert gaps._unique_sorted(points[::-1].copy()).tolist() == sorted(set(points.tolist()))
+    key = rng.integers(-1, 4, size=200)
+    order = rng.integers(0, 20, size=200)
+    row = np.arange(200)
+    groups = gaps._split(key, order, order, row)
+    assert sorted(groups) == sorted(set(key.tolist()))
+    for k, (o, r) in groups.items():
+        assert r.tolist() == sorted(np.flatnonzero(key == k).tolist(), key=lambda i: (order[i], i))
+    assert gaps._split(key[:0], order[:0], row[:0]) == {}
 
 
 def test_cli_min_gap_units() -> None:

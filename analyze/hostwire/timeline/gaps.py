@@ -142,6 +142,18 @@ def wire_ns(wire_len: np.ndarray, rate_bps: float) -> np.ndarray:
 _NONE = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
+def _split(key: np.ndarray, sort_by: np.ndarray, *columns: np.ndarray) -> dict[int, tuple[np.ndarray, ...]]:
+    """Rows grouped by an integer key, each group ordered by sort_by (ties keep their order):
+    key -> the group's slice of each column."""
+    if len(key) == 0:
+        return {}
+    order = np.lexsort((sort_by, key))
+    key = key[order]
+    ordered = [c[order] for c in columns]
+    bounds = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
+    return {int(key[lo]): tuple(c[lo:hi] for c in ordered) for lo, hi in zip(bounds[:-1], bounds[1:])}
+
+
 class _ByStream:
     """Some int64 columns of a table with a stream column, split by stream once (the string column
     is converted once, not once per stream)."""
@@ -153,12 +165,10 @@ class _ByStream:
         codes, names = pd.factorize(df["stream"].astype(str).to_numpy())
         values = {c: (df[c].to_numpy().astype(np.int64) if c != "value"
                       else np.asarray(df[c], dtype=np.float64)) for c in columns}
-        order = np.lexsort((values[order_by], codes)) if order_by is not None else np.argsort(codes, kind="stable")
-        codes = codes[order]
-        bounds = np.searchsorted(codes, np.arange(len(names) + 1))
-        for k, name in enumerate(names):
-            part = order[bounds[k]:bounds[k + 1]]
-            self.rows[str(name)] = {c: v[part] for c, v in values.items()}
+        sort_by = values[order_by] if order_by is not None else np.zeros(len(codes), np.int64)
+        for code, parts in _split(codes, sort_by, *values.values()).items():
+            if code >= 0:  # -1: no stream
+                self.rows[str(names[code])] = dict(zip(values, parts))
 
     def get(self, stream: str) -> dict[str, np.ndarray] | None:
         return self.rows.get(stream)
@@ -216,17 +226,12 @@ class _Cpus:
         self.starts = np.zeros(0, np.int64)
         if running is None or len(running) == 0:
             return
-        cpu = running["cpu"].to_numpy().astype(np.int64)
         start = running["t_start_ns"].to_numpy().astype(np.int64)
-        order = np.lexsort((start, cpu))
-        cpu, start = cpu[order], start[order]
-        end = running["t_end_ns"].to_numpy().astype(np.int64)[order]
-        pid = running["pid"].to_numpy().astype(np.int64)[order]
-        comm = running["comm"].astype(str).to_numpy(dtype=object)[order]
-        role = running["role"].astype(str).to_numpy(dtype=object)[order]
-        bounds = np.flatnonzero(np.diff(cpu, prepend=-1, append=-1) != 0)
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            self.by_cpu[int(cpu[lo])] = (start[lo:hi], end[lo:hi], pid[lo:hi], comm[lo:hi], role[lo:hi])
+        self.by_cpu = _split(running["cpu"].to_numpy().astype(np.int64), start, start,
+                             running["t_end_ns"].to_numpy().astype(np.int64),
+                             running["pid"].to_numpy().astype(np.int64),
+                             running["comm"].astype(str).to_numpy(dtype=object),
+                             running["role"].astype(str).to_numpy(dtype=object))
         self.starts = np.sort(start)
 
 
@@ -235,21 +240,15 @@ class _Runnable:
     long run has millions of rows; each stream asks for a few pids)."""
 
     def __init__(self, states: pd.DataFrame | None) -> None:
-        self.by_pid: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.by_pid: dict[int, tuple[np.ndarray, ...]] = {}
         if states is None or len(states) == 0:
             return
         st = states[np.asarray(states["state"].isin(["runnable"]), dtype=bool)]
-        pid = st["pid"].to_numpy().astype(np.int64)
         start = st["t_start_ns"].to_numpy().astype(np.int64)
-        order = np.lexsort((start, pid))
-        pid, start = pid[order], start[order]
-        end = st["t_end_ns"].to_numpy().astype(np.int64)[order]
-        cpu = st["cpu"].to_numpy().astype(np.int64)[order]
-        bounds = np.flatnonzero(np.diff(pid, prepend=-1, append=-1) != 0)
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            self.by_pid[int(pid[lo])] = (start[lo:hi], end[lo:hi], cpu[lo:hi])
+        self.by_pid = _split(st["pid"].to_numpy().astype(np.int64), start, start,
+                             st["t_end_ns"].to_numpy().astype(np.int64), st["cpu"].to_numpy().astype(np.int64))
 
-    def of(self, pid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def of(self, pid: int) -> tuple[np.ndarray, ...]:
         """One task's runnable intervals, sorted: starts, ends, CPUs."""
         z = np.zeros(0, np.int64)
         return self.by_pid.get(pid, (z, z, z)) if pid > 0 else (z, z, z)
