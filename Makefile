@@ -20,13 +20,16 @@ BUILD ?= build
 SAN_FLAGS :=
 endif
 
-# Libraries found through pkg-config; a missing one is named by `check-libs`.
+# Libraries found through pkg-config; a missing one is named by `check-libs`. On a fresh machine
+# `setup` installs them after this file was read, so nothing asks pkg-config before a recipe runs:
+# the variables below are recursive, and PKG_CFLAGS replaces itself with its value on first use.
 PKGS := libpcap libtracefs libtraceevent
 pkg_cflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
 pkg_libs = $(shell pkg-config --libs $(1) 2>/dev/null)
+PKG_CFLAGS = $(eval PKG_CFLAGS := $(call pkg_cflags,$(PKGS)))$(PKG_CFLAGS)
 
-HW_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I$(TOP)/common \
-             $(call pkg_cflags,$(PKGS)) $(SAN_FLAGS) -MMD -MP
+HW_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I$(TOP)/common \
+            $(PKG_CFLAGS) $(SAN_FLAGS) -MMD -MP
 HW_LDFLAGS := $(SAN_FLAGS)
 
 ifeq ($(V),1)
@@ -100,7 +103,7 @@ $(BUILD)/pic/%.o: %.c
 
 -include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
 
-.PHONY: setup build ctest test test-vm demo bench clean check-libs kernel vm-image help
+.PHONY: setup build build-c ctest test test-long test-vm demo bench clean check-libs kernel vm-image help
 
 help:
 	@echo "make setup   install Debian packages and the Python venv (.venv)"
@@ -119,23 +122,28 @@ check-libs:
 	$(Q)for p in $(PKGS); do pkg-config --exists $$p || { \
 	  echo "hostwire: missing library $$p (pkg-config cannot find it); run 'make setup'" >&2; exit 1; }; done
 
-build: $(PROGRAMS) $(LIBS_SO) $(CTESTS)
+# Every target a user types starts with `setup` and builds in a second make, which reads the
+# libraries' flags only after setup has installed them: each works first on a fresh machine.
+build: setup
+	$(Q)$(MAKE) --no-print-directory build-c
 
-ctest: $(CTESTS)
+build-c: $(PROGRAMS) $(LIBS_SO) $(CTESTS)
+
+ctest: build-c
 	$(Q)fail=0; for t in $(CTESTS); do echo "== $$t"; $$t || fail=1; done; exit $$fail
 
 test: setup
-	$(Q)$(MAKE) --no-print-directory build
 	$(Q)$(MAKE) --no-print-directory ctest
-	$(Q)$(MAKE) --no-print-directory SAN=1 build
 	$(Q)$(MAKE) --no-print-directory SAN=1 ctest
 	$(Q)HOSTWIRE_REQUIRE_PRIV=1 $(PY) -m pytest -m "not vm" $(PYTEST_ARGS)
 	$(Q)HOSTWIRE_REQUIRE_PRIV=1 HOSTWIRE_BUILD=$(TOP)/build/asan $(PY) -m pytest -m sanitized $(PYTEST_ARGS)
 
-demo: setup build
+demo: setup
+	$(Q)$(MAKE) --no-print-directory build-c
 	$(Q)scripts/demo.sh
 
-bench: setup build
+bench: setup
+	$(Q)$(MAKE) --no-print-directory build-c
 	$(Q)perf/run-all.sh
 
 clean:
@@ -149,5 +157,6 @@ kernel: setup
 vm-image: kernel
 	@echo "hostwire: the guest runs this host's root read-only over 9p; the kernels are its image"
 
-test-vm: setup build
+test-vm: setup
+	$(Q)$(MAKE) --no-print-directory build-c
 	$(Q)HOSTWIRE_REQUIRE_PRIV=1 $(PY) -m pytest -m vm $(PYTEST_ARGS)
