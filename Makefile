@@ -108,7 +108,8 @@ $(BUILD)/pic/%.o: %.c
 help:
 	@echo "make setup   install Debian packages and the Python venv (.venv)"
 	@echo "make build   build the C tools into $(BUILD)/"
-	@echo "make test    everything: C tests (plain and ASan/UBSan) and pytest"
+	@echo "make test    C tests (plain and ASan/UBSan) and pytest, in about six minutes on two CPUs"
+	@echo "make test-long the scenarios of a minute or more (repeated kills, a vanishing interface)"
 	@echo "make demo    the quick campaign between two network namespaces, its analysis and report"
 	@echo "make bench   performance benchmarks against peer tools"
 	@echo "make kernel  the stock and the schedtrace-patched guest kernels (kernel-patches/) under $(BUILD)/kernel/"
@@ -132,11 +133,29 @@ build-c: $(PROGRAMS) $(LIBS_SO) $(CTESTS)
 ctest: build-c
 	$(Q)fail=0; for t in $(CTESTS); do echo "== $$t"; $$t || fail=1; done; exit $$fail
 
+# pytest in two parts: the tests that do not depend on the host's timing on every CPU at once
+# (pytest-xdist, one worker per CPU), then the `timing` ones one at a time (conftest.py). A part
+# that selects nothing (pytest's exit 5) is not a failure.
+JOBS ?= $(shell nproc)
+PYTEST = HOSTWIRE_REQUIRE_PRIV=1 $(PY) -m pytest
+define pytest_parts
+	$(Q)$(2) $(PYTEST) -m "$(1) and not timing" -n $(JOBS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(Q)$(2) $(PYTEST) -m "$(1) and timing" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+endef
+
 test: setup
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) build-c
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) SAN=1 build-c
 	$(Q)$(MAKE) --no-print-directory ctest
 	$(Q)$(MAKE) --no-print-directory SAN=1 ctest
-	$(Q)HOSTWIRE_REQUIRE_PRIV=1 $(PY) -m pytest -m "not vm" $(PYTEST_ARGS)
-	$(Q)HOSTWIRE_REQUIRE_PRIV=1 HOSTWIRE_BUILD=$(TOP)/build/asan $(PY) -m pytest -m sanitized $(PYTEST_ARGS)
+	$(call pytest_parts,not vm and not long,)
+	$(call pytest_parts,sanitized and not long,HOSTWIRE_BUILD=$(TOP)/build/asan)
+
+# The scenarios of a minute or more (pytest marker `long`); .ci/run runs them after make test.
+test-long: setup
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) build-c
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) SAN=1 build-c
+	$(Q)$(PYTEST) -m "long and not vm" $(PYTEST_ARGS)
 
 demo: setup
 	$(Q)$(MAKE) --no-print-directory build-c

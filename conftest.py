@@ -28,6 +28,23 @@ def _missing_facility(name: str) -> str | None:
     return None
 
 
+# Modules whose assertions depend on the host's timing (shares of gap causes, shaper intervals,
+# CPU use, call stamps): `make test` runs them one at a time, after the parallel part, so that no
+# other test's load on the two CPUs decides their outcome. Every other test runs in parallel.
+TIMING_MODULES = frozenset({
+    "tests/test_gaps_e2e.py", "tests/test_run_e2e.py", "tests/test_run_integrity.py",
+    "capture/tests/test_wirecap.py", "syscall-tracer/tests/test_iotrace.py", "analyze/tests/test_overhead.py",
+    "analyze/tests/test_resources.py", "benchmark/tests/test_bench.py", "sched-trace/tests/test_schedtrace.py",
+    "analyze/tests/test_metrics_integrity.py", "tests/test_receiver_starved.py",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(item.path).resolve().relative_to(REPO_ROOT).as_posix() in TIMING_MODULES:
+            item.add_marker(pytest.mark.timing)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     marker = item.get_closest_marker("privileged")
     if marker is None:

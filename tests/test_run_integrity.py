@@ -123,6 +123,7 @@ def test_full_disk_gives_one_line_and_leaves_nothing_that_looks_whole(small_moun
 
 @pytest.mark.privileged("netns", "tracefs")
 @pytest.mark.slow
+@pytest.mark.long
 def test_runner_killed_at_random_moments_always_leaves_a_marked_run(
         tmp_path: Path, build_dir: Path, processes_mentioning: Callable[[str], list[int]]) -> None:
     """SIGKILL of `hostwire demo` at 20 random moments of its run (set-up, collectors, warm-up,

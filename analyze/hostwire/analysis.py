@@ -137,7 +137,7 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
         row["marked"] = int(counters.get("marked", 1))
         for key in ("frames", "impossible_share", "tcp_retransmissions", "min_advertised_window",
                     "capture_drops", "trace_overruns", "tracer_misses", "log_overflows", "unclean_exits",
-                    "failed_checks", "damaged_sources", "loss.qdisc_drops"):
+                    "failed_checks", "damaged_sources", "loss.qdisc_drops", "wire_busy_share"):
             if key in counters:
                 row[key.replace("loss.", "")] = _number(counters[key])
 
@@ -192,6 +192,7 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     else:
         attempt("sanity", sanity)
     row.update(_host_load(run))
+    row.update(_limit(run, row))
     row.update(_receiver_clock(run))
     row["errors"] = "; ".join(errors)
     row["not_computed"] = ", ".join(cannot)  # metrics this run's sources cannot give
@@ -245,6 +246,22 @@ def _host_load(run: Any) -> dict[str, Any]:
     whole = use[use["cpu"] == -1]
     out["switches_per_s"] = float(whole["ctxt_per_s"].mean()) if len(whole) else math.nan
     return out
+
+
+def _limit(run: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """What limited the run (hostwire.metrics.regime), with the figures it was decided from; the
+    wire's rate and where it came from (hostwire.linkrate)."""
+    from hostwire.linkrate import link_rate
+    from hostwire.metrics.regime import limit_of, throttled_share
+    from hostwire.point import setup_label
+
+    link = link_rate(run.manifest)
+    capped = float(run.point.get("sender_cpu_share") or 0) > 0
+    throttled = throttled_share(run.manifest.get("cpu_cap"))
+    return {"setup": setup_label(run.point), "cpu_throttled_share": throttled, "link_rate_bit_s": link.bps, "link_rate_source": link.source,
+            "link_rate_enforced": int(link.enforced),
+            "limit": limit_of(capped, throttled, row.get("sender_cpu_busy", math.nan),
+                              row.get("wire_busy_share", math.nan))}
 
 
 def _receiver_clock(run: Any) -> dict[str, Any]:

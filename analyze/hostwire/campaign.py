@@ -22,6 +22,7 @@ from typing import Any
 from hostwire import manifest as manifest_mod
 from hostwire.campaign_config import CampaignConfig
 from hostwire.errors import HostwireError, UsageError
+from hostwire.point import setup_label
 from hostwire.runner import RunPoint, host_facts, record_run
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class PlannedRun:
 
     def describe(self) -> str:
         p = self.point
-        return (f"M={p.senders} N={p.background} {p.link_rate} {p.link_qdisc} syscalls={p.syscalls} "
+        return (f"M={p.senders} N={p.background} {setup_label(asdict(p))} syscalls={p.syscalls} "
                 f"rep {self.repetition + 1}")
 
 

@@ -15,13 +15,20 @@ anything starts. Every error names the file, the line and the key, and what was 
     senders = [1, 2, 5]
     background = [0, 2]
 
+    [variants.capped]         # optional: named sets of run-point parameters over [defaults];
+    sender_cpu_share = 0.05   # the grid is recorded once in each, in the order written (a key
+    link_qdisc = "none"       # may not be both in a variant and in the grid)
+    [variants.shaped]
+    link_rate = "10mbit"
+
     [host]                    # where each run is recorded
     mode = "netns"            # "netns": namespaces on this machine; "vm": each run boots a
                               # fresh QEMU guest (the paper's reboot) and records inside it
     kernel = "stock"          # vm mode: "stock" or "patched" (make kernel builds both)
     vm_timeout_s = 900        # vm mode: a guest still running after this is killed, its run failed
 
-The grid is expanded in the order its keys are written, the last key varying fastest."""
+The grid is expanded in the order its keys are written, the last key varying fastest; variants
+vary slowest."""
 
 from __future__ import annotations
 
@@ -39,7 +46,7 @@ from hostwire.point import RunPoint
 
 CAMPAIGN_KEYS = {"name": str, "repetitions": int, "order": str, "seed": int}
 ORDERS = ("as-written", "shuffled", "alternating")
-SECTIONS = ("campaign", "host", "defaults", "grid")
+SECTIONS = ("campaign", "host", "defaults", "grid", "variants")
 HOST_KEYS = {"mode": str, "kernel": str, "vm_timeout_s": float}
 HOST_MODES = ("netns", "vm")
 KERNELS = ("stock", "patched")
@@ -55,13 +62,18 @@ class CampaignConfig:
     seed: int = 1997
     defaults: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=lambda: {"mode": "netns", "kernel": "stock", "vm_timeout_s": 900.0})
 
     def points(self) -> list[RunPoint]:
-        """The grid's points (defaults applied), in the order written, last key fastest."""
-        base = replace(RunPoint(), **self.defaults)
+        """The grid's points (defaults, then the variant, applied), in the order written, last key
+        fastest, each variant in turn."""
         keys = list(self.grid)
-        return [replace(base, **dict(zip(keys, values))) for values in itertools.product(*self.grid.values())]
+        points = []
+        for variant in self.variants.values() or [{}]:
+            base = replace(RunPoint(), **{**self.defaults, **variant})
+            points += [replace(base, **dict(zip(keys, values))) for values in itertools.product(*self.grid.values())]
+        return points
 
     def resolved(self) -> dict[str, Any]:
         """The config with every default filled in, as recorded in campaign.json and manifests."""
@@ -71,6 +83,7 @@ class CampaignConfig:
             "host": dict(self.host),
             "defaults": asdict(replace(RunPoint(), **self.defaults)),
             "grid": self.grid,
+            "variants": self.variants,
         }
 
 
@@ -206,12 +219,27 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ca
         if not isinstance(values, list) or not values:
             raise loc.error("grid", key, f"expected a non-empty list of values, got {values!r}")
         config.grid[key] = [_check_value(loc, "grid", key, v) for v in values]
+    for name, variant in data.get("variants", {}).items():
+        section = f"variants.{name}"
+        if not isinstance(variant, dict):
+            raise loc.error("variants", name, "expected a [variants.NAME] table of run-point parameters")
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", name):
+            raise loc.error(section, None, "a variant's name: 1 to 32 letters, digits, '_' or '-'")
+        config.variants[name] = {}
+        for key, value in variant.items():
+            if key not in POINT_FIELDS:
+                raise loc.error(section, key, "unknown key" + _closest(key, list(POINT_FIELDS)))
+            if key in config.grid:
+                raise loc.error(section, key, "also a [grid] key: give it in one place")
+            config.variants[name][key] = _check_value(loc, section, key, value)
     for key, value in (overrides or {}).items():
         try:
             config.defaults[key] = _check_value(loc, "--set", key, value)
         except UsageError as err:
             raise UsageError(f"--set {key}: {str(err).rsplit(': ', 1)[-1]}") from None
         config.grid.pop(key, None)
+        for variant in config.variants.values():
+            variant.pop(key, None)
     _validate_points(loc, config)
     return config
 
@@ -225,7 +253,10 @@ def _validate_points(loc: _Locator, config: CampaignConfig) -> None:
         except UsageError as err:
             message = str(err)
             name = message.split(" ", 1)[0]
-            section = "grid" if name in config.grid else "defaults" if name in config.defaults else None
+            in_variant = next((f"variants.{v}" for v, keys in config.variants.items()
+                               if name in keys and getattr(point, name) == keys[name]), None)
+            section = ("grid" if name in config.grid else in_variant or
+                       ("defaults" if name in config.defaults else None))
             if section is None:  # a combination (senders + background) or a derived check
                 section = "grid" if config.grid else "defaults"
                 key = next((k for k in ("senders", "background") if k in config.grid or k in config.defaults), None)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from hostwire.errors import UsageError
 from hostwire.link import LinkSpec, parse_cpu_list, parse_rate
@@ -39,6 +41,16 @@ COLLECTOR_SETS: dict[str, tuple[bool, bool, str]] = {
     "ptrace": (False, False, "ptrace"),
     "preload": (False, False, "preload"),
 }
+
+
+def setup_label(point: Mapping[str, Any]) -> str:
+    """The conditions a run's senders worked under, beside its mix: the link and the sender host's
+    CPU cap, e.g. "10mbit tbf-peak" or "no shaper, CPU cap 5 %" (runs compare like for like only
+    within one)."""
+    qdisc = str(point.get("link_qdisc", LinkSpec.qdisc))
+    link = "no shaper" if qdisc == "none" else f"{point.get('link_rate', '?')} {qdisc}"
+    share = float(point.get("sender_cpu_share") or 0)
+    return link + (f", CPU cap {100 * share:g} %" if share else "")
 
 
 @dataclass

@@ -64,6 +64,21 @@ def host_facts(topology: Topology | None) -> dict[str, Any]:
                 "tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload",
                 "tx-checksumming", "rx-checksumming")
         }
+        facts.update(_interface_speed(topology))
+    return facts
+
+
+def _interface_speed(topology: Topology) -> dict[str, Any]:
+    """The sender interface's driver and speed (hostwire.linkrate: the rate of a link that no shaper
+    limits, when the driver's speed is a line rate and not a label, as a veth's is)."""
+    facts: dict[str, Any] = {}
+    info = run_cmd(["ethtool", "-i", topology.tx_dev], netns=topology.tx_ns, check=False).stdout
+    for line in info.splitlines():
+        if line.startswith("driver:"):
+            facts["interface_driver"] = line.split(":", 1)[1].strip()
+    speed = run_cmd(["cat", f"/sys/class/net/{topology.tx_dev}/speed"], netns=topology.tx_ns, check=False).stdout
+    if speed.strip().isdigit() and int(speed) > 0:  # -1 or an error: the driver does not say
+        facts["interface_speed_bps"] = int(speed) * 1_000_000
     return facts
 
 

@@ -39,6 +39,11 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[host]\nkernel = 'custom'\n", r"c.toml:2: host.kernel: expected one of stock, patched"),
     ("[host]\nkernal = 'stock'\n", r"c.toml:2: host.kernal: unknown key \(did you mean 'kernel'\?\)"),
     ("[host]\nvm_timeout_s = 0\n", r"c.toml:2: host.vm_timeout_s: expected a positive number"),
+    ("[grid]\nsenders = [1]\n[variants.a]\nlink_rate = '1mbit'\nsenders = 2\n",
+     r"c.toml:5: variants.a.senders: also a \[grid\] key: give it in one place"),
+    ("[variants.a]\nlink_qdsic = 'none'\n", r"c.toml:2: variants.a.link_qdsic: unknown key \(did you mean 'link_qdisc'\?\)"),
+    ("[variants.a]\nsender_cpu_share = 0.001\n", r"c.toml:2: variants.a.sender_cpu_share: at least 0.01"),
+    ("[variants]\na = 1\n", r"c.toml:2: variants.a: expected a \[variants.NAME\] table"),
 ])
 def test_config_errors_name_file_line_and_key(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
@@ -72,6 +77,25 @@ def test_grid_is_the_cross_product_in_written_order_with_defaults(tmp_path: Path
     assert config.resolved()["defaults"]["sieve_log2"] == RunPoint().sieve_log2
 
 
+def test_variants_record_the_grid_once_each_over_the_defaults(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "[defaults]\nlink_rate = '10mbit'\nduration_s = 2\n"
+                                         "[grid]\nsenders = [1, 2]\nbackground = [0, 3]\n"
+                                         "[variants.capped]\nsender_cpu_share = 0.05\nlink_qdisc = 'none'\n"
+                                         "[variants.shaped]\nlink_rate = '20mbit'\n"))
+    runs = plan(config, facts={})
+    assert [(r.point.sender_cpu_share, r.point.link_qdisc, r.point.link_rate, r.point.senders, r.point.background)
+            for r in runs] == [
+        (0.05, "none", "10mbit", 1, 0), (0.05, "none", "10mbit", 1, 3), (0.05, "none", "10mbit", 2, 0),
+        (0.05, "none", "10mbit", 2, 3), (0.0, "tbf-peak", "20mbit", 1, 0), (0.0, "tbf-peak", "20mbit", 1, 3),
+        (0.0, "tbf-peak", "20mbit", 2, 0), (0.0, "tbf-peak", "20mbit", 2, 3)]
+    assert len({r.key for r in runs}) == 8
+    assert config.resolved()["variants"] == {"capped": {"sender_cpu_share": 0.05, "link_qdisc": "none"},
+                                             "shaped": {"link_rate": "20mbit"}}
+    # --set overrides the variants' value too
+    overridden = load_config(config.path, overrides={"link_rate": "30mbit"})
+    assert {p.link_rate for p in overridden.points()} == {"30mbit"}
+
+
 def test_same_seed_same_order_other_seed_other_order(tmp_path: Path) -> None:
     text = "[campaign]\norder = 'shuffled'\nseed = {}\n[grid]\nsenders = [1, 2, 5, 10]\nbackground = [0, 1, 2]\n"
     orders = [[r.run_id for r in plan(load_config(write(tmp_path, text.format(seed))), facts={})]
@@ -90,7 +114,11 @@ def test_key_changes_with_any_parameter_and_with_the_host() -> None:
 
 def test_shipped_configs_are_valid() -> None:
     quick = load_config(REPO_ROOT / "configs" / "quick.toml")
-    assert {(p.senders, p.background) for p in quick.points()} == {(m, n) for m in (1, 2, 5) for n in (0, 2)}
+    # both regimes: the capped host with no shaper (CPU-limited) and the shaped link (wire-limited)
+    points = quick.points()
+    assert len(points) == 12 and {(p.senders, p.background) for p in points} == {
+        (m, n) for m in (1, 2) for n in (0, 2, 6)}
+    assert {(p.sender_cpu_share, p.link_qdisc) for p in points} == {(0.05, "none"), (0.0, "tbf-peak")}
     assert len(plan(load_config(REPO_ROOT / "configs" / "collectors.toml"), facts={})) == 25
     assert len(plan(load_config(REPO_ROOT / "configs" / "paper-regime.toml"), facts={})) == 36
     paper = load_config(REPO_ROOT / "configs" / "paper.toml")

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError, UsageError
+from hostwire.linkrate import link_rate
 from hostwire.metrics import bursts, cells, clockcheck, contract, fairness, goodput, hurst, idc, intervals, sanity
 from hostwire.metrics.inputs import Source, open_input
 from hostwire.metrics.needs import needs_of
@@ -21,17 +22,12 @@ from hostwire.metrics.streams import data_frames, delivered_bytes, label_streams
 from hostwire.metrics.window import Window, clip, narrow, require_rows
 from hostwire.run import Run
 
-DEFAULT_LINK_RATE = "10mbit"
 log = logging.getLogger(__name__)
 
 
 def link_rate_bps(text: str | None, source: Source) -> int:
-    from hostwire.link import parse_rate
-
-    if text is None:
-        point = source.manifest.get("point", {}) if source.manifest else {}
-        text = point.get("link_rate", DEFAULT_LINK_RATE) if isinstance(point, dict) else DEFAULT_LINK_RATE
-    return parse_rate(str(text))
+    """The rate by hostwire.linkrate's one rule (`text`: --link-rate, None when not given)."""
+    return link_rate(source.manifest, text).bps
 
 
 def compute(kind: str, args: Any) -> tuple[pd.DataFrame, bool]:
@@ -203,7 +199,8 @@ def _sanity(source: Source, window: Window, args: Any) -> tuple[pd.DataFrame, bo
         raise UsageError(f"--max-retransmit-share {args.max_retransmit_share}: expected a fraction in [0, 1]")
     if args.frame_overhead < 0:
         raise UsageError(f"--frame-overhead {args.frame_overhead}: expected bytes >= 0")
-    rate = link_rate_bps(args.link_rate, source)
+    link = link_rate(source.manifest, args.link_rate)
+    rate = link.bps
     frames: pd.DataFrame | None = None
     labelled = None
     if source.frames is not None or not source.is_run:
@@ -222,19 +219,11 @@ def _sanity(source: Source, window: Window, args: Any) -> tuple[pd.DataFrame, bo
     context = sanity.Context(
         status=source.status, reason=source.reason, window_cut=source.window_cut,
         planned_window=source.planned_window, damaged=source.damaged, received=received, streams=names,
-        link_rate_known=_link_rate_known(args.link_rate, source), frame_overhead=args.frame_overhead,
+        link_rate_known=link.enforced, link_unbounded=link.unbounded, frame_overhead=args.frame_overhead,
         max_retransmit_share=args.max_retransmit_share, base=str(source.path) if source.is_run else "")
     table = sanity.df_sanity(frames, labelled, window, rate, source.manifest, args.tolerance, wire_clock, context)
     marked = bool(table.loc[table["counter"] == "marked", "value"].iloc[0])
     return table, marked
-
-
-def _link_rate_known(text: str | None, source: Source) -> bool:
-    """A rate given on the command line, or the shaped link of a run (not loopback)."""
-    if text is not None:
-        return True
-    point = source.manifest.get("point") if source.manifest else None
-    return isinstance(point, dict) and "link_rate" in point and point.get("topology") != "loopback"
 
 
 def table(kind: str, run_or_path: Run | str | Path, **options: Any) -> pd.DataFrame:

@@ -59,6 +59,15 @@ def max_payload_bps(wire_len: np.ndarray, payload: np.ndarray, link_rate_bps: fl
     return float(link_rate_bps * pay.sum() / wire.sum())
 
 
+def wire_busy_share(wire_len: np.ndarray, window: Window, link_rate_bps: float, frame_overhead: int = 0) -> float:
+    """The share of the window the link spent sending these frames (the window's frames of the
+    shaped direction): sum((wire_len + frame_overhead) x 8 / rate) / window."""
+    if window.length_ns <= 0 or link_rate_bps <= 0:
+        return float("nan")
+    bits = (np.asarray(wire_len, dtype=np.float64) + frame_overhead).sum() * 8
+    return float(bits * 1e9 / link_rate_bps / window.length_ns)
+
+
 def df_goodput(per_stream: pd.Series | None, window: Window, app: pd.Series | None = None) -> pd.DataFrame:
     """One row per stream and `all`. Without `app` (a bare capture): stream, bytes, seconds
     (window length), bit_s, the wire figure. With `app` (a run: the receivers' bytes per stream)

@@ -53,8 +53,10 @@ class Context:
     bare capture); `window_cut` says why the window is shorter than planned (None: it is not);
     `damaged` lists the damaged sources; `received` holds the receivers' reads (t_ns, stream,
     bytes) and `streams` the run's data streams (None: every stream of the capture);
-    `link_rate_known` is false when the rate is a guess (a bare capture without --link-rate, an
-    unshaped loopback run): no goodput figure is then held against it."""
+    `link_rate_known` is false when nothing is known to enforce the rate (a bare capture without
+    --link-rate, an unshaped loopback run, a veth without a shaper): no goodput figure is then held
+    against it, and no wire busy share given; `link_unbounded` is true where it is known that
+    nothing bounds the wire (hostwire.linkrate): no frame interval is then judged impossible."""
 
     status: str | None = None
     reason: str = ""
@@ -64,6 +66,7 @@ class Context:
     received: pd.DataFrame | None = None
     streams: list[str] | None = None
     link_rate_known: bool = True
+    link_unbounded: bool = False
     frame_overhead: int = 0
     max_retransmit_share: float = DEFAULT_MAX_RETRANSMIT_SHARE
     base: str = ""  # file names are shown relative to this directory
@@ -304,14 +307,12 @@ def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window
     counters: dict[str, Any] = {}
     delivered = delivered_bytes(labelled) if labelled is not None else None
     if frames is not None:
-        impossible, gaps = impossible_intervals(labelled if labelled is not None else frames, window,
-                                                link_rate_bps, tolerance)
-        counters.update({
-            "frames": int(len(clip(frames, window))),
-            "frame_gaps": gaps,
-            "impossible_intervals": impossible,
-            "impossible_share": impossible / gaps if gaps else 0.0,
-        })
+        counters["frames"] = int(len(clip(frames, window)))
+        if not ctx.link_unbounded:
+            impossible, gaps = impossible_intervals(labelled if labelled is not None else frames, window,
+                                                    link_rate_bps, tolerance)
+            counters.update(frame_gaps=gaps, impossible_intervals=impossible,
+                            impossible_share=impossible / gaps if gaps else 0.0)
         if labelled is not None:
             counters.update(flight_counters(labelled, window, delivered))
         else:  # no TCP frame: nothing was retransmitted, advertised or in flight
@@ -385,6 +386,11 @@ def _goodput_counters(frames: pd.DataFrame | None, labelled: pd.DataFrame | None
     else:
         wire_len = payload = np.zeros(0, np.int64)
     most = goodput.max_payload_bps(wire_len, payload, link_rate_bps, ctx.frame_overhead)
+    if labelled is not None and "data_dir" in labelled.columns:
+        shaped = clip(labelled[labelled["data_dir"].to_numpy(bool)], window)
+        shaped_len = shaped["wire_len"] if "wire_len" in shaped.columns else shaped["ip_len"] + 14
+        out["wire_busy_share"] = goodput.wire_busy_share(shaped_len.to_numpy(), window, link_rate_bps,
+                                                         ctx.frame_overhead)
     largest = int(payload.max()) if len(payload) else goodput.FULL_FRAME_PAYLOAD
     slack = GOODPUT_SLACK_FRAMES * largest * 8 * 1e9 / window.length_ns
     out["goodput_max_bit_s"] = most

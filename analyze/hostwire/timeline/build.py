@@ -151,13 +151,10 @@ def backlog(run: Run) -> pd.DataFrame:
 
 
 def link_rate_bps(run: Run, text: str | None = None) -> int:
-    """The link rate: `text` (e.g. 10mbit) when given, else the run point's link_rate."""
-    from hostwire.link import parse_rate
+    """The link rate by hostwire.linkrate's one rule (`text`: --link-rate, e.g. 10mbit)."""
+    from hostwire.linkrate import link_rate
 
-    rate = text or run.point.get("link_rate")
-    if not rate:
-        raise InputError(f"{run.path}: the manifest names no link rate; pass --link-rate")
-    return parse_rate(str(rate))
+    return link_rate(run.manifest, text).bps
 
 
 TCP_ACK = 0x10
