@@ -233,7 +233,9 @@ int hb_run_main(const struct hb_config *cfg, struct hw_err *err)
         goto cleanup;
     hb_say(cfg->log, "receiver (pid %d) at %s, tcp port %u, udp port %u", (int)receiver_pid, cfg->connect_addr,
            run->ports.tcp_port, run->ports.udp_port);
-    control_fd = hb_connect_hello(cfg->connect_addr, run->ports.tcp_port, HB_CONN_CONTROL, 0);
+    /* The control hello's index announces the senders: the receiver waits longer for their hellos
+     * the more there are (a starved sender host). */
+    control_fd = hb_connect_hello(cfg->connect_addr, run->ports.tcp_port, HB_CONN_CONTROL, (uint16_t)cfg->senders);
     sync_fd = hb_connect(cfg->connect_addr, run->ports.udp_port, SOCK_DGRAM);
     if (control_fd < 0 || sync_fd < 0) {
         hw_seterr(err, "failed to connect to the receiver at %s: %s", cfg->connect_addr,

@@ -1,10 +1,19 @@
 """The report's figures (DESIGN.md section 9): each `plot_*` function draws one table that a
 `df_*` function or the campaign summary returned, and returns the matplotlib Figure. Nothing here
-reads files or computes a metric."""
+reads files or computes a metric.
+
+Every figure fits the report's page (at most PAGE_WIDTH_PX wide when saved at DPI) and is laid out
+by matplotlib's constrained layout with its legend outside the axes. Log axes are labelled only
+where labels cannot crowd (`log_axis`: decades, else 1-2-5, else every leading digit; minor ticks
+never). Where a campaign has many grid points a figure picks the points that tell its story or
+draws one panel per number of background processes N."""
 
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import matplotlib
 
@@ -12,58 +21,203 @@ matplotlib.use("Agg")
 logging.getLogger("matplotlib").setLevel(logging.WARNING)  # its font cache notices are not hostwire's
 
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker as mticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
+from matplotlib.colors import Normalize  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
+DPI = 110             # the report saves its PNGs at this resolution
+PAGE_WIDTH_PX = 1100  # the report's page is at most this wide
+WIDE = 9.6            # inches: a figure across the page (1056 px at DPI)
 WIDTH, HEIGHT = 7.0, 4.2
+HIGHLIGHT = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
+LIMIT_STYLE = {"cpu": ("tab:red", "CPU-limited"), "wire": ("tab:blue", "wire-limited"),
+               "neither": ("tab:gray", "neither")}  # summary column `limit` (hostwire.metrics.regime)
 
 
 def _point_label(senders: int, background: int) -> str:
     return f"M={senders} N={background}"
 
 
+# -- axes ------------------------------------------------------------------------------------------
+
+
+class LogTicks(mticker.Locator):
+    """Major ticks of a log axis that can all be labelled side by side: the decades when at least
+    two are in view (every k-th when more than the axis has room for), else 1, 2 and 5 of each
+    decade, else every leading digit, else a few evenly spaced values (a view narrower than a
+    factor of about 1.2)."""
+
+    SUBS = ((1.0,), (1.0, 2.0, 5.0), tuple(float(d) for d in range(1, 10)))
+
+    def __call__(self) -> Sequence[float]:
+        lo, hi = self.axis.get_view_interval()
+        return self.tick_values(lo, hi)
+
+    def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
+        lo, hi = sorted((float(vmin), float(vmax)))
+        if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= 0:
+            return np.array([])
+        lo = lo if lo > 0 else hi / 10
+        room = max(2, self.axis.get_tick_space()) if self.axis is not None else 9
+        exponents = np.arange(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+        for subs in self.SUBS:
+            ticks = (10.0 ** exponents[:, None] * np.asarray(subs)[None, :]).ravel()
+            inside = ticks[(ticks >= lo * (1 - 1e-9)) & (ticks <= hi * (1 + 1e-9))]
+            if len(inside) >= 2:
+                if len(subs) == 1 and len(inside) > room:
+                    step = math.ceil(len(inside) / room)
+                    inside = inside[np.round(np.log10(inside)).astype(int) % step == 0]
+                return inside
+        linear = mticker.MaxNLocator(nbins=3, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+        return linear[(linear >= lo) & (linear <= hi)]
+
+
+class TickLabels(mticker.Formatter):
+    """Labels for LogTicks, to at most six significant digits: plain numbers when every tick of
+    the axis lies from 0.001 to below 10^5, else powers of ten (a mantissa where not a power)."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return self._format(x, 1e-3 <= abs(x) < 1e5)
+
+    def format_ticks(self, values: Sequence[float]) -> list[str]:
+        plain = all(v == 0 or 1e-3 <= abs(v) < 1e5 for v in values)
+        return [self._format(v, plain) for v in values]
+
+    @staticmethod
+    def _format(value: float, plain: bool) -> str:
+        if value == 0 or not math.isfinite(value):
+            return f"{value:g}"
+        if plain:
+            return np.format_float_positional(value, precision=6, unique=True, fractional=False, trim="-")
+        exponent = math.floor(math.log10(abs(value)) + 1e-9)
+        mantissa = np.format_float_positional(value / 10.0 ** exponent, precision=3, unique=True, fractional=False,
+                                              trim="-")
+        return f"$10^{{{exponent}}}$" if mantissa == "1" else f"${mantissa}\\times10^{{{exponent}}}$"
+
+
+def log_axis(axis: Axis) -> None:
+    """Put `axis` on a log scale with LogTicks labelled by TickLabels and unlabelled minor ticks
+    (matplotlib's own log formatter labels minor ticks when fewer than two decades are in view,
+    and they overlap)."""
+    if axis.axis_name == "x":
+        axis.axes.set_xscale("log")
+    else:
+        axis.axes.set_yscale("log")
+    axis.set_major_locator(LogTicks())
+    axis.set_major_formatter(TickLabels())
+    axis.set_minor_locator(mticker.LogLocator(base=10.0, subs=tuple(float(d) for d in range(2, 10)), numticks=99))
+    axis.set_minor_formatter(mticker.NullFormatter())
+
+
+def _figure(width: float, height: float, **kwargs: Any) -> tuple[Figure, Any]:
+    return plt.subplots(figsize=(width, height), layout="constrained", **kwargs)
+
+
+def _outside_legend(fig: Figure, handles: list[Any], title: str | None = None, fontsize: float = 8) -> None:
+    """One legend for the whole figure, to the right of its axes."""
+    fig.legend(handles=handles, loc="outside right upper", fontsize=fontsize, title=title,
+               title_fontsize=fontsize, frameon=False)
+
+
+def _panels_by_background(points: Iterable[tuple[int, int]], row_height: float = 2.3,
+                          ) -> tuple[Figure, dict[int, Axes], dict[int, Any]]:
+    """Small multiples: one panel per number of background processes N (three to a row, axes
+    shared), and a colour per number of senders M, light to dark as M grows."""
+    points = sorted(set(points))
+    backgrounds = sorted({n for _, n in points})
+    senders = sorted({m for m, _ in points})
+    columns = min(3, max(1, len(backgrounds)))
+    rows = max(1, math.ceil(len(backgrounds) / columns))
+    fig, grid = _figure(WIDE, 0.9 + row_height * rows, nrows=rows, ncols=columns, sharex=True, sharey=True,
+                        squeeze=False)
+    panels: dict[int, Axes] = {}
+    for k, ax in enumerate(grid.flat):
+        if k < len(backgrounds):
+            panels[backgrounds[k]] = ax
+            ax.set_title(f"N = {backgrounds[k]}", fontsize=9)
+            continue
+        ax.remove()
+        above = grid.flat[k - columns] if k >= columns else None
+        if above is not None:  # the panel above an empty place shows the x tick labels
+            above.xaxis.set_tick_params(labelbottom=True)
+    cmap = plt.get_cmap("viridis")
+    colours = {m: cmap(0.85 * (1 - i / max(1, len(senders) - 1))) for i, m in enumerate(senders)}
+    return fig, panels, colours
+
+
+# -- figures ---------------------------------------------------------------------------------------
+
+
 def plot_goodput_vs_mix(summary: pd.DataFrame, fit: dict[str, float] | None, paper_r: float | None = None) -> Figure:
     """Figure 5 of the paper: goodput on the wire against M / (M + N), each run a point (marked
-    runs hollow), with the least-squares line and Pearson's r."""
-    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
-    ok = summary["marked"].fillna(1).astype(int) == 0 if "marked" in summary else np.ones(len(summary), bool)
+    runs hollow), with the least-squares line `fit` and Pearson's r. Where the summary has the
+    column `limit` (hostwire.metrics.regime: cpu, wire, neither) each regime gets its own panel and
+    y scale from 0 (a wire-limited regime, flat at the link's rate, would hug the axis beside a
+    CPU-limited one),
+    its points coloured by it, and the line is the fit of the CPU-limited runs, in their panel."""
+    ok = (summary["marked"].fillna(1).astype(int) == 0).to_numpy() if "marked" in summary \
+        else np.ones(len(summary), bool)
     mix = summary["mix"].to_numpy(float)
     goodput = summary["goodput_bit_s"].to_numpy(float) / 1e6
-    ax.scatter(mix[ok], goodput[ok], color="tab:blue", label="run")
+    regimes = "limit" in summary.columns
+    limit = summary["limit"].fillna("neither").astype(str).to_numpy() if regimes else np.full(len(summary), "")
+    names = [n for n in [*LIMIT_STYLE, *sorted(set(limit) - set(LIMIT_STYLE))] if (limit == n).any()] \
+        if regimes else [""]
+    styles = {name: LIMIT_STYLE.get(name, ("tab:brown", name)) for name in names} if regimes \
+        else {"": ("tab:blue", "run")}
+    fig, axes = _figure(WIDTH if len(names) == 1 else WIDE, HEIGHT, ncols=max(1, len(names)), squeeze=False)
+    handles: list[Any] = []
+    for ax, (name, (colour, label)) in zip(axes[0], styles.items()):
+        mine = limit == name
+        ax.scatter(mix[mine & ok], goodput[mine & ok], color=colour)
+        ax.scatter(mix[mine & ~ok], goodput[mine & ~ok], facecolors="none", edgecolors=colour)
+        handles.append(Line2D([], [], marker="o", ls="", color=colour, label=label))
+        if fit is not None and name in ("cpu", ""):
+            xs = np.linspace(0, 1, 50)
+            text = ("fit of the CPU-limited runs" if regimes else "fit") + f", r = {fit['pearson_r']:.2f}"
+            handles += ax.plot(xs, (fit["slope_bit_s"] * xs + fit["intercept_bit_s"]) / 1e6, color="black", lw=1,
+                               label=text + (f" (paper: {paper_r:.2f})" if paper_r is not None else ""))
+        if regimes:
+            ax.set_title(label, fontsize=9)
+        ax.set_xlabel("M / (M + N): share of sending processes")
+        ax.set_xlim(0, 1.05)
+        ax.set_ylim(bottom=0, top=max(1e-3, np.nanmax(goodput[mine], initial=0)) * 1.1)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("goodput on the wire [Mbit/s]")
     if (~ok).any():
-        ax.scatter(mix[~ok], goodput[~ok], facecolors="none", edgecolors="tab:red", label="marked run")
-    if fit is not None:
-        xs = np.linspace(0, 1, 50)
-        ax.plot(xs, (fit["slope_bit_s"] * xs + fit["intercept_bit_s"]) / 1e6, color="black", lw=1,
-                label=f"fit, r = {fit['pearson_r']:.2f}" + (f" (paper: {paper_r:.2f})" if paper_r is not None else ""))
-    ax.set_xlabel("M / (M + N): share of sending processes")
-    ax.set_ylabel("goodput on the wire [Mbit/s]")
-    ax.set_xlim(0, 1.05)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
+        handles.append(Line2D([], [], marker="o", ls="", color="0.3", markerfacecolor="none",
+                              label="marked run (hollow)"))
+    _outside_legend(fig, handles)
     return fig
 
 
 def plot_jain_heatmap(jain: pd.DataFrame, title: str) -> Figure:
     """Table 3 of the paper as a heatmap: Jain's index, rows background processes N, columns
-    sending processes M (a pivot of the summary)."""
-    fig, ax = plt.subplots(figsize=(WIDTH * 0.8, HEIGHT))
+    sending processes M (a pivot of the summary), each cell's value written in it."""
+    rows, columns = jain.shape
+    fig, ax = _figure(WIDTH * 0.85, max(HEIGHT, 1.4 + 0.35 * rows))
     values = jain.to_numpy(float)
-    image = ax.imshow(values, cmap="viridis", vmin=min(0.85, np.nanmin(values) if values.size else 0.85), vmax=1.0,
-                      aspect="auto", origin="upper")
-    ax.set_xticks(range(len(jain.columns)), [str(c) for c in jain.columns])
-    ax.set_yticks(range(len(jain.index)), [str(i) for i in jain.index])
+    finite = values[np.isfinite(values)]
+    norm = Normalize(vmin=min(0.85, float(finite.min())) if finite.size else 0.85, vmax=1.0)
+    image = ax.imshow(values, cmap="viridis", norm=norm, aspect="auto", origin="upper")
+    ax.set_xticks(range(columns), [str(c) for c in jain.columns])
+    ax.set_yticks(range(rows), [str(i) for i in jain.index])
     ax.set_xlabel("sending processes M")
     ax.set_ylabel("background processes N")
+    # the axes are about 4.3 x 3 inches: "0.9984" takes about 3.6 font sizes across
+    size = float(np.clip(min(72 * 4.3 / max(1, columns) / 4.2, 72 * 3.0 / max(1, rows) / 1.8), 5, 9))
     for (i, j), value in np.ndenumerate(values):
         if np.isfinite(value):
-            ax.text(j, i, f"{value:.4f}", ha="center", va="center", fontsize=8,
-                    color="white" if value < 0.95 else "black")
+            ax.text(j, i, f"{value:.4f}", ha="center", va="center", fontsize=size,
+                    color="white" if norm(value) < 0.5 else "black")
     ax.set_title(title)
     fig.colorbar(image, ax=ax, label="Jain's index")
-    fig.tight_layout()
     return fig
 
 
@@ -74,111 +228,298 @@ GAP_CAUSE_COLORS = {"on_wire": "tab:gray", "receiver_window": "tab:purple", "wir
 
 def plot_gap_causes(shares: pd.DataFrame) -> Figure:
     """Where the long gaps' time goes, per grid point: one stacked bar per point (index M, N),
-    each cause's share of the gap time (columns named by the causes, rows summing to 1)."""
-    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
-    labels = [_point_label(int(m), int(n)) for m, n in shares.index]
+    each cause's share of the gap time (columns named by the causes, rows summing to 1). The bars
+    are grouped by N (named above each group), M under each bar."""
+    shares = shares.sort_index(level=[1, 0])
+    senders = shares.index.get_level_values(0).astype(int).to_numpy()
+    background = shares.index.get_level_values(1).astype(int).to_numpy()
+    group = np.cumsum(np.r_[0, background[1:] != background[:-1]]) if len(shares) else np.zeros(0, int)
+    x = np.arange(len(shares)) + 0.8 * group  # a gap between the groups
+    fig, ax = _figure(WIDE, HEIGHT)
     bottom = np.zeros(len(shares))
+    handles = []
     for cause in shares.columns:
         values = shares[cause].to_numpy(float)
-        ax.bar(range(len(shares)), values, bottom=bottom, color=GAP_CAUSE_COLORS.get(cause), label=cause.replace("_", "-"))
+        ax.bar(x, np.nan_to_num(values), bottom=bottom, width=0.85, color=GAP_CAUSE_COLORS.get(cause))
+        handles.append(Patch(color=GAP_CAUSE_COLORS.get(cause), label=cause.replace("_", "-")))
         bottom += np.nan_to_num(values)
-    ax.set_xticks(range(len(shares)), labels, rotation=90, fontsize=7)
+    if len(x):  # room for at least eight bars, so that a few are not drawn as wide as the page
+        pad = max(0.6, (8 - (x[-1] - x[0])) / 2)
+        ax.set_xlim(x[0] - pad, x[-1] + pad)
+    ax.set_xticks(x, [str(m) for m in senders])
+    for g in np.unique(group):
+        centre = x[group == g].mean()
+        ax.annotate(f"N = {background[group == g][0]}", xy=(centre, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=8)
+    ax.set_xlabel("sending processes M, grouped by background processes N")
     ax.set_ylabel("share of the long gaps' time")
     ax.set_ylim(0, 1)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-    fig.tight_layout()
+    _outside_legend(fig, handles[::-1], title="cause")  # top to bottom as stacked
+    fig.draw_without_rendering()  # lays the axes out: the room per bar decides the labels' size
+    slot_pt = 72 * ax.get_position().width * fig.get_figwidth() / float(np.ptp(ax.get_xlim()))
+    widest = max((len(str(m)) for m in senders), default=1)
+    size = slot_pt / (0.62 * widest + 0.3)  # a digit is about 0.6 of the font size wide
+    if size >= 6:
+        ax.tick_params(axis="x", labelsize=min(9.0, size))
+    else:  # too narrow side by side: upright
+        ax.tick_params(axis="x", labelsize=float(np.clip(slot_pt / 1.3, 4, 8)), labelrotation=90)
     return fig
+
+
+def _pool_on_t(curve: pd.DataFrame) -> pd.DataFrame:
+    """Mean IDC per bin length over the runs of a point: each run has its own grid of t (log-spaced
+    up to a tenth of its window), so t within 2 % of each other count as one (t their geometric
+    mean)."""
+    t = np.sort(curve["t_ns"].unique().astype(float))
+    cluster = np.r_[0, np.cumsum(t[1:] / t[:-1] > 1.02)]
+    key = pd.Series(cluster, index=t)
+    pooled = curve.assign(key=key.reindex(curve["t_ns"].astype(float)).to_numpy(),
+                          log_t=np.log(curve["t_ns"].astype(float)))
+    out = pooled.groupby("key").agg(log_t=("log_t", "mean"), idc=("idc", "mean"))
+    return pd.DataFrame({"t_ns": np.exp(out["log_t"].to_numpy()), "idc": out["idc"].to_numpy()})
 
 
 def plot_idc_curves(idc: dict[tuple[int, int], pd.DataFrame]) -> Figure:
-    """Figure 4 of the paper: IDC(t) of all data frames against the bin length t, one curve per
-    grid point (runs of a point pooled by their mean)."""
-    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
-    for (senders, background), table in sorted(idc.items()):
+    """Figure 4 of the paper: IDC(t) of all data frames (the `all` rows) against the bin length t,
+    one panel per number of background processes N, one curve per number of senders M (runs of a
+    point pooled by their mean), and IDC = 1, a Poisson stream's, dashed."""
+    curves = {}
+    for point, table in idc.items():
         whole = table[table["stream"] == "all"]
-        if len(whole) == 0:
-            continue
-        curve = whole.groupby("t_ns")["idc"].mean()
-        ax.plot(curve.index.to_numpy(float) / 1e6, curve.to_numpy(float), marker=".",
-                label=_point_label(senders, background))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("bin length t [ms]")
-    ax.set_ylabel("IDC(t) of frames")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+        if len(whole):
+            curves[point] = _pool_on_t(whole)
+    fig, panels, colours = _panels_by_background(curves or idc)
+    for (senders, background), curve in sorted(curves.items()):
+        panels[background].plot(curve["t_ns"].to_numpy() / 1e6, curve["idc"].to_numpy(), color=colours[senders],
+                                lw=1.3)
+    for ax in panels.values():
+        ax.axhline(1.0, color="0.4", ls="--", lw=0.8)
+        ax.grid(alpha=0.3, which="major")
+    for ax in panels.values():
+        log_axis(ax.xaxis)
+        log_axis(ax.yaxis)
+    fig.supxlabel("bin length t [ms]", fontsize=10)
+    fig.supylabel("IDC(t) of the frames", fontsize=10)
+    handles = [Line2D([], [], color=colours[m], lw=1.5, label=str(m)) for m in sorted(colours)]
+    handles.append(Line2D([], [], color="0.4", ls="--", lw=0.8, label="1 (Poisson)"))
+    _outside_legend(fig, handles, title="senders M")
     return fig
 
 
+def _ccdf(bins: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The share of intervals longer than x from a histogram (x in ms; counts of equal bins
+    summed): exact at the bins' edges, and across each bin the share at its lower edge (an upper
+    bound), so the last bin reaches out to its upper edge, the longest interval's bound. The edge
+    x = 0 and the share 0 past the last bin are left out (log axes)."""
+    table = bins.groupby(["lo_ns", "hi_ns"], as_index=False)["count"].sum().sort_values("lo_ns")
+    count = table["count"].to_numpy(float)
+    total = count.sum()
+    if total <= 0:
+        return np.zeros(0), np.zeros(0)
+    at_least = np.cumsum(count[::-1])[::-1] / total
+    lo, hi = table["lo_ns"].to_numpy(float) / 1e6, table["hi_ns"].to_numpy(float) / 1e6
+    x = np.column_stack([lo, hi, hi]).ravel()
+    y = np.column_stack([at_least, at_least, np.r_[at_least[1:], 0.0]]).ravel()
+    keep = (x > 0) & (y > 0)
+    return x[keep], y[keep]
+
+
+def _interval_bins(table: pd.DataFrame, kind: str) -> pd.DataFrame:
+    part = table[table["kind"] == kind]
+    if (part["stream"] == "all").any():  # the merged gaps of all streams where given
+        part = part[part["stream"] == "all"]
+    return part
+
+
+def story_points(points: Iterable[tuple[int, int]], longest: tuple[int, int] | None = None,
+                 ) -> list[tuple[int, int]]:
+    """The grid points (M, N) that tell the intervals' story: the fewest senders with the fewest
+    background processes (the paper's figure 3: one sender alone), the most senders with the
+    fewest, the fewest and the most senders with the most background processes, and `longest`
+    (the point with the longest interval) if not one of those."""
+    points = sorted(set(points))
+    if not points:
+        return []
+    backgrounds = sorted({n for _, n in points})
+    chosen: list[tuple[int, int]] = []
+    for n in dict.fromkeys((backgrounds[0], backgrounds[-1])):
+        ms = sorted(m for m, k in points if k == n)
+        for m in dict.fromkeys((ms[0], ms[-1])):
+            chosen.append((m, n))
+    if longest is not None and longest in points and longest not in chosen:
+        chosen.append(longest)
+    return chosen
+
+
+def interval_highlights(hists: dict[tuple[int, int], pd.DataFrame],
+                        ) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+    """The points plot_interval_distributions colours (`story_points`) and the point whose frame
+    intervals reach furthest (the largest upper bin edge; None without frame rows)."""
+    tops = {point: float(part["hi_ns"].max()) for point, table in hists.items()
+            if len(part := _interval_bins(table, "frame"))}
+    longest = max(tops, key=lambda p: (tops[p], p)) if tops else None
+    return story_points(hists, longest), longest
+
+
 def plot_interval_distributions(hists: dict[tuple[int, int], pd.DataFrame]) -> Figure:
-    """Figure 3 of the paper: the distribution of frame intervals (left) and write intervals
-    (right) of all streams (the `all` rows, else every stream's bins summed), as the share of gaps per log-spaced bin, one line per grid point."""
-    fig, axes = plt.subplots(1, 2, figsize=(WIDTH * 1.4, HEIGHT), sharey=True)
+    """Figure 3 of the paper, the tails: the share of intervals longer than x against x (the
+    complementary distribution on log-log axes, read off the histograms as `_ccdf` says) of frame
+    intervals on the link (left: the `all` rows, the gaps between any two data frames; else every
+    stream's bins summed) and of write intervals (right: every sending process's, summed); the
+    runs of a point pooled. Coloured: the points `interval_highlights` picks, the one whose frame
+    intervals reach furthest named; grey: every other point."""
+    chosen, longest = interval_highlights(hists)
+    fig, axes = _figure(WIDE, HEIGHT, ncols=2, sharey=True)
     for ax, kind in zip(axes, ("frame", "write")):
-        for (senders, background), table in sorted(hists.items()):
-            part = table[table["kind"] == kind]
-            if (part["stream"] == "all").any():  # the merged gaps of all streams where given
-                part = part[part["stream"] == "all"]
-            if len(part) == 0:
+        drawn = 0
+        for point, table in sorted(hists.items()):
+            x, y = _ccdf(_interval_bins(table, kind))
+            if len(x) == 0:
                 continue
-            bins = part.groupby(["lo_ns", "hi_ns"], as_index=False)["count"].sum()
-            share = bins["count"].to_numpy(float) / max(1.0, bins["count"].sum())
-            centre = np.sqrt(bins["lo_ns"].to_numpy(float) * bins["hi_ns"].to_numpy(float)) / 1e6
-            ax.step(centre, share, where="mid", label=_point_label(senders, background))
-        ax.set_xscale("log")
-        ax.set_xlabel(f"{kind} interval [ms]")
-        ax.grid(alpha=0.3, which="both")
-        ax.set_title(f"{kind} intervals")
-    axes[0].set_ylabel("share of intervals per bin")
-    axes[1].legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+            drawn += 1
+            if point in chosen:
+                ax.plot(x, y, color=HIGHLIGHT[chosen.index(point) % len(HIGHLIGHT)], lw=1.6, zorder=3)
+            else:
+                ax.plot(x, y, color="0.6", lw=0.8, alpha=0.7, zorder=2)
+        if not drawn:
+            ax.text(0.5, 0.5, f"no {kind} intervals", transform=ax.transAxes, ha="center", va="center", color="0.4")
+        ax.grid(alpha=0.3, which="major")
+        log_axis(ax.xaxis)
+        log_axis(ax.yaxis)
+    axes[0].set_xlabel("interval between data frames on the link [ms]")
+    axes[1].set_xlabel("interval between one process's writes [ms]")
+    axes[0].set_title("frame intervals", fontsize=10)
+    axes[1].set_title("write intervals", fontsize=10)
+    axes[0].set_ylabel("share of intervals longer than x")
+    handles = [Line2D([], [], color=HIGHLIGHT[k % len(HIGHLIGHT)], lw=1.6,
+                      label=_point_label(*point) + ("\n(longest frame interval)" if point == longest else ""))
+               for k, point in enumerate(chosen)]
+    if len(chosen) < len(hists):
+        handles.append(Line2D([], [], color="0.6", lw=0.8, label="other points"))
+    _outside_legend(fig, handles, title="grid point")
     return fig
 
 
 def plot_contract_curves(contracts: dict[tuple[int, int], pd.DataFrame]) -> Figure:
     """Zero-loss dual-leaky-bucket contracts: the smallest MBS against the SCR, averaged over the
-    streams (the `all` rows; a run of one stream has only its own), one curve per grid point."""
-    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
+    streams (the `all` rows; a run of one stream has only its own), one panel per number of
+    background processes N, a colour per number of senders M, one line per run (their SCR grids
+    differ: each starts at its run's smallest mean cell rate); a run with a single point (its mean
+    rate is the peak rate) is a dot."""
+    fig, panels, colours = _panels_by_background(contracts)
     for (senders, background), table in sorted(contracts.items()):
         whole = table[table["stream"] == "all"] if (table["stream"] == "all").any() else table
-        if len(whole) == 0:
-            continue
-        curve = whole.groupby("scr_cells_s")["mbs_min"].mean()
-        ax.plot(curve.index.to_numpy(float), curve.to_numpy(float), label=_point_label(senders, background))
-    ax.set_yscale("log")
-    ax.set_xlabel("sustainable cell rate SCR [cells/s]")
-    ax.set_ylabel("smallest MBS for zero loss [cells]")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+        runs = whole["run"] if "run" in whole.columns else pd.Series(0, index=whole.index)
+        for _, run in whole.groupby(runs.to_numpy(), sort=False):
+            curve = run.groupby("scr_cells_s")["mbs_min"].mean()
+            ax = panels[background]
+            ax.plot(curve.index.to_numpy(float) / 1e3, curve.to_numpy(float), color=colours[senders], lw=1.2,
+                    marker="o" if len(curve) == 1 else None, markersize=4)
+    for ax in panels.values():
+        log_axis(ax.yaxis)
+        ax.xaxis.set_major_locator(mticker.MaxNLocator(nbins=5))
+        ax.grid(alpha=0.3, which="major")
+    fig.supxlabel("sustainable cell rate SCR [1000 cells/s]", fontsize=10)
+    fig.supylabel("smallest MBS for zero loss [cells]", fontsize=10)
+    handles = [Line2D([], [], color=colours[m], lw=1.5, label=str(m)) for m in sorted(colours)]
+    _outside_legend(fig, handles, title="senders M")
     return fig
+
+
+ROLE_CLASSES = {"send": ("senders", "tab:blue"), "bg": ("background", "tab:red"), "recv": ("receivers", "tab:green"),
+                "main": ("main", "tab:purple"), "other": ("other", "tab:gray"), "idle": ("idle", "0.8")}
+MAX_ROLE_ROWS = 8  # more roles than this are drawn one row per class
+
+
+def _role_class(role: str) -> str:
+    return role.split("-", 1)[0] if role.split("-", 1)[0] in ROLE_CLASSES else "other"
+
+
+def _role_classes(roles: pd.Series) -> np.ndarray:
+    head = roles.astype(str).str.split("-", n=1).str[0]
+    return head.where(head.isin(list(ROLE_CLASSES)), "other").to_numpy()
+
+
+def _role_order(role: str) -> tuple[int, int, str]:
+    tail = role.partition("-")[2]
+    rank = list(ROLE_CLASSES).index(_role_class(role))
+    return rank, int(tail) if tail.isdigit() else -1, role
+
+
+def _thin_labels(ax: Axes, positions: Sequence[float], labels: Sequence[str], row_pt: float, size: float) -> None:
+    """Row labels on the y axis, every k-th when the rows are closer than the font."""
+    step = max(1, math.ceil(1.3 * size / max(row_pt, 1e-9)))
+    ax.set_yticks(list(positions)[::step], list(labels)[::step], fontsize=size)
 
 
 def plot_process_trace(frames: pd.DataFrame, writes: pd.DataFrame, running: pd.DataFrame | None,
                        t0_ns: int, title: str) -> Figure:
-    """Figure 2 of the paper: around an off period, each stream's data frames and each sender's
-    writes (seconds since t0_ns), and, where the kernel was traced, which process ran on the
-    sender's CPU (a step line, one level per role)."""
-    fig, ax = plt.subplots(figsize=(WIDTH * 1.4, HEIGHT * 1.2))
+    """Figure 2 of the paper: around an off period, each stream's data frames (bars) and its
+    sender's writes (dots above the bars; a write whose stream sent no frame here gets a row of
+    its own), seconds since t0_ns, and, where the kernel was traced, which process ran on the
+    sender's CPU: one row per role, or per class of role (senders, background, ...) when there are
+    more than MAX_ROLE_ROWS roles."""
     streams = sorted(frames["stream"].astype(str).unique()) if len(frames) else []
-    for i, name in enumerate(streams):
-        t = (frames.loc[frames["stream"].astype(str) == name, "t_ns"].to_numpy(np.int64) - t0_ns) / 1e9
-        ax.plot(t, np.full(len(t), 10 * (i + 1)), "|", markersize=10, label=f"frames {name}")
-    roles = sorted(writes["role"].astype(str).unique()) if len(writes) else []
-    for i, role in enumerate(roles):
-        t = (writes.loc[writes["role"].astype(str) == role, "t_ns"].to_numpy(np.int64) - t0_ns) / 1e9
-        ax.plot(t, np.full(len(t), 10 * (i + 1) + 4), ".", markersize=4, label=f"writes {role}")
-    if running is not None and len(running):
-        levels = {role: -10 * (k + 1) for k, role in enumerate(sorted(running["role"].unique()))}
+    w_stream = writes["stream"].astype(str) if "stream" in writes.columns else pd.Series("", index=writes.index)
+    w_role = writes["role"].astype(str) if "role" in writes.columns else pd.Series("?", index=writes.index)
+    owner = (pd.DataFrame({"stream": w_stream, "role": w_role}).drop_duplicates()
+             .groupby("stream")["role"].agg(lambda r: ",".join(sorted(r, key=_role_order))))
+    orphans = sorted(set(w_role[~w_stream.isin(streams)]), key=_role_order)
+    labels = [owner.get(name, f"stream {i}") for i, name in enumerate(streams)] + orphans
+    stream_rows = len(labels)
+    roles = sorted(running["role"].astype(str).unique(), key=_role_order) if running is not None and len(running) \
+        else []
+    by_class = len(roles) > MAX_ROLE_ROWS
+    levels = list(dict.fromkeys(_role_class(r) for r in roles)) if by_class else roles
+    top_height = max(1.6, 0.16 * stream_rows)
+    bottom_height = max(1.0, 0.22 * len(levels)) if levels else 0.0
+    height = min(9.0, 1.3 + top_height + bottom_height)
+    if levels:
+        fig, (ax, run_ax) = _figure(WIDE, height, nrows=2, sharex=True,
+                                    gridspec_kw={"height_ratios": [top_height, bottom_height]})
+    else:
+        fig, ax = _figure(WIDE, height)
+        run_ax = None
+    row_of = {name: stream_rows - i for i, name in enumerate(streams)}
+    row_of.update({f"role:{r}": stream_rows - len(streams) - k for k, r in enumerate(orphans)})
+    if len(frames):
+        y = frames["stream"].astype(str).map(row_of).to_numpy(float)
+        ax.plot((frames["t_ns"].to_numpy(np.int64) - t0_ns) / 1e9, y, "|", color="tab:blue", markersize=7,
+                markeredgewidth=0.8)
+    if len(writes):
+        y = np.where(w_stream.isin(streams), w_stream.map(row_of), ("role:" + w_role).map(row_of)).astype(float)
+        ax.plot((writes["t_ns"].to_numpy(np.int64) - t0_ns) / 1e9, y + 0.35, ".", color="tab:orange", markersize=3)
+    ax.set_ylim(0.3, stream_rows + 0.8)
+    row_pt = 72 * top_height * 0.8 / max(1, stream_rows)
+    size = 8.0 if row_pt >= 10 else 7.0
+    _thin_labels(ax, [stream_rows - i for i in range(stream_rows)], labels, row_pt, size)
+    ax.axvline(0.0, color="0.3", ls=":", lw=0.8)
+    ax.grid(alpha=0.3, axis="x")
+    ax.set_title(title, fontsize=10)
+    handles = []
+    if len(frames):
+        handles.append(Line2D([], [], marker="|", ls="", color="tab:blue", markersize=7, label="data frame"))
+    if len(writes):
+        handles.append(Line2D([], [], marker=".", ls="", color="tab:orange", markersize=5, label="write"))
+    last = ax
+    if run_ax is not None and running is not None:
+        running = running.sort_values("t_ns", kind="stable")
         t = (running["t_ns"].to_numpy(np.int64) - t0_ns) / 1e9
-        ax.step(t, running["role"].map(levels).to_numpy(float), where="post", color="black", lw=0.8,
-                label="running on the sender's CPU")
-        ax.set_yticks(list(levels.values()) + [10 * (i + 1) for i in range(len(streams))],
-                      list(levels) + [f"stream {i}" for i in range(len(streams))])
-    ax.set_xlabel("time [s] (0: the start of the longest off period)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+        level = _role_classes(running["role"]) if by_class else running["role"].astype(str).to_numpy()
+        ends = np.r_[t[1:], t[-1]]  # each switch's process runs until the next switch
+        for k, name in enumerate(levels):
+            mine = level == name
+            run_ax.broken_barh(list(zip(t[mine], (ends - t)[mine])), (len(levels) - k - 0.4, 0.8),
+                               color=ROLE_CLASSES[_role_class(name)][1])
+        run_ax.set_ylim(0.4, len(levels) + 0.6)
+        names = [ROLE_CLASSES[name][0] for name in levels] if by_class else levels
+        _thin_labels(run_ax, [len(levels) - k for k in range(len(levels))], names,
+                     72 * bottom_height * 0.8 / max(1, len(levels)), 8.0)
+        run_ax.axvline(0.0, color="0.3", ls=":", lw=0.8)
+        run_ax.grid(alpha=0.3, axis="x")
+        run_ax.set_ylabel("running on the\nsender's CPU", fontsize=8)
+        last = run_ax
+    last.set_xlabel("time [s] (0: the start of the longest off period)")
+    if handles:
+        _outside_legend(fig, handles)
     return fig

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,8 @@ import pandas as pd
 
 from hostwire import plots
 from hostwire.errors import HostwireError, InputError
-from hostwire.metrics.goodput import goodput_against_mix
+from hostwire.metrics.regime import WHY_WIRE_CANNOT_DEPEND, df_goodput_fit_by_limit
+from hostwire.point import setup_label
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,16 @@ def _table_html(df: pd.DataFrame, classes: pd.Series | None = None, float_format
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def _setups(summary: pd.DataFrame) -> pd.Series:
+    """Each run's setup (hostwire.point.setup_label): the summary's column, else made from the
+    run-point columns of a summary written before it had one."""
+    if "setup" in summary.columns:
+        return summary["setup"].astype(str)
+    columns = [c for c in ("link_rate", "link_qdisc", "sender_cpu_share") if c in summary.columns]
+    return summary[columns].apply(lambda row: setup_label(row.to_dict()), axis=1).astype(str) if columns \
+        else pd.Series("", index=summary.index)
+
+
 class ReportBuilder:
     def __init__(self, campaign: Path) -> None:
         self.campaign = campaign
@@ -70,24 +82,47 @@ class ReportBuilder:
             raise InputError(f"{path}: no runs")
         self.reference = load_reference()
 
+    def setups(self) -> list[str]:
+        """The campaign's setups in the summary's order (one figure each where points are pooled)."""
+        return list(dict.fromkeys(_setups(self.summary)))
+
+    def per_setup_figures(self, table: str, draw: Any, name: str) -> tuple[list[str], str]:
+        """One figure of `table`'s per-point tables for each setup (`draw` makes it), named name,
+        name_2, ...; and a caption line naming the setup of each when there are several."""
+        names, captions = [], []
+        for setup in self.setups():
+            tables = self.per_point_tables(table, setup)
+            if not tables:
+                continue
+            figure = draw(tables)
+            if len(self.setups()) > 1:
+                figure.suptitle(setup, fontsize=10)
+            names.append(self.save(figure, name if not names else f"{name}_{len(names) + 1}"))
+            captions.append(f"figure {len(names)}: {html.escape(setup)}")
+        return names, (f"<p>One figure per setup: {'; '.join(captions)}.</p>" if len(names) > 1 else "")
+
     def save(self, fig: Any, name: str) -> str:
         import matplotlib.pyplot as plt
 
         self.plots.mkdir(exist_ok=True)
-        fig.savefig(self.plots / f"{name}.png", dpi=110)
+        fig.savefig(self.plots / f"{name}.png", dpi=plots.DPI)  # at most plots.PAGE_WIDTH_PX wide
         fig.savefig(self.plots / f"{name}.svg")
         plt.close(fig)
         return name
 
-    def per_point_tables(self, table: str) -> dict[tuple[int, int], pd.DataFrame]:
+    def per_point_tables(self, table: str, setup: str | None = None) -> dict[tuple[int, int], pd.DataFrame]:
+        """Each run's tables/<table>.parquet, concatenated per grid point (M, N), with a column
+        `run` (the run's id) added; runs without the table or with an empty one left out. With
+        `setup`, only that setup's runs (points of different setups are not pooled)."""
         out: dict[tuple[int, int], list[pd.DataFrame]] = {}
-        for row in self.summary.itertuples():
+        runs = self.summary if setup is None else self.summary[_setups(self.summary) == setup]
+        for row in runs.itertuples():
             path = self.campaign / str(row.directory) / "tables" / f"{table}.parquet"
             if not path.exists():
                 continue
             df = pd.read_parquet(path)
             if len(df):
-                out.setdefault((int(row.senders), int(row.background)), []).append(df)
+                out.setdefault((int(row.senders), int(row.background)), []).append(df.assign(run=str(row.run_id)))
         return {k: pd.concat(v, ignore_index=True) for k, v in out.items()}
 
     # -- sections ------------------------------------------------------------------------------
@@ -133,91 +168,156 @@ class ReportBuilder:
             + _table_html(table, classes)))
 
     def goodput(self) -> None:
+        """Goodput against the mix, fitted in each regime (the measured `limit`), the paper's r set
+        beside the CPU-limited fit only, and the paper's 20-against-1 figure beside today's at the
+        same N = 0 within one setup."""
         s = self.summary
         if "goodput_bit_s" not in s or s["goodput_bit_s"].notna().sum() == 0:
             return
-        usable = s[s["goodput_bit_s"].notna() & (s["senders"] > 0)]
-        fit = None
-        text = ""
-        try:
-            fit = goodput_against_mix(usable["senders"].to_numpy(), usable["background"].to_numpy(),
-                                      usable["goodput_bit_s"].to_numpy())
-            text = (f"<p>Pearson r of goodput against M/(M+N): <b>{fit['pearson_r']:.2f}</b> over {fit['runs']} "
-                    f"runs (paper: {self.reference['goodput_vs_mix']['pearson_r']}); slope "
-                    f"{fit['slope_bit_s'] / 1e6:.3f} Mbit/s per unit of mix.</p>")
-        except InputError as err:
-            text = f"<p>No fit: {html.escape(str(err))}.</p>"
-        one = usable[usable["senders"] == 1]["goodput_bit_s"].mean()
-        twenty = usable[usable["senders"] == usable["senders"].max()]["goodput_bit_s"].mean()
-        if np.isfinite(one) and np.isfinite(twenty) and one > 0 and usable["senders"].max() > 1:
-            text += (f"<p>Goodput with {int(usable['senders'].max())} senders is {100 * twenty / one:.1f} % of "
-                     f"goodput with one (paper, 20 against 1: "
-                     f"{100 * self.reference['goodput_vs_mix']['goodput_20_senders_share_of_1_sender']:.1f} %).</p>")
-        name = self.save(plots.plot_goodput_vs_mix(s[s["senders"] > 0], fit,
-                                                   self.reference["goodput_vs_mix"]["pearson_r"]), "goodput_vs_mix")
+        paper = self.reference["goodput_vs_mix"]
+        fits = df_goodput_fit_by_limit(s)
+        text = ("<p>Goodput on the wire against the share of sending processes M/(M+N), fitted separately in "
+                "each regime: what limited each run is measured (<code>limit</code> in summary.parquet; "
+                "docs/metrics.md, \"What limited a run\"), never taken from the config. "
+                f"{html.escape(WHY_WIRE_CANNOT_DEPEND)}</p>")
+        if len(fits):
+            text += _table_html(fits, float_format="{:.3f}")
+        cpu = fits[fits["limit"] == "cpu"]
+        cpu_fit = None
+        if len(cpu) and np.isfinite(cpu["pearson_r"].iloc[0]):
+            row = cpu.iloc[0]
+            cpu_fit = {"pearson_r": float(row["pearson_r"]), "slope_bit_s": float(row["slope_mbit_s"]) * 1e6,
+                       "intercept_bit_s": float(row["intercept_mbit_s"]) * 1e6, "runs": int(row["runs"])}
+            text += (f"<p>Where the sender host's CPU limited ({int(row['runs'])} runs, {int(row['mixes'])} mixes): "
+                     f"Pearson r = <b>{row['pearson_r']:.2f}</b>; the paper, whose sender's CPU limited too, "
+                     f"found r = {paper['pearson_r']}.</p>")
+        else:
+            text += (f"<p>No run was limited by the sender's CPU in enough mixes to fit, so nothing here "
+                     f"compares with the paper's r = {paper['pearson_r']}, which was measured where the CPU "
+                     "limited.</p>")
+        text += self._twenty_against_one(paper["goodput_20_senders_share_of_1_sender"])
+        name = self.save(plots.plot_goodput_vs_mix(s[s["senders"] > 0], cpu_fit, paper["pearson_r"]), "goodput_vs_mix")
         self.sections.append(Section("Goodput against the process mix (paper figure 5)", text, [name]))
 
+    def _twenty_against_one(self, paper_share: float) -> str:
+        """The paper's figure: goodput with 20 senders and no background process as a share of
+        goodput with one, both at N = 0 and in one setup; where the grid lacks those points, says so."""
+        s = self.summary[self.summary["goodput_bit_s"].notna() & (self.summary["background"] == 0)]
+        parts = []
+        for setup, part in s.groupby(_setups(s), sort=False):
+            one = part[part["senders"] == 1]["goodput_bit_s"].mean()
+            twenty = part[part["senders"] == 20]["goodput_bit_s"].mean()
+            if np.isfinite(one) and np.isfinite(twenty) and one > 0:
+                parts.append(f"{html.escape(str(setup))}: {100 * twenty / one:.1f} %")
+        if parts:
+            return (f"<p>Goodput with 20 senders as a share of goodput with one, both with no background process "
+                    f"(N = 0), per setup: {'; '.join(parts)} (paper, the same points: {100 * paper_share:.1f} %).</p>")
+        return (f"<p>The paper's figure, goodput with 20 senders at {100 * paper_share:.1f} % of goodput with one "
+                "(both with no background process), is not compared: this grid lacks M = 1 or M = 20 at N = 0.</p>")
+
     def fairness(self) -> None:
+        """Table 3 of the paper beside today's, one table per setup (runs compare like for like only
+        within one), each correlated with the paper over the grid points both have."""
         s = self.summary
         if "jain" not in s or s["jain"].notna().sum() == 0:
             return
-        today = s.pivot_table(index="background", columns="senders", values="jain", aggfunc="mean")
         ref = self.reference["fairness_table3"]
         paper = pd.DataFrame(ref["jain"], index=pd.Index(ref["background"], name="background"),
                              columns=pd.Index(ref["senders"], name="senders"))
-        common = pd.merge(today.stack().rename("today").reset_index(), paper.stack().rename("paper").reset_index(),
-                          on=["background", "senders"]).dropna()
-        text = "<p>Jain's fairness index over the window, rows background processes N, columns senders M; " \
-               "mean over repetitions.</p>"
-        text += "<h3>Today</h3>" + _table_html(today.reset_index().rename(columns={"background": "N \\ M"}),
-                                              float_format="{:.4f}")
+        text = ("<p>Jain's fairness index over the window, rows background processes N, columns senders M; "
+                f"mean over repetitions, one table per setup. The paper's: {html.escape(self.reference['setup'])}; "
+                "its sender's CPU limited.</p>")
+        figures = []
+        for k, (setup, part) in enumerate(s.groupby(_setups(s), sort=False)):
+            today = part.pivot_table(index="background", columns="senders", values="jain", aggfunc="mean")
+            if today.empty:
+                continue
+            window = ", ".join(f"{w:g} s" for w in sorted(part["duration_s"].dropna().unique())) \
+                if "duration_s" in part else "?"
+            limits = ", ".join(f"{n} {lim}" for lim, n in part["limit"].value_counts().items()) \
+                if "limit" in part else "not measured"
+            text += (f"<h3>Today: {html.escape(str(setup))}</h3><p>Window {window}; what limited the runs: "
+                     f"{html.escape(limits)}.</p>")
+            text += _table_html(today.reset_index().rename(columns={"background": "N \\ M"}), float_format="{:.4f}")
+            common = pd.merge(today.stack().rename("today").reset_index(),
+                              paper.stack().rename("paper").reset_index(), on=["background", "senders"]).dropna()
+            if len(common) >= 3 and common["today"].std() > 0:
+                r = float(np.corrcoef(common["today"], common["paper"])[0, 1])
+                text += (f"<p>Over the {len(common)} grid points this setup shares with the paper's table: "
+                         f"Pearson r = <b>{r:.2f}</b>, mean difference today - paper "
+                         f"{(common['today'] - common['paper']).mean():+.4f}.</p>")
+            else:
+                text += (f"<p>{len(common)} grid point(s) in common with the paper's table: too few for a "
+                         "correlation.</p>")
+            figures.append(self.save(plots.plot_jain_heatmap(today, f"Jain's index: {setup}"),
+                                     "jain_heatmap" if k == 0 else f"jain_heatmap_{k + 1}"))
         text += "<h3>Paper, table 3</h3>" + _table_html(paper.reset_index().rename(columns={"background": "N \\ M"}),
                                                        float_format="{:.4f}")
-        if len(common) >= 3 and common["today"].std() > 0:
-            r = float(np.corrcoef(common["today"], common["paper"])[0, 1])
-            text += f"<p>Over the {len(common)} grid points both have: Pearson r = <b>{r:.2f}</b>.</p>"
-        else:
-            text += f"<p>{len(common)} grid point(s) in common with the paper's table: too few for a correlation.</p>"
-        name = self.save(plots.plot_jain_heatmap(today, "Jain's index (today)"), "jain_heatmap")
-        self.sections.append(Section("Fairness (paper table 3)", text, [name]))
+        self.sections.append(Section("Fairness (paper table 3)", text, figures))
 
     def intervals(self) -> None:
+        """Figure 3: the tails of the frame and write intervals (plots.plot_interval_distributions),
+        with the paper's one-sender figures beside today's."""
         hists = self.per_point_tables("intervals_hist")
         if not hists:
             return
         ref = self.reference["single_sender_frame_intervals"]
-        text = ("<p>Frame intervals per stream on the wire, write intervals per sending process.</p>"
+        chosen, longest = plots.interval_highlights(self.per_point_tables("intervals_hist", self.setups()[0]))
+        named = ", ".join(f"M={m} N={n}" for m, n in chosen)
+        text = ("<p>The share of intervals longer than x, on log-log axes so that the long gaps show: left, the "
+                "intervals between data frames on the link (all streams merged); right, the intervals between "
+                "one sending process's writes (every process's pooled); the runs of a grid point pooled. "
+                f"Coloured: {html.escape(named)}"
+                + (f" (M={longest[0]} N={longest[1]}: the longest frame interval)" if longest else "")
+                + (f"; grey: the other {len(hists) - len(chosen)} grid points" if len(hists) > len(chosen) else "")
+                + ".</p>"
                 f"<p>Paper, one sender and no background: minimum {ref['min_ms']} ms, median {ref['median_ms']} ms "
                 f"(its frame time at 10 Mbit/s: about 1.2 ms of wire, the rest the sender's CPU), "
                 f"gaps of about {ref['long_gap_ms']} ms {ref['long_gaps_per_s']} times a second.")
-        single = self.summary[(self.summary["senders"] == 1) & (self.summary["background"] == 0)]
-        if len(single) and "frame_gap_p50_ns" in single:
-            text += (f" Today: median {single['frame_gap_p50_ns'].mean() / 1e6:.3f} ms, 99th percentile "
-                     f"{single['frame_gap_p99_ns'].mean() / 1e6:.3f} ms, longest "
-                     f"{single['frame_gap_max_ns'].max() / 1e6:.3f} ms.")
-        text += "</p>"
-        name = self.save(plots.plot_interval_distributions(hists), "intervals")
-        self.sections.append(Section("Frame and write intervals (paper figure 3)", text, [name]))
+        text += "</p>" + self._one_sender_intervals()
+        names, caption = self.per_setup_figures("intervals_hist", plots.plot_interval_distributions, "intervals")
+        self.sections.append(Section("Frame and write intervals (paper figure 3)", text + caption, names))
+
+    def _one_sender_intervals(self) -> str:
+        """Today's figures at the paper's point (one sender, no background process), per setup with
+        what limited it: the paper's sender was CPU-limited on a 10 Mbit/s link."""
+        s = self.summary
+        single = s[(s["senders"] == 1) & (s["background"] == 0)]
+        if len(single) == 0 or "frame_gap_p50_ns" not in single:
+            return "<p>Not compared: the grid has no run with one sender and no background process.</p>"
+        rows = []
+        for setup, part in single.groupby(_setups(single), sort=False):
+            limit = ", ".join(sorted(set(part["limit"].astype(str)))) if "limit" in part else "not measured"
+            rows.append(f"{html.escape(str(setup))} (limited by: {html.escape(limit)}): median "
+                        f"{part['frame_gap_p50_ns'].mean() / 1e6:.3f} ms, 99th percentile "
+                        f"{part['frame_gap_p99_ns'].mean() / 1e6:.3f} ms, longest "
+                        f"{part['frame_gap_max_ns'].max() / 1e6:.3f} ms")
+        return ("<p>Today at the same point, one sender and no background process, per setup: "
+                + "; ".join(rows) + ". Only a CPU-limited setup on a 10 Mbit/s link is the paper's condition; "
+                "on a wire-limited link the median is the frame's time on the wire.</p>")
 
     def idc(self) -> None:
-        tables = self.per_point_tables("idc")
-        if not tables:
+        names, caption = self.per_setup_figures("idc", plots.plot_idc_curves, "idc")
+        if not names:
             return
-        name = self.save(plots.plot_idc_curves(tables), "idc")
         self.sections.append(Section(
             "Index of dispersion for counts (paper figure 4)",
-            "<p>IDC(t) = Var(N_t)/E(N_t) of the frames of all streams. The paper saw IDC rise with t for one "
-            "sender (self-similar looking) and flatten as processes were added.</p>", [name]))
+            "<p>IDC(t) = Var(N_t)/E(N_t) of the frames of all streams, one panel per number of background "
+            "processes N, one curve per number of senders M (the mean over the runs of the point); the dashed "
+            "line is a Poisson stream's IDC of 1. The paper saw IDC rise with t for one sender (self-similar "
+            "looking) and flatten as processes were added.</p>" + caption, names))
 
     def contracts(self) -> None:
-        tables = self.per_point_tables("contract")
-        if not tables:
+        names, caption = self.per_setup_figures("contract", plots.plot_contract_curves, "contracts")
+        if not names:
             return
-        name = self.save(plots.plot_contract_curves(tables), "contracts")
         self.sections.append(Section(
             "Zero-loss traffic contracts",
             "<p>The smallest maximum burst size (cells) that lets every cell conform, against the sustainable "
-            "cell rate, averaged over the streams (frames cut into ATM cells at the link rate).</p>", [name]))
+            "cell rate, averaged over the streams (frames cut into ATM cells at the link rate); one panel per "
+            "number of background processes N, a colour per number of senders M, a line per run (each run's "
+            "SCRs start at its own smallest mean cell rate). A dot is a run whose mean rate is the peak rate: "
+            "no SCR below it exists.</p>" + caption, names))
 
     def gap_causes(self) -> None:
         """The timeline's explanation of the long gaps (hostwire gaps), per grid point: each cause's
@@ -232,26 +332,35 @@ class ReportBuilder:
         have = s[(s["gap_time_ns"].fillna(0) > 0) & (s["senders"] > 0)]
         if len(have) == 0:
             return
+        setups = _setups(have)
         time_per_cause = have[columns].mul(have["gap_time_ns"], axis=0).assign(
-            senders=have["senders"], background=have["background"], gap_time_ns=have["gap_time_ns"],
+            setup=setups, senders=have["senders"], background=have["background"], gap_time_ns=have["gap_time_ns"],
             gaps=have["gaps"])
-        per_point = time_per_cause.groupby(["senders", "background"]).sum()
+        per_point = time_per_cause.groupby(["setup", "senders", "background"], sort=False).sum()
+        order = {setup: k for k, setup in enumerate(dict.fromkeys(setups))}
+        per_point = per_point.sort_index(level=["senders", "background"]).sort_index(
+            level="setup", key=lambda level: level.map(order), sort_remaining=False)
         shares = per_point[columns].div(per_point["gap_time_ns"], axis=0)
         shares.columns = list(CAUSES)
         table = shares.reset_index()
-        table.insert(2, "gaps", per_point["gaps"].astype(int).to_numpy())
-        table.insert(3, "gap_s", per_point["gap_time_ns"].to_numpy() / 1e9)
+        table.insert(3, "gaps", per_point["gaps"].astype(int).to_numpy())
+        table.insert(4, "gap_s", per_point["gap_time_ns"].to_numpy() / 1e9)
         text = ("<p>Every gap between two data frames of a stream longer than twice the frame's time on the wire, "
                 "split by the joined timeline (scheduler, system calls or the senders' logs, capture) into causes "
-                "that add up to the gap; per grid point, each cause's share of the gap time "
+                "that add up to the gap; per grid point and setup, each cause's share of the gap time "
                 "(<code>hostwire gaps RUN --summary</code> for one run, docs/timeline.md for the rules). "
                 "The paper explained its long gaps by eye in figure 2: the sender was not running.</p>")
         cannot = sorted({c for c in have.get("gap_cannot_tell", pd.Series(dtype=str)).fillna("") if c})
         if cannot:
             text += "<p>" + " ".join(html.escape(c) for c in cannot) + "</p>"
-        name = self.save(plots.plot_gap_causes(shares), "gap_causes")
+        names = []
+        for setup in dict.fromkeys(setups):
+            figure = plots.plot_gap_causes(shares.xs(setup, level="setup"))
+            if setups.nunique() > 1:
+                figure.suptitle(setup, fontsize=10)
+            names.append(self.save(figure, "gap_causes" if not names else f"gap_causes_{len(names) + 1}"))
         self.sections.append(Section("Why the long gaps happen", text + _table_html(table, float_format="{:.3f}"),
-                                     [name]))
+                                     names))
 
     def accuracy(self) -> None:
         """The MSHN method over a campaign that varies the collector set: per set, each metric's
@@ -325,7 +434,7 @@ class ReportBuilder:
         title = f"M={int(row['senders'])} N={int(row['background'])}: longest off period {gaps[k] / 1e6:.1f} ms"
         caption = (f"<p>Run {html.escape(str(row['run_id']))}: data frames (bars) and writes (dots) around the "
                    f"longest gap between two frames of one stream ({gaps[k] / 1e6:.1f} ms)"
-                   + ("; the step line is the process running on the sender's CPU" if running is not None else
+                   + ("; the bars below show which process ran on the sender's CPU" if running is not None else
                       "; the kernel was not traced in this run, so which process ran is not shown")
                    + f". Paper: off periods of about {self.reference['process_trace_figure2']['off_period_s']} s, "
                    f"then about {self.reference['process_trace_figure2']['fast_writes_in_a_row']} writes "
@@ -403,19 +512,25 @@ def digest_lines(campaign: str | Path) -> list[str]:
     """One line per run (point, status, goodput on the wire, Jain's index, what marked it) and the
     goodput fit against the mix, for a terminal."""
     summary = pd.read_parquet(Path(campaign) / "summary.parquet")
-    lines = [f"{'run':28s} {'M':>3s} {'N':>3s} {'status':9s} {'goodput':>13s} {'jain':>7s}  marked"]
+    lines = [f"{'run':28s} {'M':>3s} {'N':>3s} {'status':9s} {'goodput':>13s} {'jain':>7s} {'limit':7s}  marked"]
     for row in summary.itertuples():
         goodput = getattr(row, "goodput_bit_s", float("nan"))
         jain = getattr(row, "jain", float("nan"))
         marked = int(getattr(row, "marked", 1) if pd.notna(getattr(row, "marked", 1)) else 1)
         lines.append(f"{row.run_id:28s} {row.senders:3d} {row.background:3d} {row.status:9s} "
-                     f"{goodput / 1e6:8.2f} Mb/s {jain:7.4f}  {'yes' if marked else 'no'}")
-    usable = summary[summary["senders"] > 0].dropna(subset=["goodput_bit_s"]) if "goodput_bit_s" in summary else summary[:0]
-    try:
-        fit = goodput_against_mix(usable["senders"].to_numpy(), usable["background"].to_numpy(),
-                                  usable["goodput_bit_s"].to_numpy())
-        lines.append(f"goodput against M/(M+N): Pearson r {fit['pearson_r']:.2f} over {fit['runs']} runs "
-                     f"(paper {load_reference()['goodput_vs_mix']['pearson_r']})")
-    except InputError as err:
-        lines.append(f"goodput against M/(M+N): no fit ({err})")
+                     f"{goodput / 1e6:8.2f} Mb/s {jain:7.4f} {str(getattr(row, 'limit', '?')):7s}  "
+                     f"{'yes' if marked else 'no'}")
+    fits = df_goodput_fit_by_limit(summary)
+    paper_r = load_reference()["goodput_vs_mix"]["pearson_r"]
+    if len(fits) == 0:
+        return lines + ["goodput against M/(M+N): no unmarked run with senders and a goodput figure"]
+    lines.append("goodput against M/(M+N), per regime (what limited each run, as measured):")
+    for row in fits.itertuples():
+        fit = (f"r {row.pearson_r:5.2f}, slope {row.slope_mbit_s:8.2f} Mbit/s per unit of mix"
+               if np.isfinite(row.pearson_r) else f"no fit ({row.note})")
+        fit = f"goodput {row.goodput_mbit_s:7.2f} Mbit/s, spread {row.spread_pct:5.1f} %; " + fit
+        paper = f" (paper, where the CPU limited: r {paper_r})" if row.limit == "cpu" else ""
+        lines.append(f"  {row.limit:8s} {row.runs:3d} runs, {row.mixes} mixes: {fit}{paper}")
+    if (fits["limit"] == "wire").any():
+        lines.extend(textwrap.wrap(WHY_WIRE_CANNOT_DEPEND, 100, initial_indent="  ", subsequent_indent="  "))
     return lines

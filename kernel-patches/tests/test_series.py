@@ -36,6 +36,7 @@ def test_series_names_an_exact_source_version() -> None:
         assert text.startswith("From: ") and "\nSubject: [PATCH] " in text and "\n+++ b/" in text
 
 
+@pytest.mark.long  # compiles the patched kernel files: a minute of both CPUs beside other tests
 def test_series_applies_and_compiles() -> None:
     result = kernel_sh("check")
     assert result.returncode == 0, result.stderr
