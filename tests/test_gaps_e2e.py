@@ -142,7 +142,10 @@ def test_cli_gaps(runs: dict[str, Path]) -> None:
 @pytest.mark.parametrize("which", ["busy", "shared"])
 def test_receiver_clock_rewritten_is_realigned(runs: dict[str, Path], which: str) -> None:
     """The receiver shares this host's clock, so its raw stamps are the truth; the test moves them
-    (and the exchanges' t2, t3) by 123 ms and 50 ppm, and the fit must bring them back."""
+    (and the exchanges' t2, t3) by 123 ms and 50 ppm, and the fit must bring them back. On 67
+    recordings of the shared run and 12 of the busy one (docs/timeline.md): error at most 11 and
+    25 us, bound_ns (the largest error of any line meeting every constraint; NaN when they cross)
+    at most 38 and 70 us."""
     run = hostwire.load_run(runs[which])
     received = run.df_received()
     sync = run.df_clock_sync()
@@ -161,14 +164,15 @@ def test_receiver_clock_rewritten_is_realigned(runs: dict[str, Path], which: str
     aligned = fit.to_sender(moved["t_raw_ns"].to_numpy())
     error = np.abs(aligned - received["t_raw_ns"].to_numpy())
     assert error.max() <= 50_000, (fit, int(error.max()))
-    assert fit.bound_ns < 200_000
+    assert fit.bound_ns < 200_000, (fit, int(error.max()))
     # no frame arrives before it was sent
     reads = build.receiver_reads(run, moved)
     from hostwire.timeline import clocks
 
     bounds = clocks.read_bounds(run.timeline_data_frames(), reads)
-    assert (fit.to_sender(bounds["t_raw_ns"].to_numpy()) >= bounds["t_send_ns"].to_numpy()).all()
-    assert len(bounds) >= 0.9 * len(received)
+    early = fit.to_sender(bounds["t_raw_ns"].to_numpy()) < bounds["t_send_ns"].to_numpy()
+    assert not early.any(), (fit, int(early.sum()))
+    assert len(bounds) >= 0.9 * len(received), (len(bounds), len(received))
 
 
 @pytest.mark.privileged("netns", "tracefs")

@@ -8,18 +8,28 @@ Constraints, each a point (t, value):
   receiver read, r - t_send: the read at receiver stamp r returned bytes that the frame carrying
   their last byte, on the wire at t_send, brought (a segment is received after it is sent);
 - lower bounds: an exchange's t3 - t4 (the answer is received after it is sent).
+The lines that meet them all, the feasible region, lie between the lower convex hull of the
+upper bounds and the upper convex hull of the lower bounds (the convex-hull method).
 
 The line: through the start and end exchanges' minimum-round-trip estimates when the end's round
 trip is near the start's (at most twice it plus 100 us); else the start's estimate with the drift
 of the lower convex hull of the traffic's upper bounds (the edge under the bounds' mean time: the
-line that stays below every bound with the least total slack, the convex-hull method). The line
-is then lowered by its largest violation of an upper bound, so no frame arrives before it was
-sent. The bound: with that drift, the offset at t_ref_ns lies in [bound_lo_ns, bound_hi_ns] (the
-tightest lower and upper constraints); bound_ns is the larger distance from the estimate to
-either end."""
+line that stays below every bound with the least total slack). A line outside the feasible region
+is replaced by the feasible line nearest it: for the exchanges, the least-squares one, each
+exchange's miss counted in its own half round trip (an exchange whose request waited in the
+receiver has a longer round trip and moves more than a prompt one, so a late end estimate tilts
+the line instead of lowering it all); for the traffic's drift, the nearest feasible drift, then the
+nearest feasible offset at t_ref_ns. So no frame arrives before it was sent, nor an answer.
+
+The bound: bound_ns is the largest distance, over the constraints' span, between the line and any
+line of the feasible region: the largest error the line can have when every constraint holds.
+When no line meets every constraint (a stamp or a byte count is wrong: crossed_ns > 0, by how much
+the least crossing line misses), the line is the least crossing one, moved under every upper bound,
+and bound_ns is NaN: the constraints bound nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -30,6 +40,9 @@ from hostwire.errors import InputError
 END_RTT_FACTOR = 2.0
 END_RTT_SLACK_NS = 100_000
 READ_CALLS = ("read", "readv", "recvfrom", "recvmsg")
+ALIGN_DRIFT = 500e-6        # bytes_before: the most two clocks drift apart within its probe
+ALIGN_SLACK_NS = 1_000
+MAX_DRIFT = 1e-3            # the drifts the feasible region is searched in: +-1000 ppm
 
 
 @dataclass(frozen=True)
@@ -41,12 +54,13 @@ class ClockFit:
     drift_ppm: float
     method: str            # "exchanges" or "traffic-hull"
     bound_lo_ns: float     # the tightest lower constraint at t_ref_ns (with this drift)
-    bound_hi_ns: float     # the tightest upper constraint at t_ref_ns
-    bound_ns: float        # max distance from offset_ns to either end
-    lowered_ns: float      # how far the traffic lowered the line (0 when it violated no bound)
+    bound_hi_ns: float     # the tightest upper constraint at t_ref_ns (with this drift)
+    bound_ns: float        # the largest error over the span if every constraint holds; NaN when they cross
+    lowered_ns: float      # the start exchange's estimate minus offset_ns (negative: raised)
     reads: int             # receiver reads used as bounds
     start_rtt_ns: int
     end_rtt_ns: int | None
+    crossed_ns: float = 0.0  # by how much the least crossing line misses a constraint (0: a line meets all)
 
     def offset_at(self, t_ns: np.ndarray) -> np.ndarray:
         t = np.asarray(t_ns, dtype=np.float64)
@@ -128,6 +142,106 @@ def _candidates(t: np.ndarray, v: np.ndarray, bins: int = 256) -> tuple[np.ndarr
     return t[keep], v[keep]
 
 
+def _hull(x: np.ndarray, v: np.ndarray, lower: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The lower (or upper) convex hull of the points (x, v), as far as lines of drift within
+    +-MAX_DRIFT can touch it: of the points of one time bin of width h, only those within
+    MAX_DRIFT * h of the bin's lowest (highest) can be the lowest (highest) under such a line, so
+    the chain walks those alone."""
+    sign = 1.0 if lower else -1.0
+    x, v = x.astype(np.float64), sign * v.astype(np.float64)
+    if len(x) > 1024:
+        edges = np.linspace(x.min(), x.max(), 1025)
+        b = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, 1023)
+        low = np.full(1024, np.inf)
+        np.minimum.at(low, b, v)
+        keep = v <= low[b] + MAX_DRIFT * (edges[1] - edges[0])
+        x, v = x[keep], v[keep]
+    order = np.lexsort((v, x))
+    x, v = x[order], v[order]
+    hull: list[int] = []
+    for i in range(len(x)):
+        while len(hull) >= 2:
+            a, c = hull[-2], hull[-1]
+            if (x[c] - x[a]) * (v[i] - v[a]) - (v[c] - v[a]) * (x[i] - x[a]) <= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    return x[hull], sign * v[hull]
+
+
+class _Region:
+    """The lines a + b * x meeting every constraint (x: time since t_ref): upper points (ux, uv)
+    with a + b * ux <= uv, lower points (lx, lv) with a + b * lx >= lv, b within +-MAX_DRIFT.
+    For a drift b the offsets a lie in [lo(b), hi(b)]; hi is concave in b, lo convex, so their
+    difference (the width) is concave and has one maximum."""
+
+    def __init__(self, ux: np.ndarray, uv: np.ndarray, lx: np.ndarray, lv: np.ndarray) -> None:
+        self.ux, self.uv = _hull(ux, uv, lower=True)
+        self.lx, self.lv = _hull(lx, lv, lower=False)
+
+    def hi(self, b: float) -> float:
+        return float(np.min(self.uv - b * self.ux))
+
+    def lo(self, b: float) -> float:
+        return float(np.max(self.lv - b * self.lx))
+
+    def widest(self) -> tuple[float, float]:
+        """The drift where the offsets' range is widest, and that width (< 0: no line meets all)."""
+        b = _ternary(lambda d: self.hi(d) - self.lo(d), -MAX_DRIFT, MAX_DRIFT, maximum=True)
+        return b, self.hi(b) - self.lo(b)
+
+    def drifts(self, widest: float) -> tuple[float, float]:
+        """The feasible drifts (the region must not be empty): where the width is >= 0."""
+        def edge(inside: float, outside: float) -> float:
+            if self.hi(outside) - self.lo(outside) >= 0:
+                return outside
+            for _ in range(80):
+                m = (inside + outside) / 2
+                if self.hi(m) - self.lo(m) >= 0:
+                    inside = m
+                else:
+                    outside = m
+            return inside
+        return edge(widest, -MAX_DRIFT), edge(widest, MAX_DRIFT)
+
+    def extent(self, x: float, drifts: tuple[float, float]) -> tuple[float, float]:
+        """The lowest and highest value at x of the region's lines."""
+        top = _ternary(lambda b: self.hi(b) + b * x, *drifts, maximum=True)
+        bottom = _ternary(lambda b: self.lo(b) + b * x, *drifts, maximum=False)
+        return self.lo(bottom) + bottom * x, self.hi(top) + top * x
+
+
+def _ternary(f: Callable[[float], float], lo: float, hi: float, maximum: bool, steps: int = 100) -> float:
+    """The argument of the maximum (minimum) of a concave (convex) f on [lo, hi]."""
+    sign = 1.0 if maximum else -1.0
+    for _ in range(steps):
+        m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+        if sign * f(m1) < sign * f(m2):
+            lo = m1
+        else:
+            hi = m2
+    return (lo + hi) / 2
+
+
+def _nearest_to_exchanges(region: _Region, drifts: tuple[float, float], t_end: float, estimates: tuple[float, float],
+                          halves: tuple[float, float]) -> tuple[float, float]:
+    """The feasible line nearest the two exchanges' estimates (at x = 0 and x = t_end), each
+    miss counted in units of that exchange's half round trip (the most its estimate can be off):
+    least squares over the region. For a drift b the best offset is the weighted mean of what
+    each estimate asks, clipped into [lo(b), hi(b)]; the least cost over b is convex (a convex cost
+    minimised over a convex region), so a ternary search over the feasible drifts finds it."""
+    (o_s, o_e), (w_s, w_e) = estimates, (1.0 / halves[0] ** 2, 1.0 / halves[1] ** 2)
+
+    def best(b: float) -> tuple[float, float]:
+        a = (w_s * o_s + w_e * (o_e - b * t_end)) / (w_s + w_e)
+        a = min(max(a, region.lo(b)), region.hi(b))
+        return a, w_s * (a - o_s) ** 2 + w_e * (a + b * t_end - o_e) ** 2
+
+    b = _ternary(lambda d: best(d)[1], *drifts, maximum=False)
+    return best(b)[0], b
+
+
 def fit(sync: pd.DataFrame, bounds: pd.DataFrame) -> ClockFit:
     """The receiver clock's line from the exchanges (sync: phase, t1_ns..t4_ns, rtt_ns, offset_ns)
     and the traffic's upper bounds (read_bounds)."""
@@ -143,6 +257,7 @@ def fit(sync: pd.DataFrame, bounds: pd.DataFrame) -> ClockFit:
     trusted_end = end is not None and float(end["rtt_ns"]) <= END_RTT_FACTOR * float(start["rtt_ns"]) + END_RTT_SLACK_NS
     tb = bounds["t_send_ns"].to_numpy().astype(np.int64)
     ub = bounds["upper_ns"].to_numpy().astype(np.float64)
+    t_e = 0
     if trusted_end:
         t_e = (int(end["t1_ns"]) + int(end["t4_ns"])) // 2
         drift = (float(end["offset_ns"]) - o_s) / (t_e - t_s) if t_e != t_s else 0.0
@@ -154,39 +269,77 @@ def fit(sync: pd.DataFrame, bounds: pd.DataFrame) -> ClockFit:
     else:
         drift = 0.0
         method = "exchanges"
-    # every upper constraint, moved to t_s along the drift
-    up_t = np.concatenate([sync["t1_ns"].to_numpy().astype(np.float64), tb.astype(np.float64)])
+    # every constraint, as (time since t_s, value)
+    up_x = np.concatenate([sync["t1_ns"].to_numpy().astype(np.int64), tb]) - t_s
     up_v = np.concatenate([(sync["t2_ns"] - sync["t1_ns"]).to_numpy().astype(np.float64), ub])
-    lo_t = sync["t4_ns"].to_numpy().astype(np.float64)
+    lo_x = sync["t4_ns"].to_numpy().astype(np.int64) - t_s
     lo_v = (sync["t3_ns"] - sync["t4_ns"]).to_numpy().astype(np.float64)
-    hi = float(np.min(up_v - drift * (up_t - t_s)))
-    lo = float(np.max(lo_v - drift * (lo_t - t_s)))
-    lowered = max(0.0, o_s - hi)
-    offset = o_s - lowered
-    return ClockFit(t_ref_ns=t_s, offset_ns=offset, drift_ppm=drift * 1e6, method=method, bound_lo_ns=lo,
-                    bound_hi_ns=hi, bound_ns=max(offset - lo, hi - offset), lowered_ns=lowered,
+    region = _Region(up_x.astype(np.float64), up_v, lo_x.astype(np.float64), lo_v)
+    widest, width = region.widest()
+    offset, crossed, bound = o_s, 0.0, float("nan")
+    if width < 0:
+        # no line meets every constraint: the least crossing one, under every upper bound
+        drift, crossed = widest, -width
+        offset = region.hi(drift)
+    else:
+        drifts = region.drifts(widest)
+        if not (drifts[0] <= drift <= drifts[1] and region.lo(drift) <= o_s <= region.hi(drift)):
+            if trusted_end and t_e != t_s:
+                offset, drift = _nearest_to_exchanges(region, drifts, float(t_e - t_s), (o_s, float(end["offset_ns"])),
+                                                      (max(float(start["rtt_ns"]), 1.0) / 2, max(float(end["rtt_ns"]), 1.0) / 2))
+            else:
+                drift = min(max(drift, drifts[0]), drifts[1])
+                offset = min(max(o_s, region.lo(drift)), region.hi(drift))
+        # exactly inside (the bisections stop within a fraction of a nanosecond)
+        offset = min(max(offset, region.lo(drift)), region.hi(drift))
+        bound = 0.0
+        for x in (float(min(up_x.min(), lo_x.min())), float(max(up_x.max(), lo_x.max()))):
+            low, high = region.extent(x, drifts)
+            y = offset + drift * x
+            bound = max(bound, y - low, high - y)
+    return ClockFit(t_ref_ns=t_s, offset_ns=offset, drift_ppm=drift * 1e6, method=method, bound_lo_ns=region.lo(drift),
+                    bound_hi_ns=region.hi(drift), bound_ns=bound, lowered_ns=o_s - offset,
                     reads=int(len(tb)), start_rtt_ns=int(start["rtt_ns"]),
-                    end_rtt_ns=None if end is None else int(end["rtt_ns"]))
+                    end_rtt_ns=None if end is None else int(end["rtt_ns"]), crossed_ns=crossed)
 
 
 def bytes_before(logged: np.ndarray, logged_t: np.ndarray, traced: np.ndarray, traced_t: np.ndarray,
                  probe: int = 32) -> int | None:
     """Bytes a receiver read before its first logged read: the position where the logged reads
     occur in the tracer's reads of the receiver (the same reads, counted from the connection's
-    start). Sizes alone repeat (full segments), so among the positions where the first `probe`
-    sizes match, the one whose stamps differ from the logged ones by the most constant amount (the
-    two clocks' offset) is taken. None when the sizes occur nowhere."""
+    start; traced_t their exits, ascending). Sizes alone repeat (full segments), so the stamps
+    decide among the positions where the first `probe` sizes match. The receiver stamps a read
+    after it returned and before it calls the next, so at the right position, with the two
+    clocks' offset d, every logged stamp minus d lies between its read's exit and the next read's
+    exit (within ALIGN_DRIFT times the probe's span). Where several positions meet that (reads that
+    each wait about as long for data), the one where the typical stamp follows its read's exit by
+    the least extra delay (the median beyond the least): most stamps come within a microsecond of
+    the exit, but a preemption between a read's return and its stamp delays a few by up to tens of
+    milliseconds, which made the spread of the differences (max - min) pick a position one read,
+    or tens of reads, too far. When no position meets the condition (a read lost from the trace),
+    the one that misses it least. None when the sizes occur nowhere."""
     n = min(len(logged), probe)
     if n == 0 or len(traced) < n:
         return None
-    sizes = np.lib.stride_tricks.sliding_window_view(traced, n)
-    match = (sizes == logged[:n]).all(axis=1)
-    if not match.any():
+    match = np.flatnonzero((np.lib.stride_tricks.sliding_window_view(traced, n) == logged[:n]).all(axis=1))
+    if len(match) == 0:
         return None
-    stamps = np.lib.stride_tricks.sliding_window_view(traced_t.astype(np.int64), n)
-    diff = logged_t[:n].astype(np.int64)[None, :] - stamps
-    spread = np.where(match, diff.max(axis=1) - diff.min(axis=1), np.iinfo(np.int64).max)
-    return int(traced[: int(np.argmin(spread))].sum())
+    exits = traced_t.astype(np.int64)
+    nexts = np.append(exits[1:], np.iinfo(np.int64).max // 4)  # the last read has no next
+    at = match[:, None] + np.arange(n)[None, :]
+    lt = logged_t[:n].astype(np.int64)[None, :]
+    after = lt - exits[at]          # d <= these: each stamp after its read's exit
+    before_next = lt - nexts[at]    # d > these: each stamp before the next read's exit
+    slack = after.min(axis=1) - before_next.max(axis=1)
+    tol = ALIGN_DRIFT * float(lt[0, -1] - lt[0, 0]) + ALIGN_SLACK_NS
+    feasible = slack >= -tol
+    if feasible.any():
+        # how far the typical stamp follows its read's exit beyond the least such delay
+        spread = np.median(after - after.min(axis=1, keepdims=True), axis=1)
+        k = int(match[np.argmin(np.where(feasible, spread, np.inf))])
+    else:
+        k = int(match[np.argmax(slack)])
+    return int(traced[:k].sum())
 
 
 def bytes_before_from_traffic(frames: pd.DataFrame, reads: pd.DataFrame, offset_ns: float, margin_ns: float) -> int:
