@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from hostwire import plots
+from hostwire.campaign import plots
 from hostwire.metrics.intervals import Gaps, log_histogram
 from hostwire.timeline.gaps import CAUSES
 
@@ -203,7 +203,7 @@ def test_saved_png_fits_the_page(name: str, tmp_path: Path) -> None:
     """What the report writes (ReportBuilder.save) is at most as wide as the page."""
     import matplotlib.image
 
-    from hostwire.report import ReportBuilder
+    from hostwire.campaign.report import ReportBuilder
 
     ReportBuilder.save(SimpleNamespace(plots=tmp_path / "plots"), FIGURES[name]("36 points"), "figure")
     height, width = matplotlib.image.imread(tmp_path / "plots" / "figure.png").shape[:2]

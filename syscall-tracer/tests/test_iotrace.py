@@ -18,7 +18,7 @@ import pytest
 
 from hostwire.errors import InputError
 from hostwire.paths import REPO_ROOT
-from hostwire.syscalls import COLUMNS, read_counters, read_syscalls, send_calls
+from hostwire.read.syscalls import COLUMNS, read_counters, read_syscalls, send_calls
 
 TIMEOUT = 60
 EAGAIN, EBADF = -errno.EAGAIN, -errno.EBADF
@@ -507,8 +507,8 @@ def test_ptrace_preload_and_tracefs_agree_on_the_senders_writes(build_dir: Path,
     """One benchmark run recorded by all three backends at once: hw-iotrace (ptrace) traces
     hw-iotrace --preload, which runs hw-bench main, while hw-schedtrace records the system-call
     events of the same process tree in its tracefs instance."""
-    from hostwire import collectors
-    from hostwire.bench import run_benchmark
+    from hostwire.record import collectors
+    from hostwire.record.bench import run_benchmark
 
     hw_iotrace, _ = tools(build_dir)
     ptrace_out, preload_out = tmp_path / "ptrace.tsv", tmp_path / "preload.tsv"
