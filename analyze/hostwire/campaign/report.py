@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hostwire.campaign import plots, tables
+from hostwire.campaign import figure, plots, tables
 from hostwire.errors import HostwireError, InputError
 from hostwire.metrics.regime import WHY_WIRE_CANNOT_DEPEND, df_goodput_fit_by_limit
 from hostwire.timeline.gaps import CAUSES
@@ -94,7 +94,7 @@ class ReportBuilder:
         import matplotlib.pyplot as plt
 
         self.plots.mkdir(exist_ok=True)
-        fig.savefig(self.plots / f"{name}.png", dpi=plots.DPI)  # at most plots.PAGE_WIDTH_PX wide
+        fig.savefig(self.plots / f"{name}.png", dpi=figure.DPI)  # at most figure.PAGE_WIDTH_PX wide
         fig.savefig(self.plots / f"{name}.svg")
         plt.close(fig)
         return name
