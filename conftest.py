@@ -17,7 +17,7 @@ SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 
 
 def _missing_facility(name: str) -> str | None:
-    from hostwire import doctor
+    from hostwire.record import doctor
 
     if os.geteuid() != 0:
         return "root"
@@ -81,7 +81,7 @@ def shared_corpus() -> Path:
 @pytest.fixture
 def topology_pair() -> Iterator["object"]:
     """A fresh sender/receiver namespace pair with the default 10 Mbit/s link; removed afterwards."""
-    from hostwire.topology import Topology, list_namespaces
+    from hostwire.record.topology import Topology, list_namespaces
 
     topo = Topology(run_id=f"t{_next_id()}")
     with topo:

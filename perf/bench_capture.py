@@ -31,7 +31,8 @@ import numpy as np  # noqa: E402
 
 import hostwire  # noqa: E402
 from hostwire.paths import tool  # noqa: E402
-from hostwire.topology import RECEIVER_ADDR, LinkSpec, Topology  # noqa: E402
+from hostwire.record.topology import RECEIVER_ADDR, Topology
+from hostwire.record.link import LinkSpec  # noqa: E402
 
 
 def _load(name: str, path: Path):

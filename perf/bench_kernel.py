@@ -21,7 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hostwire import paths, vm
+from hostwire import paths
+
+from hostwire.record import vm
 from hostwire.errors import HostwireError
 
 RING_RECORDS = 4 * 1024 * 1024

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyze"))
 
-from hostwire import overhead  # noqa: E402
+from hostwire.overhead import measure, tools  # noqa: E402
 
 
 def main() -> int:
@@ -24,8 +24,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=161)
     args = parser.parse_args()
     cpu = sorted(os.sched_getaffinity(0))[0]
-    configs = [overhead.CONFIGS[0]] + [overhead.injected_config(ns) for ns in (0, 1000, 5000, 10000)]
-    rows = {r.name: r for r in overhead.measure(args.loops, args.rounds, cpu, configs, rt_prio=1)}
+    configs = [tools.CONFIGS[0]] + [tools.injected_config(ns) for ns in (0, 1000, 5000, 10000)]
+    rows = {r.name: r for r in measure.measure(args.loops, args.rounds, cpu, configs, rt_prio=1)}
     zero = rows["inject 0 ns"]
     ok = zero.added_low_us <= 0.0 <= zero.added_high_us
     print(f"-- overhead method against injected costs ({args.loops} round trips, {args.rounds} rounds, "

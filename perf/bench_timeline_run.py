@@ -20,9 +20,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyze"))
 
 import hostwire  # noqa: E402
-from hostwire.point import RunPoint  # noqa: E402
-from hostwire.runner import record_run  # noqa: E402
+from hostwire.record.point import RunPoint  # noqa: E402
+from hostwire.record.runner import record_run  # noqa: E402
 from hostwire.timeline import build, cache, gaps, perfetto_trace  # noqa: E402
+from hostwire.timeline.build import Timeline  # noqa: E402
 
 
 def record(root: Path, duration_s: float, link_rate: str) -> Path:
@@ -73,7 +74,7 @@ def main() -> int:
         start, end = run.window_ns()
         table, _ = gaps.explain(build.gap_inputs(run), None, (start, end))
         t3 = time.perf_counter()
-        rows.append((f"gaps ({len(table)} gaps)", int(len(run.timeline_data_frames())), t3 - t2))
+        rows.append((f"gaps ({len(table)} gaps)", int(len(Timeline.of(run).data_frames())), t3 - t2))
         assert (table[[f"{c}_ns" for c in gaps.CAUSES]].sum(axis=1) == table["gap_ns"]).all()
         load_join_gaps = t3 - t0
         tables = perfetto_trace.tables_of(run, (start, end))

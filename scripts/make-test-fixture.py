@@ -19,7 +19,7 @@ TOP = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TOP / "analyze"))
 
 from hostwire.manifest import raw_digests, seal  # noqa: E402
-from hostwire.runner import RunPoint, record_run  # noqa: E402
+from hostwire.record.runner import RunPoint, record_run  # noqa: E402
 
 KEEP = ("raw/bench/bench.json", "raw/bench/main.tsv", "raw/bench/send-0.tsv", "raw/bench/recv-0.tsv",
         "raw/bench/bg-0.tsv", "raw/wire.pcap", "raw/wirecap.json", "raw/sched.tsv", "raw/sched.json",

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from hostwire.paths import REPO_ROOT
-from hostwire.topology import list_namespaces
+from hostwire.record.topology import list_namespaces
 
 # One worker records the quick campaign for every test of this module (pytest-xdist's loadgroup).
 pytestmark = pytest.mark.xdist_group("quick_campaign")
@@ -191,8 +191,8 @@ def test_campaign_killed_ten_times_and_resumed_ends_as_an_uninterrupted_one(tmp_
     import signal
     import time
 
-    from hostwire.campaign import plan
-    from hostwire.campaign_config import load_config
+    from hostwire.campaign.batch import plan
+    from hostwire.campaign.config import load_config
 
     config_path = tmp_path / "killed.toml"
     config_path.write_text(SMALL_CAMPAIGN)

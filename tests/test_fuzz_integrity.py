@@ -106,7 +106,7 @@ def _mutations(data: bytes, rng: random.Random) -> list[tuple[str, bytes]]:
 
 @pytest.fixture(scope="module")
 def recorded_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from hostwire.runner import RunPoint, record_run
+    from hostwire.record.runner import RunPoint, record_run
 
     root = tmp_path_factory.mktemp("fuzz")
     point = RunPoint(senders=2, background=1, warmup_s=0.3, duration_s=1.0, quiet_s=0.3)
@@ -156,7 +156,7 @@ def test_damaged_trace_is_named_by_convert(recorded_run: Path, tmp_path: Path, b
     """hw-schedtrace convert on a trace.dat cut at 50 random offsets: exit 1 with one line and no
     sched.tsv that reads as whole, unless the conversion equals the intact one. (Flipped bits in
     an event's payload cannot be told: the trace format has no checksum.)"""
-    from hostwire.sched import read_sched_tsv
+    from hostwire.read.sched import read_sched_tsv
 
     data = (recorded_run / "raw" / "trace.dat").read_bytes()
     intact = read_sched_tsv(recorded_run / "raw" / "sched.tsv")[1]

@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 
 import hostwire
-from hostwire.point import RunPoint
-from hostwire.runner import record_run
+from hostwire.record.point import RunPoint
+from hostwire.record.runner import record_run
 from hostwire.timeline import build, gaps
+from hostwire.timeline.build import Timeline
 
 PARTS = [f"{c}_ns" for c in gaps.CAUSES]
 
@@ -92,28 +93,28 @@ def test_joined_tables_of_a_real_run_agree(runs: dict[str, Path], which: str) ->
     run = hostwire.load_run(runs[which])
     assert run.manifest["point"]["syscalls"] == ("ptrace" if which == "busy-ptrace" else "tracefs")
     first, last = build.trace_span(run)
-    running = run.df_running()
+    running = Timeline.of(run).df_running()
     for _, cpu in running.groupby("cpu"):
         s, e = cpu["t_start_ns"].to_numpy(), cpu["t_end_ns"].to_numpy()
         assert (s[1:] == e[:-1]).all()  # contiguous, no overlap
         assert s[0] == first and e[-1] == last
     roles = set(running["role"])
     assert {"send-0", "send-3", "main", "idle", "collector", "recv-0"} <= roles
-    assert (run.df_runqueue()[["nr_running", "nr_waiting"]] >= 0).all().all()
-    streams = run.df_streams()
+    assert (Timeline.of(run).df_runqueue()[["nr_running", "nr_waiting"]] >= 0).all().all()
+    streams = Timeline.of(run).df_streams()
     bench = streams[streams["sender_role"].str.startswith("send-")]
     assert len(bench) == 4 and (bench["sender_fd"] >= 0).all() and (bench["receiver_pid"] > 0).all()
     assert bench["evidence"].str.contains("inet_sock_set_state").all()
     sent = {p["role"]: p["pid"] for p in run.bench_summary()["processes"]}
     assert dict(zip(bench["sender_role"], bench["sender_pid"])) == {r: p for r, p in sent.items() if r.startswith("send-")}
-    seg = run.df_segments()
+    seg = Timeline.of(run).df_segments()
     bench_seg = seg[seg["stream"].isin(bench["stream"])]
     assert (bench_seg["write_id"] >= 0).all()  # the whole connection was traced
     per_frame = bench_seg.groupby(["stream", "frame_t_ns", "seq_start"])[["bytes", "payload_len"]].agg(
         {"bytes": "sum", "payload_len": "first"})
     assert (per_frame["bytes"] == per_frame["payload_len"]).all()
     assert (bench_seg["frame_t_ns"] >= bench_seg["t_enter_ns"]).all()  # no byte leaves before its write began
-    backlog = run.df_backlog()
+    backlog = Timeline.of(run).df_backlog()
     assert (backlog["backlog_bytes"] >= 0).all()
     total = {p["role"]: p["bytes_total"] for p in run.bench_summary()["processes"]}
     last = backlog.groupby("stream")[["written_bytes", "sent_bytes"]].max()
@@ -169,7 +170,7 @@ def test_receiver_clock_rewritten_is_realigned(runs: dict[str, Path], which: str
     reads = build.receiver_reads(run, moved)
     from hostwire.timeline import clocks
 
-    bounds = clocks.read_bounds(run.timeline_data_frames(), reads)
+    bounds = clocks.read_bounds(Timeline.of(run).data_frames(), reads)
     early = fit.to_sender(bounds["t_raw_ns"].to_numpy()) < bounds["t_send_ns"].to_numpy()
     assert not early.any(), (fit, int(early.sum()))
     assert len(bounds) >= 0.9 * len(received), (len(bounds), len(received))
@@ -194,11 +195,11 @@ def test_cli_timeline_trace_matches_tables(runs: dict[str, Path], tmp_path: Path
     run = hostwire.load_run(runs["busy"])
     start = run.window_ns()[0]
     lo, hi = start + 500_000_000, start + 700_000_000
-    r = run.df_running()
+    r = Timeline.of(run).df_running()
     r = r[(r["pid"] != 0) & (r["t_end_ns"] > lo) & (r["t_start_ns"] < hi)]
     assert {k: v for k, v in begins.items() if k.startswith("CPU ")} == {
         f"CPU {c}": n for c, n in r.groupby("cpu").size().items()}
-    f = run.timeline_data_frames()
+    f = Timeline.of(run).data_frames()
     instants = sum(1 for p in trace.packet if p.HasField("track_event") and p.track_event.type == TrackEvent.TYPE_INSTANT)
     assert instants == int(((f["t_ns"] >= lo) & (f["t_ns"] <= hi)).sum()) > 0
     text = subprocess.run([sys.executable, "-m", "hostwire", "timeline", str(runs["busy"]), "--text", "-o", "-",

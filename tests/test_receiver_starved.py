@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hostwire.point import RunPoint
-from hostwire.runner import record_run
+from hostwire.record.point import RunPoint
+from hostwire.record.runner import record_run
 
 SENDERS = 20
 # Under this cap the last sender's hello came 9 to 11 s after the run's start (measured): the

@@ -19,8 +19,8 @@ import hostwire
 from hostwire.metrics.clockcheck import df_wire_clock_check
 from hostwire.metrics.streams import label_streams
 from hostwire.metrics.window import Window
-from hostwire.resources import df_cpu_use
-from hostwire.topology import list_namespaces
+from hostwire.read.resources import df_cpu_use
+from hostwire.record.topology import list_namespaces
 
 
 def own_namespaces(pid: int) -> list[str]:
@@ -94,7 +94,7 @@ def test_metrics_sanity_of_a_real_two_namespace_run(tmp_path: Path, build_dir: P
     """A run with every collector on the default topology: nothing lost, the wire as the link
     allows it, and the metrics agree with the benchmark's own accounting."""
     from hostwire.metrics import table
-    from hostwire.runner import RunPoint, record_run
+    from hostwire.record.runner import RunPoint, record_run
 
     record = record_run(tmp_path, "sanity", RunPoint(duration_s=3.0))
     assert record.status == "complete", record.reason

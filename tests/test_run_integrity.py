@@ -21,8 +21,8 @@ import pytest
 import hostwire
 from hostwire import manifest
 from hostwire.errors import UsageError
-from hostwire.runner import RunPoint
-from hostwire.topology import list_namespaces
+from hostwire.record.runner import RunPoint
+from hostwire.record.topology import list_namespaces
 
 HOSTWIRE = [sys.executable, "-m", "hostwire"]
 
@@ -185,7 +185,7 @@ def test_shaper_drops_are_read_from_the_kernel_into_the_manifest(tmp_path: Path,
     """Eight senders on a 10 Mbit/s link with tbf's 50 ms queue overflow it: its drops and the
     frames it passed are in the manifest, and the drops show on the wire as retransmissions."""
     from hostwire.metrics.streams import delivered_bytes, label_streams
-    from hostwire.runner import record_run
+    from hostwire.record.runner import record_run
 
     point = RunPoint(senders=8, background=0, warmup_s=0.3, duration_s=1.5, quiet_s=0.3, kernel_trace=False,
                      link_queue=0)
@@ -209,8 +209,8 @@ def test_default_run_captures_at_the_senders_end_with_wire_like_gaps(tmp_path: P
     (the receiver's end showed 3-6 %), no shaper drop with the default 1000-frame queue, and the
     capture's metadata names its file relative to the run."""
     from hostwire.metrics.compute import table
-    from hostwire.resources import df_cpu_use
-    from hostwire.runner import record_run
+    from hostwire.read.resources import df_cpu_use
+    from hostwire.record.runner import record_run
 
     record = record_run(tmp_path, "tx", RunPoint(senders=2, background=0, warmup_s=0.5, duration_s=2.0,
                                                  quiet_s=0.3, kernel_trace=False))
@@ -231,8 +231,8 @@ def test_sender_cpu_cap_limits_the_sender_host_only_and_leaves_no_group(tmp_path
     """sender_cpu_share puts hw-bench main and its children in a cgroup with a CPU quota: a
     background process capped at a tenth of a CPU completes about a tenth of the sieve rounds it
     completes uncapped (it shares the cap with the sender), and the group is gone after the run."""
-    from hostwire.cpulimit import cpu_hierarchy
-    from hostwire.runner import record_run
+    from hostwire.record.cpulimit import cpu_hierarchy
+    from hostwire.record.runner import record_run
 
     base = RunPoint(senders=1, background=1, warmup_s=0.3, duration_s=1.5, quiet_s=0.3, kernel_trace=False,
                     capture=False)

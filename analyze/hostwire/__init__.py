@@ -18,7 +18,7 @@ def load_run(path: "str | object") -> "object":
 def __getattr__(name: str) -> object:
     # Heavy modules (numpy, pandas) load on first use, not on `import hostwire`.
     if name == "read_pcap":
-        from hostwire.pcap import read_pcap
+        from hostwire.read.pcap import read_pcap
 
         return read_pcap
     raise AttributeError(f"module 'hostwire' has no attribute {name!r}")

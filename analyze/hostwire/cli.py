@@ -1,17 +1,18 @@
 """The `hostwire` command. Each subcommand lives in hostwire/commands/<name>.py and provides
-`register(subparsers)`, which adds its parser and sets `func(args) -> int` as the default."""
+`register(subparsers)`, which adds its parser and sets `func(args) -> int` as the default;
+COMMANDS lists them (the commands' modules import their heavy parts only when they run)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
-import pkgutil
 import sys
 
 import hostwire
-import hostwire.commands
+from hostwire.commands import analyze, demo, doctor, gaps, metrics, overhead, pcapcols, report, run, timeline
 from hostwire.errors import HostwireError, Terminated
+
+COMMANDS = (analyze, demo, doctor, gaps, metrics, overhead, pcapcols, report, run, timeline)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,9 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hostwire {hostwire.__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module_info in sorted(pkgutil.iter_modules(hostwire.commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"hostwire.commands.{module_info.name}")
-        module.register(subparsers)
+    for command in COMMANDS:
+        command.register(subparsers)
     return parser
 
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hostwire.link import parse_rate
+from hostwire.units import parse_rate
 
 GUESSED_RATE = "10mbit"
 UNSHAPED_QDISCS = ("none",)

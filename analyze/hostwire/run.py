@@ -14,10 +14,10 @@ An analysis declares the raw files it reads (`Needs`: groups of alternatives, on
 group required, others used when present). `run.can(needs)` and `run.missing_for(needs)` tell
 before any work whether this run has them, and `run.require(needs)` raises an InputError naming
 what is missing ("goodput needs raw/wire.pcap or raw/bench/recv-*.tsv; this run has neither").
-For a metric kind its name will do (`run.can("idc")`): the kinds' declarations are in
-hostwire.metrics.needs.
+A metric kind's declaration is hostwire.metrics.needs.needs_of(kind). The joined timeline of a
+run is hostwire.timeline.build.Timeline, built from a Run; the Run knows nothing of it.
 
-This module imports nothing of the recording side (hostwire.runner, collectors, topology)."""
+This module imports nothing of the recording side (hostwire.record)."""
 
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from hostwire.bench import BenchResult
+from hostwire.read.bench import BenchResult
 from hostwire.errors import HostwireError, InputError
 from hostwire.manifest import MANIFEST_FORMAT, check_raw_file, check_seal, effective_status
-from hostwire.tsv import TsvLog
+from hostwire.read.tsv import TsvLog
 from hostwire.versioned import read_json
 
 SUPPORTED_MANIFEST_VERSION = int(MANIFEST_FORMAT.split()[1])
@@ -128,6 +128,11 @@ class Run:
             df.attrs = {**df.attrs, "damage": {"file": str(self.path / relative), "message": problem}}
         return df
 
+    def keep(self, key: Hashable, make: Callable[[], T]) -> T:
+        """What `make` returns, made once for this Run and kept with it (a reader built on a Run,
+        such as hostwire.timeline.build.Timeline, keeps itself here): an error is kept too."""
+        return self._keep(("kept", key), make)
+
     def _keep(self, key: Hashable, read: Callable[[], T]) -> T:
         """read() on the first call for key; its result, or the HostwireError it raised, is kept
         and given (raised) again on every later call."""
@@ -159,7 +164,7 @@ class Run:
 
     @property
     def point(self) -> dict[str, Any]:
-        """The run point the runner recorded (hostwire.point.RunPoint as a dict; {} when absent)."""
+        """The run point the runner recorded (hostwire.record.point.RunPoint as a dict; {} when absent)."""
         point = self.manifest.get("point")
         return dict(point) if isinstance(point, dict) else {}
 
@@ -172,25 +177,22 @@ class Run:
             return any(p.is_file() for p in self.path.glob(pattern))
         return (self.path / pattern).is_file()
 
-    def missing_for(self, needs: Needs | str, **options: Any) -> list[str]:
-        """The required inputs of `needs` (a Needs, or a metric kind's name with its options, e.g.
-        cells_from="write") this run lacks, each as its alternatives 'a or b'; [] when it has
-        them all."""
-        declared = _declared(needs, options)
-        return [" or ".join(need.files) for need in declared.required if not any(map(self.has, need.files))]
+    def missing_for(self, needs: Needs) -> list[str]:
+        """The required inputs of `needs` (for a metric kind: hostwire.metrics.needs.needs_of) this
+        run lacks, each as its alternatives 'a or b'; [] when it has them all."""
+        return [" or ".join(need.files) for need in needs.required if not any(map(self.has, need.files))]
 
-    def can(self, needs: Needs | str, **options: Any) -> bool:
+    def can(self, needs: Needs) -> bool:
         """Whether this run has every required input of `needs` (see missing_for): a report asks
         before it draws. Damage is not judged here: a damaged file is there, and the analysis
         says where it is damaged."""
-        return not self.missing_for(needs, **options)
+        return not self.missing_for(needs)
 
-    def require(self, needs: Needs | str, **options: Any) -> None:
+    def require(self, needs: Needs) -> None:
         """Raises InputError naming the run and each required input it lacks, before any work."""
-        declared = _declared(needs, options)
-        lacking = [need for need in declared.required if not any(map(self.has, need.files))]
+        lacking = [need for need in needs.required if not any(map(self.has, need.files))]
         if lacking:
-            raise InputError(f"{self.path}: " + "; ".join(need.message(declared.name) for need in lacking))
+            raise InputError(f"{self.path}: " + "; ".join(need.message(needs.name) for need in lacking))
 
     # ------------------------------------------------------------------ the window
 
@@ -220,7 +222,7 @@ class Run:
             return self.bench.window_ns
         except (HostwireError, KeyError, TypeError, ValueError):
             pass
-        from hostwire.tsv import read_header
+        from hostwire.read.tsv import read_header
 
         for path in self._process_logs():
             try:
@@ -278,21 +280,21 @@ class Run:
 
     def wirecap(self) -> dict[str, Any]:
         """raw/wirecap.json: the capture's loss counters and clock pairs."""
-        from hostwire.pcap import read_wirecap_json
+        from hostwire.read.pcap import read_wirecap_json
 
         self.verify("raw/wirecap.json")
         return self._keep("wirecap.json", lambda: read_wirecap_json(self.path / "raw" / "wirecap.json"))
 
     def sched_summary(self) -> dict[str, Any]:
         """raw/sched.json: hw-schedtrace's per-CPU loss counters and clock check."""
-        from hostwire.sched import read_sched_json
+        from hostwire.read.sched import read_sched_json
 
         self.verify("raw/sched.json")
         return self._keep("sched.json", lambda: read_sched_json(self.path / "raw" / "sched.json"))
 
     def syscall_counters(self) -> dict[str, Any]:
         """raw/syscalls.json: the system-call tracer's counters."""
-        from hostwire.syscalls import read_counters
+        from hostwire.read.syscalls import read_counters
 
         self.verify("raw/syscalls.json")
         return self._keep("syscalls.json", lambda: read_counters(self.path / "raw" / "syscalls.json"))
@@ -305,7 +307,7 @@ class Run:
         return self._log(role, keep_damaged=keep_damaged)
 
     def _log(self, role: str, *, keep_damaged: bool = False) -> TsvLog:
-        """The log of one benchmark process (hostwire.bench.BenchResult.log), read once: a whole
+        """The log of one benchmark process (hostwire.read.bench.BenchResult.log), read once: a whole
         log serves a caller that keeps damage and one that does not alike."""
         relative = f"raw/bench/{role}.tsv"
         problem = self.raw_damage(relative)
@@ -382,27 +384,27 @@ class Run:
 
     def df_clock_sync(self, *, keep_damaged: bool = False) -> pd.DataFrame:
         """The benchmark's clock exchanges (raw/bench/main.tsv) with rtt_ns and offset_ns per
-        sample (hostwire.bench.BenchResult.df_clock_sync)."""
+        sample (hostwire.read.bench.BenchResult.df_clock_sync)."""
         table = self._keep(("clock_sync", keep_damaged), lambda: self.bench.df_clock_sync(keep_damaged=keep_damaged))
         return self._mark("raw/bench/main.tsv", table, keep_damaged).copy(deep=False)
 
     # ------------------------------------------------------------------ other raw tables
 
     def df_resources(self) -> pd.DataFrame:
-        """The host's /proc/stat samples during the run (see hostwire.resources); pass them to
-        hostwire.resources.df_cpu_use for busy and stolen shares per interval."""
+        """The host's /proc/stat samples during the run (see hostwire.read.resources); pass them to
+        hostwire.read.resources.df_cpu_use for busy and stolen shares per interval."""
         return self._mark("raw/resources.tsv", self._keep("resources", self._resources), False).copy(deep=False)
 
     def _resources(self) -> pd.DataFrame:
         path = self.path / "raw" / "resources.tsv"
         if not path.exists():
             raise InputError(f"{path}: missing: this run has no resource samples")
-        from hostwire.resources import read_resources
+        from hostwire.read.resources import read_resources
 
         return read_resources(path)
 
     def df_sched(self) -> pd.DataFrame:
-        """raw/sched.tsv, the kernel timeline (hostwire.sched.read_sched_tsv); its `#` metadata
+        """raw/sched.tsv, the kernel timeline (hostwire.read.sched.read_sched_tsv); its `#` metadata
         in attrs["meta"]."""
         return self._mark("raw/sched.tsv", self._keep("sched", self._sched), False).copy(deep=False)
 
@@ -410,26 +412,26 @@ class Run:
         path = self.path / "raw" / "sched.tsv"
         if not path.exists():
             raise InputError(f"{path}: missing: this run has no kernel trace")
-        from hostwire.sched import read_sched_tsv
+        from hostwire.read.sched import read_sched_tsv
 
         return read_sched_tsv(path)[1]
 
     def df_syscalls(self) -> pd.DataFrame:
-        """raw/syscalls.tsv, the benchmark's I/O system calls (hostwire.syscalls.read_syscalls)."""
+        """raw/syscalls.tsv, the benchmark's I/O system calls (hostwire.read.syscalls.read_syscalls)."""
         return self._mark("raw/syscalls.tsv", self._keep("syscalls", self._syscalls), False).copy(deep=False)
 
     def _syscalls(self) -> pd.DataFrame:
         path = self.path / "raw" / "syscalls.tsv"
         if not path.exists():
             raise InputError(f"{path}: missing: this run traced no system calls")
-        from hostwire.syscalls import read_syscalls
+        from hostwire.read.syscalls import read_syscalls
 
         return read_syscalls(path)
 
     # ------------------------------------------------------------------ the wire
 
     def df_frames(self, *, keep_damaged: bool = False) -> pd.DataFrame:
-        """The wire capture's frames with `t_ns` on the run's clock (see hostwire.pcap.read_pcap),
+        """The wire capture's frames with `t_ns` on the run's clock (see hostwire.read.pcap.read_pcap),
         decoded once per Run. A damaged capture raises InputError naming the file and byte offset,
         unless keep_damaged: then the frames before the damage, with attrs["damage"] set."""
         frames = self._keep("frames", self._decode)
@@ -443,99 +445,10 @@ class Run:
         pcap = self.path / "raw" / "wire.pcap"
         if not pcap.exists():
             raise InputError(f"{pcap}: missing: this run has no wire capture")
-        from hostwire.pcap import read_pcap
+        from hostwire.read.pcap import read_pcap
 
         pairs = self.wirecap().get("clock_pairs") if (self.path / "raw" / "wirecap.json").exists() else None
         return read_pcap(pcap, clock_pairs=pairs, keep_damaged=True)
-
-
-    # ------------------------------------------------------------------ the joined timeline
-    # (docs/timeline.md; built by hostwire.timeline, kept like every other table)
-
-    def _timeline(self, name: str) -> pd.DataFrame:
-        from hostwire.timeline import build, cache
-
-        def make() -> pd.DataFrame:
-            if name not in cache.CACHED:
-                return getattr(build, name)(self)
-            newest = self._keep(("timeline", "newest_raw"), lambda: cache.newest_raw_ns(self.path))
-            return cache.cached(self.path, name, newest, lambda: getattr(build, name)(self))
-
-        return self._keep(("timeline", name), make).copy(deep=False)
-
-    def timeline_roles(self) -> dict[int, str]:
-        """pid -> role (send-<i>, bg-<i>, recv-<i>, main) of the benchmark's processes."""
-        from hostwire.timeline import build
-
-        return dict(self._keep(("timeline", "roles"), lambda: build.roles(self)))
-
-    def df_switches(self) -> pd.DataFrame:
-        """sched_switch events of raw/sched.tsv (hostwire.timeline.tables.switches)."""
-        return self._timeline("switches")
-
-    def df_wakeups(self) -> pd.DataFrame:
-        """sched_wakeup and sched_wakeup_new events (hostwire.timeline.tables.wakeups)."""
-        return self._timeline("wakeups")
-
-    def df_migrations(self) -> pd.DataFrame:
-        """sched_migrate_task events (hostwire.timeline.tables.migrations)."""
-        return self._timeline("migrations")
-
-    def df_running(self) -> pd.DataFrame:
-        """Per CPU, the intervals of which task ran, with its role (hostwire.timeline.tables.running)."""
-        return self._timeline("running")
-
-    def df_task_states(self) -> pd.DataFrame:
-        """Each task's running / runnable / sleeping intervals (hostwire.timeline.tables.task_states)."""
-        return self._timeline("task_states")
-
-    def df_runqueue(self) -> pd.DataFrame:
-        """Runnable tasks per CPU over time (hostwire.timeline.tables.runqueue)."""
-        return self._timeline("runqueue")
-
-    def df_calls(self) -> pd.DataFrame:
-        """df_syscalls() with role, is_send, bytes and stream (hostwire.timeline.tables.calls)."""
-        return self._timeline("calls")
-
-    def df_streams(self) -> pd.DataFrame:
-        """Stream <-> pid <-> fd <-> 4-tuple <-> role (hostwire.timeline.tables.streams_table)."""
-        return self._timeline("streams")
-
-    def timeline_data_frames(self) -> pd.DataFrame:
-        """The capture's data frames with relative sequence numbers (hostwire.timeline.build.data_frames)."""
-        return self._timeline("data_frames")
-
-    def timeline_writes(self) -> pd.DataFrame:
-        """Each stream's sends (hostwire.timeline.build.stream_writes)."""
-        return self._timeline("stream_writes")
-
-    def df_segments(self) -> pd.DataFrame:
-        """Each data frame joined to the write(s) whose bytes it carries (hostwire.timeline.tables.segments)."""
-        return self._timeline("segments")
-
-    def df_backlog(self) -> pd.DataFrame:
-        """Per stream, bytes written but not yet on the wire (hostwire.timeline.tables.backlog)."""
-        return self._timeline("backlog")
-
-    def timeline_clock(self) -> Any:
-        """The receiver clock's offset, drift and bound (hostwire.timeline.clocks.ClockFit)."""
-        from hostwire.timeline import build
-
-        return self._keep(("timeline", "clock"), lambda: build.clock_fit(self))
-
-    def df_received_aligned(self) -> pd.DataFrame:
-        """df_received() with t_ns mapped through timeline_clock() (hostwire.timeline.build.received_aligned)."""
-        return self._timeline("received_aligned")
-
-
-def _declared(needs: Needs | str, options: dict[str, Any]) -> Needs:
-    if isinstance(needs, Needs):
-        if options:
-            raise TypeError(f"options {sorted(options)} apply to a metric kind's name, not to a Needs")
-        return needs
-    from hostwire.metrics.needs import needs_of
-
-    return needs_of(needs, **options)
 
 
 def load_run(path: str | Path) -> Run:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hostwire.bench import BenchResult
+from hostwire.read.bench import BenchResult
 from hostwire.errors import InputError
 
 GOOD = "# format: hostwire-tsv 2\n# kind: bench-send\n# role: send-0\nt_ns\tevent\tbytes\n1\tread_start\t0\n# end: records=1 bytes=0\n"

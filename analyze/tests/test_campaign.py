@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from hostwire.campaign import plan, run_campaign, run_key
-from hostwire.campaign_config import load_config
+from hostwire.campaign.batch import plan, run_campaign, run_key
+from hostwire.campaign.config import load_config
 from hostwire.errors import UsageError
 from hostwire.paths import REPO_ROOT
-from hostwire.runner import RunPoint
+from hostwire.record.runner import RunPoint
 
 
 def write(tmp_path: Path, text: str) -> Path:

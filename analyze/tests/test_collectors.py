@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hostwire import collectors
+from hostwire.record import collectors
 from hostwire.errors import HostwireError
 
 # A stand-in collector: says something on stderr, then does what argv[1] asks with the descriptor

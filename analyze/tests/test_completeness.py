@@ -16,13 +16,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hostwire.bench import load_bench
+from hostwire.read.bench import load_bench
 from hostwire.cli import main
 from hostwire.errors import InputError
-from hostwire.resources import ResourceSampler, read_resources
-from hostwire.sched import read_sched_json, read_sched_tsv
-from hostwire.syscalls import read_syscalls
-from hostwire.tsv import read_tsv
+from hostwire.record.resources import ResourceSampler
+from hostwire.read.resources import read_resources
+from hostwire.read.sched import read_sched_json, read_sched_tsv
+from hostwire.read.syscalls import read_syscalls
+from hostwire.read.tsv import read_tsv
 
 TIMEOUT = 120
 TRACEFS = Path("/sys/kernel/tracing")
@@ -46,7 +47,7 @@ def lines_of(path: Path) -> list[bytes]:
 def loopback_run(tmp_path_factory: pytest.TempPathFactory, build_dir: Path) -> Path:
     """A short loopback run of hw-bench main through the runner (no capture, no kernel trace):
     raw/bench/*.tsv and raw/resources.tsv as the real writers leave them."""
-    from hostwire.runner import RunPoint, record_run
+    from hostwire.record.runner import RunPoint, record_run
 
     root = tmp_path_factory.mktemp("runs")
     point = RunPoint(senders=2, background=1, warmup_s=0.2, duration_s=0.5, quiet_s=0.2, topology="loopback",
@@ -254,7 +255,7 @@ def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> l
     """Which parser reads the records: pandas' (small files), or Arrow's (files of at least
     tsv._MIN_PIECE_BYTES: lowered here so that these snippets count as big). Yields a list that
     gets one entry per read Arrow completed."""
-    import hostwire.tsv as tsv
+    import hostwire.read.tsv as tsv
 
     done: list[int] = []
     if request.param == "arrow":
@@ -272,7 +273,7 @@ def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> l
 
 
 def test_both_parsers_read_a_sched_tsv_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import hostwire.tsv as tsv
+    import hostwire.read.tsv as tsv
 
     head = ("# format: hostwire-tsv 2\n# source: hw-schedtrace\n# column_types: int int str int str int uint str\n"
             "t_ns\tcpu\tevent\tpid\tcomm\tprev_pid\tip\tbuf\n")

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 import hostwire
-from hostwire.analysis import analyze_campaign
+from hostwire.campaign.analyze import analyze_campaign
 from hostwire.metrics.compute import table
 from hostwire.paths import REPO_ROOT
-from hostwire.report import build_report
+from hostwire.campaign.report import build_report
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "run-small"
 
@@ -152,8 +152,8 @@ def test_a_run_without_a_capture_is_analysed_for_what_it_has_and_not_marked(tmp_
     """A run recorded without the wire lacks a source, it lost nothing: the metrics that need the
     capture are named as not computed, the others (goodput and fairness from the receivers' logs,
     write intervals) are there, and the run is not marked."""
-    from hostwire.analysis import analyze_run
-    from hostwire.runner import RunPoint, record_run
+    from hostwire.campaign.analyze import analyze_run
+    from hostwire.record.runner import RunPoint, record_run
 
     record = record_run(tmp_path, "bare", RunPoint(senders=2, background=1, warmup_s=0.3, duration_s=1.0,
                                                    quiet_s=0.3, capture=False, kernel_trace=False))

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 import hostwire
-from hostwire import doctor, topology
+from hostwire import units
 from hostwire.errors import InputError
-from hostwire.tsv import read_tsv
+from hostwire.record import doctor, topology
+from hostwire.read.tsv import read_tsv
 
 HOSTWIRE = [sys.executable, "-m", "hostwire"]
 
@@ -85,13 +86,13 @@ def test_tsv_reader_names_a_missing_file(tmp_path: Path) -> None:
 
 
 def test_rate_and_cpu_parsing() -> None:
-    assert topology.parse_rate("10mbit") == 10_000_000
-    assert topology.parse_rate("1.5gbit") == 1_500_000_000
-    assert topology.parse_cpu_list("0,2-3") == [0, 2, 3]
+    assert units.parse_rate("10mbit") == 10_000_000
+    assert units.parse_rate("1.5gbit") == 1_500_000_000
+    assert units.parse_cpu_list("0,2-3") == [0, 2, 3]
     with pytest.raises(hostwire.UsageError):
-        topology.parse_rate("10 furlongs")
+        units.parse_rate("10 furlongs")
     with pytest.raises(hostwire.UsageError):
-        topology.parse_cpu_list("a-b")
+        units.parse_cpu_list("a-b")
 
 
 @pytest.mark.privileged("netns", "tracefs")

@@ -139,7 +139,7 @@ def steady_run(directory: Path) -> tuple[Path, pd.DataFrame]:
 
 
 def test_the_run_summary_shows_both_goodput_figures_and_the_link_maximum(tmp_path: Path, build_dir: Path) -> None:
-    from hostwire.summary import format_run_metrics
+    from hostwire.campaign.summary import format_run_metrics
 
     run, _ = steady_run(tmp_path / "run")
     text = format_run_metrics(run)
@@ -558,7 +558,7 @@ def test_sanity_of_a_run_without_senders_gives_every_counter(tmp_path: Path, bui
 @pytest.mark.privileged("netns")
 @pytest.mark.slow
 def test_a_real_run_goodput_within_the_link_and_its_cut_capture(tmp_path: Path, build_dir: Path) -> None:
-    from hostwire.runner import RunPoint, record_run
+    from hostwire.record.runner import RunPoint, record_run
 
     point = RunPoint(senders=4, background=1, warmup_s=0.5, duration_s=2.0, quiet_s=0.3, kernel_trace=False)
     record = record_run(tmp_path, "r1", point)

@@ -22,7 +22,7 @@ def metrics(*args: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def loopback_run(tmp_path_factory: pytest.TempPathFactory, build_dir: Path) -> Path:
-    from hostwire.runner import RunPoint, record_run
+    from hostwire.record.runner import RunPoint, record_run
 
     root = tmp_path_factory.mktemp("runs")
     point = RunPoint(senders=2, background=1, warmup_s=0.3, duration_s=1.0, quiet_s=0.2, topology="loopback",

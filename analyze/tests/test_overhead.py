@@ -15,7 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hostwire import overhead
+from hostwire.overhead import measure, output, tools
+
+from hostwire import stats
+
+from hostwire.timeline import ledger
 from hostwire.cli import main as cli_main
 
 
@@ -24,7 +28,7 @@ def test_paired_estimate_recovers_a_shift_under_common_noise() -> None:
     drift = rng.normal(0, 2.0, 30)  # a slow machine in some rounds: common to both configurations
     bare = 6.0 + drift + rng.normal(0, 0.05, 30)
     config = 6.0 + drift + 3.0 + rng.normal(0, 0.05, 30)
-    est = overhead.paired_estimate(config, bare, per_rt=2)
+    est = stats.paired_estimate(config, bare, per_rt=2)
     assert est.contains(1.5) and abs(est.median - 1.5) < 0.05 and est.rounds == 30
     assert est.low < est.median < est.high
 
@@ -33,58 +37,58 @@ def test_paired_estimate_of_nothing_contains_zero_and_is_reproducible() -> None:
     rng = np.random.default_rng(2)
     bare = 6.0 + rng.normal(0, 0.1, 15)
     same = 6.0 + rng.normal(0, 0.1, 15)
-    a, b = overhead.paired_estimate(same, bare), overhead.paired_estimate(same, bare)
+    a, b = stats.paired_estimate(same, bare), stats.paired_estimate(same, bare)
     assert a.contains(0.0) and (a.low, a.high) == (b.low, b.high)
 
 
 def test_paired_estimate_skips_missing_rounds_and_rejects_unpaired() -> None:
-    est = overhead.paired_estimate([7.0, math.nan, 7.2], [6.0, 6.1, 6.2])
+    est = stats.paired_estimate([7.0, math.nan, 7.2], [6.0, 6.1, 6.2])
     assert est.rounds == 2 and est.median == pytest.approx(1.0)
-    assert math.isnan(overhead.paired_estimate([math.nan], [1.0]).median)
+    assert math.isnan(stats.paired_estimate([math.nan], [1.0]).median)
     with pytest.raises(ValueError, match="differ in number"):
-        overhead.paired_estimate([1.0, 2.0], [1.0])
+        stats.paired_estimate([1.0, 2.0], [1.0])
 
 
 def test_rate_for_one_percent_is_the_papers_derivation() -> None:
-    assert overhead.rate_for_one_percent(1.0) == pytest.approx(10_000)  # 1 us per switch: 10^4 switches/s
+    assert measure.rate_for_one_percent(1.0) == pytest.approx(10_000)  # 1 us per switch: 10^4 switches/s
     # Peuhkuri 1997, table 2 and 3.2.1: 1.7 us per switch; "nearly 6,000" switches per second cost 1 %
-    assert overhead.rate_for_one_percent(1.7) == pytest.approx(5882, abs=1)
-    assert overhead.rate_for_one_percent(0.0) == math.inf
-    assert overhead.rate_for_one_percent(-0.2) == math.inf
+    assert measure.rate_for_one_percent(1.7) == pytest.approx(5882, abs=1)
+    assert measure.rate_for_one_percent(0.0) == math.inf
+    assert measure.rate_for_one_percent(-0.2) == math.inf
 
 
 def test_missing_peer_and_failing_configuration_give_one_line_and_the_rest_runs(build_dir: Path,
                                                                                 monkeypatch) -> None:
     calls: list[str] = []
 
-    def bare(setup: overhead.Setup) -> float:
+    def bare(setup: tools.Setup) -> float:
         calls.append("bare")
         return 6.0 + 0.01 * len(calls)
 
-    def tracer(setup: overhead.Setup) -> float:
+    def tracer(setup: tools.Setup) -> float:
         return 8.0 + 0.01 * len(calls)
 
-    def broken(setup: overhead.Setup) -> float:
-        raise overhead.ConfigFailed("broken tracer failed (exit 1): no such event")
+    def broken(setup: tools.Setup) -> float:
+        raise tools.ConfigFailed("broken tracer failed (exit 1): no such event")
 
-    configs = [overhead.Config("bare", "bare", "switch", bare),
-               overhead.Config("tracer", "tracer", "switch", tracer),
-               overhead.Config("broken", "broken", "call", broken),
-               overhead.Config("peer", "peer", "switch", tracer, needs="hw-no-such-program-anywhere", peer=True)]
-    rows = {r.name: r for r in overhead.measure(10, 4, sorted(os.sched_getaffinity(0))[0], configs)}
+    configs = [tools.Config("bare", "bare", "switch", bare),
+               tools.Config("tracer", "tracer", "switch", tracer),
+               tools.Config("broken", "broken", "call", broken),
+               tools.Config("peer", "peer", "switch", tracer, needs="hw-no-such-program-anywhere", peer=True)]
+    rows = {r.name: r for r in measure.measure(10, 4, sorted(os.sched_getaffinity(0))[0], configs)}
     assert calls.count("bare") == 4
     assert rows["tracer"].status == "ok" and rows["tracer"].added_us == pytest.approx(1.0)
     assert rows["broken"].status == "failed" and "no such event" in rows["broken"].message
     assert rows["peer"].status == "not installed"
     assert rows["peer"].message == "hw-no-such-program-anywhere is not installed: peer not measured"
-    result = overhead.Result(10, 4, 0, 1, list(rows.values()), [], [], [])
-    text = overhead.markdown(result)
+    result = measure.Result(10, 4, 0, 1, list(rows.values()), [], [], [])
+    text = output.markdown(result)
     assert "| peer | not installed: hw-no-such-program-anywhere is not installed" in text
     assert "| broken | failed: broken tracer failed" in text
 
 
 def test_parse_probes_and_campaign_rates(tmp_path: Path) -> None:
-    probes = overhead.parse_probes("probe: name=clock_gettime_MONOTONIC calls=10 ns_per_call=21.50\n"
+    probes = measure.parse_probes("probe: name=clock_gettime_MONOTONIC calls=10 ns_per_call=21.50\n"
                                    "probe: name=rdtsc unavailable=not an x86 processor\n")
     assert probes[0]["probe"] == "clock_gettime_MONOTONIC" and probes[0]["ns_per_call"] == 21.5
     assert math.isnan(probes[1]["ns_per_call"]) and probes[1]["note"] == "not an x86 processor"
@@ -92,7 +96,7 @@ def test_parse_probes_and_campaign_rates(tmp_path: Path) -> None:
     pd.DataFrame({"switches_per_s": [1000.0, 3000.0, math.nan]}).to_parquet(tmp_path / "c1" / "summary.parquet")
     (tmp_path / "c2").mkdir()
     pd.DataFrame({"other": [1]}).to_parquet(tmp_path / "c2" / "summary.parquet")
-    rates = overhead.campaign_switch_rates(tmp_path)
+    rates = measure.campaign_switch_rates(tmp_path)
     assert rates == [{"campaign": "c1", "runs": 2, "median_switches_per_s": 2000.0, "max_switches_per_s": 3000.0}]
 
 
@@ -104,7 +108,7 @@ def test_pingpong_inject_option_and_probes(build_dir: Path) -> None:
     bad = subprocess.run([bench, "pingpong", "--loops", "10", "--inject-ns", "-1"], capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     out = subprocess.run([bench, "probes", "--calls", "1000"], capture_output=True, text=True, check=True).stdout
-    names = [p["probe"] for p in overhead.parse_probes(out)]
+    names = [p["probe"] for p in measure.parse_probes(out)]
     assert names[:8] == ["clock_gettime_MONOTONIC", "clock_gettime_REALTIME", "clock_gettime_MONOTONIC_RAW",
                          "clock_gettime_BOOTTIME", "clock_gettime_MONOTONIC_COARSE", "clock_gettime_REALTIME_COARSE",
                          "gettimeofday", "time"]
@@ -126,15 +130,15 @@ def test_the_pingpong_makes_four_traced_calls_per_round_trip(build_dir: Path) ->
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     stops = int(re.search(r"exit_stops=(\d+)", proc.stderr).group(1))
-    assert overhead.CALLS_PER_RT * 500 <= stops <= overhead.CALLS_PER_RT * 500 + 5
+    assert tools.CALLS_PER_RT * 500 <= stops <= tools.CALLS_PER_RT * 500 + 5
 
 
 def test_collectors_factor_sets_the_three_collector_fields(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from hostwire.campaign import run_key
+    from hostwire.campaign.batch import run_key
     from hostwire.errors import UsageError
-    from hostwire.point import RunPoint
+    from hostwire.record.point import RunPoint
 
     p = replace(RunPoint(), collectors="kernel+ptrace")
     assert (p.capture, p.kernel_trace, p.syscalls) == (False, True, "ptrace")
@@ -150,7 +154,7 @@ def test_collectors_factor_sets_the_three_collector_fields(tmp_path: Path) -> No
     import json
     from dataclasses import asdict
 
-    from hostwire.campaign import KEY_FACTS, TOPOLOGY_SETTINGS
+    from hostwire.campaign.batch import KEY_FACTS, TOPOLOGY_SETTINGS
 
     old = asdict(plain)
     old.pop("collectors")
@@ -168,19 +172,19 @@ def test_compare_sets_says_which_set_changes_the_answer() -> None:
                  "idc_100ms": math.nan, "sieve_rounds_per_s": 400 + rng.normal(0, 2),
                  "switches_per_s": 20000 + rng.normal(0, 100)} for _ in range(6)]
 
-    table = overhead.compare_sets({"none": runs(0), "kernel": runs(0), "kernel+ptrace": runs(-2e6)})
+    table = stats.compare_sets({"none": runs(0), "kernel": runs(0), "kernel+ptrace": runs(-2e6)})
     verdicts = {r["collectors"]: r["verdict"] for r in table}
     assert verdicts["kernel+ptrace"] == "changes the answer (goodput_bit_s)"
     assert verdicts["kernel"] in ("within noise",) or verdicts["kernel"].startswith("changes the answer")
     idc = [r for r in table if r["metric"] == "idc_100ms"]
     assert all(math.isnan(r["low"]) for r in idc)  # no capture, no IDC: left out, not a verdict
-    text = overhead.accuracy_markdown(table, 6)
+    text = output.accuracy_markdown(table, 6)
     assert "| kernel+ptrace | goodput_bit_s |" in text
 
 
 def test_loss_ledger_of_a_recorded_run() -> None:
     run_dir = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "run-small"
-    flows, frames = overhead.loss_ledger(run_dir)
+    flows, frames = ledger.loss_ledger(run_dir)
     assert [f["role"] for f in flows] == ["send-0"]
     f = flows[0]
     assert f["bytes_sent"] > 0 and f["frames_captured"] > 0 and f["bytes_on_wire"] > 0
@@ -195,8 +199,8 @@ def test_loss_ledger_names_the_source_of_losses_made_on_purpose(tmp_path: Path, 
     kernel trace buffer that is never drained: the manifest counts both losses, the run is marked
     for both, and the ledger names both sources; a clean run's ledger names none."""
     from hostwire.metrics.compute import table
-    from hostwire.overhead import loss_ledger
-    from hostwire.runner import RunPoint, record_run
+    from hostwire.timeline.ledger import loss_ledger
+    from hostwire.record.runner import RunPoint, record_run
 
     base = RunPoint(senders=2, background=0, warmup_s=0.3, duration_s=1.0, quiet_s=0.3, link_rate="1gbit")
     lossy = record_run(tmp_path, "lossy", replace(base, capture_buffer_kib=64, trace_buffer_kib=4, trace_drain=False))
@@ -218,8 +222,8 @@ def test_each_syscall_backend_counts_the_writes_the_benchmark_logged(tmp_path: P
                                                                      backend: str) -> None:
     """One source against another: per flow, the sending calls each system-call backend recorded
     in the window equal the writes the benchmark logged there."""
-    from hostwire.overhead import loss_ledger
-    from hostwire.runner import RunPoint, record_run
+    from hostwire.timeline.ledger import loss_ledger
+    from hostwire.record.runner import RunPoint, record_run
 
     record = record_run(tmp_path, backend, RunPoint(senders=2, background=1, warmup_s=0.3, duration_s=1.0,
                                                     quiet_s=0.3, syscalls=backend))

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from hostwire import plots
+from hostwire.campaign import figure, plots
 from hostwire.metrics.intervals import Gaps, log_histogram
 from hostwire.timeline.gaps import CAUSES
 
@@ -203,7 +203,7 @@ def test_saved_png_fits_the_page(name: str, tmp_path: Path) -> None:
     """What the report writes (ReportBuilder.save) is at most as wide as the page."""
     import matplotlib.image
 
-    from hostwire.report import ReportBuilder
+    from hostwire.campaign.report import ReportBuilder
 
     ReportBuilder.save(SimpleNamespace(plots=tmp_path / "plots"), FIGURES[name]("36 points"), "figure")
     height, width = matplotlib.image.imread(tmp_path / "plots" / "figure.png").shape[:2]
@@ -298,7 +298,7 @@ def test_log_ticks_label_a_narrow_view_without_minor_labels() -> None:
     fig, ax = plt.subplots(figsize=(4, 3))
     try:
         ax.plot([1.0, 1.6], [1, 2])
-        plots.log_axis(ax.xaxis)
+        figure.log_axis(ax.xaxis)
         ax.set_xlim(1.0, 1.6)
         fig.canvas.draw()
         major = [t.get_text() for t in ax.xaxis.get_majorticklabels() if t.get_text()]
@@ -311,4 +311,4 @@ def test_log_ticks_label_a_narrow_view_without_minor_labels() -> None:
 @pytest.mark.parametrize(("lo", "hi", "expected"), [
     (0.5, 2.5, [0.5, 1.0, 2.0]), (1e-3, 1e3, [1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3]), (3.0, 8.0, [3, 4, 5, 6, 7, 8])])
 def test_log_ticks(lo: float, hi: float, expected: list[float]) -> None:
-    assert np.allclose(plots.LogTicks().tick_values(lo, hi), expected)
+    assert np.allclose(figure.LogTicks().tick_values(lo, hi), expected)

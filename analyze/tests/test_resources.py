@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from hostwire.errors import InputError
-from hostwire.resources import COLUMNS, ResourceSampler, df_cpu_use, parse_proc_stat, read_resources
+from hostwire.read.resources import COLUMNS, df_cpu_use, parse_proc_stat, read_resources
+from hostwire.record.resources import ResourceSampler
 
 PROC_STAT = """cpu  100 2 30 400 5 6 7 8 0 0
 cpu0 60 1 20 150 3 4 5 6 0 0

@@ -21,12 +21,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import hostwire.pcap
-from hostwire.bench import BenchResult
+import hostwire.read.pcap
+from hostwire.read.bench import BenchResult
 from hostwire.cli import main
 from hostwire.errors import InputError
 from hostwire.metrics import synth
 from hostwire.metrics.compute import table
+from hostwire.metrics.needs import needs_of
 from hostwire.run import Need, Needs, Run, load_run
 
 S = 10**9
@@ -144,40 +145,41 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 # --- 1. reading a run never imports the recording side ---------------------------------------
 
-# hostwire.bench (run_benchmark) and hostwire.resources (ResourceSampler) hold a reader beside their
-# recording part and are imported; everything below only records.
-RECORDING = ("hostwire.runner", "hostwire.collectors", "hostwire.topology", "hostwire.campaign",
-             "hostwire.campaign_config", "hostwire.doctor", "hostwire.cli", "hostwire.commands.demo",
-             "hostwire.commands.run", "hostwire.commands.doctor")
+# Everything under hostwire.record records, and so do the campaign's batch, the CLI and the
+# commands that record.
+RECORDING = ("hostwire.campaign.batch", "hostwire.cli", "hostwire.commands.demo", "hostwire.commands.run",
+             "hostwire.commands.doctor")
 
 
 def test_reading_and_analysing_a_run_imports_nothing_of_the_recording_side(run_dir: Path, build_dir: Path) -> None:
     code = f"""
 import json, sys
-import hostwire.analysis, hostwire.metrics.compute, hostwire.run, hostwire.summary
+import hostwire.campaign.analyze, hostwire.metrics.compute, hostwire.run, hostwire.campaign.summary
+from hostwire.metrics.needs import needs_of
 
 run = hostwire.run.load_run({str(run_dir)!r})
-row, tables = hostwire.analysis._compute(run.path)
-text = hostwire.summary.format_run_metrics(run)
+row, tables = hostwire.campaign.analyze._compute(run.path)
+text = hostwire.campaign.summary.format_run_metrics(run)
 idc = hostwire.metrics.compute.table("idc", run)
 print(json.dumps({{"modules": sorted(m for m in sys.modules if m.startswith("hostwire")), "row": row,
-                  "summary": text, "idc_rows": len(idc), "can": [run.can(k) for k in ("idc", "goodput")]}}))
+                  "summary": text, "idc_rows": len(idc), "can": [run.can(needs_of(k)) for k in ("idc", "goodput")]}}))
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           cwd=run_dir.parent)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     modules = set(out["modules"])
-    assert not modules & set(RECORDING), sorted(modules & set(RECORDING))
+    recording = {m for m in modules if m in RECORDING or m.startswith("hostwire.record")}
+    assert not recording, sorted(recording)
     # it did read and analyse the run: the capture, the logs, every metric of the analysis step
-    assert {"hostwire.pcap", "hostwire.bench", "hostwire.metrics.needs"} <= modules
+    assert {"hostwire.read.pcap", "hostwire.read.bench", "hostwire.metrics.needs"} <= modules
     assert out["row"]["errors"] == "" and out["row"]["goodput_bit_s"] == pytest.approx(8.02e6)
     assert "goodput 8.02 Mbit/s on the wire" in out["summary"] and out["idc_rows"] > 10
     assert out["can"] == [True, True]
 
 
 def test_run_point_lives_apart_from_the_runner() -> None:
-    from hostwire import point, runner
+    from hostwire.record import point, runner
 
     assert runner.RunPoint is point.RunPoint
     with pytest.raises(Exception, match="senders = 0 and background = 0"):
@@ -188,9 +190,9 @@ def test_run_point_lives_apart_from_the_runner() -> None:
 
 def test_the_demo_summary_decodes_the_capture_once_and_reads_each_log_once(
         run_dir: Path, build_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hostwire.summary import format_run_metrics
+    from hostwire.campaign.summary import format_run_metrics
 
-    decodes = counting(monkeypatch, hostwire.pcap, "read_pcap")
+    decodes = counting(monkeypatch, hostwire.read.pcap, "read_pcap")
     logs = counting(monkeypatch, BenchResult, "log")
     text = format_run_metrics(run_dir)
     # 201 + 200 frames in the window, 1000 payload bytes each, over 0.4 s; 200 + 200 reads
@@ -204,9 +206,9 @@ def test_the_demo_summary_decodes_the_capture_once_and_reads_each_log_once(
 
 def test_the_analysis_step_decodes_the_capture_once(run_dir: Path, build_dir: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from hostwire.analysis import _compute
+    from hostwire.campaign.analyze import _compute
 
-    decodes = counting(monkeypatch, hostwire.pcap, "read_pcap")
+    decodes = counting(monkeypatch, hostwire.read.pcap, "read_pcap")
     row, tables = _compute(run_dir)
     assert row["errors"] == "" and row["marked"] == 0
     assert row["goodput_bit_s"] == pytest.approx(8.02e6) and row["jain"] == pytest.approx(1.0, abs=1e-4)
@@ -218,7 +220,7 @@ def test_the_analysis_step_decodes_the_capture_once(run_dir: Path, build_dir: Pa
 def test_metrics_on_a_run_object_print_what_the_command_prints(run_dir: Path, build_dir: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     run = load_run(run_dir)
-    decodes = counting(monkeypatch, hostwire.pcap, "read_pcap")
+    decodes = counting(monkeypatch, hostwire.read.pcap, "read_pcap")
     for kind in KINDS:
         code, out, err = cli("metrics", kind, str(run_dir))
         assert code == 0, err
@@ -228,7 +230,7 @@ def test_metrics_on_a_run_object_print_what_the_command_prints(run_dir: Path, bu
 
 def test_a_run_keeps_its_tables_and_callers_cannot_change_them(run_dir: Path, build_dir: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    decodes = counting(monkeypatch, hostwire.pcap, "read_pcap")
+    decodes = counting(monkeypatch, hostwire.read.pcap, "read_pcap")
     run = load_run(run_dir)
     frames = run.df_frames()
     assert frames["t_ns"].min() == BASE - 10 * MS and len(frames) == 420  # mapped onto CLOCK_MONOTONIC
@@ -248,7 +250,7 @@ def test_a_damaged_capture_is_decoded_once_for_strict_and_partial_callers(
     frames = pd.concat([synth.frames(BASE + np.arange(-10, 410, 2) * MS, payload=1000, headers=40)])
     offsets = write_pcap(frames, pcap, REALTIME)
     pcap.write_bytes(pcap.read_bytes()[:offsets[100] + 30])  # inside frame 101
-    decodes = counting(monkeypatch, hostwire.pcap, "read_pcap")
+    decodes = counting(monkeypatch, hostwire.read.pcap, "read_pcap")
     run = load_run(run_dir)
     for _ in range(2):
         with pytest.raises(InputError, match=f"{pcap}.*byte offset {offsets[100]}"):
@@ -313,10 +315,10 @@ def test_a_run_without_its_capture_names_what_each_kind_lacks_before_any_work(
         run_dir: Path, build_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (run_dir / "raw" / "wire.pcap").unlink()
     run = load_run(run_dir)
-    assert [k for k in KINDS if not run.can(k)] == ["bursts", "idc", "hurst", "contract"]
-    assert run.missing_for("idc") == ["raw/wire.pcap"] and run.missing_for("goodput") == []
-    assert run.can("contract", cells_from="write")
-    decodes = counting(monkeypatch, hostwire.pcap, "read_pcap")
+    assert [k for k in KINDS if not run.can(needs_of(k))] == ["bursts", "idc", "hurst", "contract"]
+    assert run.missing_for(needs_of("idc")) == ["raw/wire.pcap"] and run.missing_for(needs_of("goodput")) == []
+    assert run.can(needs_of("contract", cells_from="write"))
+    decodes = counting(monkeypatch, hostwire.read.pcap, "read_pcap")
     logs = counting(monkeypatch, BenchResult, "log")
     with pytest.raises(InputError) as info:
         table("idc", run)
@@ -334,14 +336,14 @@ def test_goodput_of_a_run_with_neither_capture_nor_receivers(run_dir: Path, buil
     for log in (run_dir / "raw" / "bench").glob("recv-*.tsv"):
         log.unlink()
     message = f"{run_dir}: goodput needs raw/wire.pcap or raw/bench/recv-*.tsv; this run has neither"
-    assert load_run(run_dir).missing_for("goodput") == ["raw/wire.pcap or raw/bench/recv-*.tsv"]
+    assert load_run(run_dir).missing_for(needs_of("goodput")) == ["raw/wire.pcap or raw/bench/recv-*.tsv"]
     logs = counting(monkeypatch, BenchResult, "log")
     code, out, err = cli("metrics", "goodput", str(run_dir))
     assert (code, out, err) == (1, "", f"hostwire: {message}\n")
     assert logs == []
     code, out, _ = cli("metrics", "sanity", str(run_dir))  # sanity needs nothing: it counts what is there
     assert code == 0 and "frames" not in pd.read_csv(io.StringIO(out))["counter"].tolist()
-    from hostwire.summary import format_run_metrics
+    from hostwire.campaign.summary import format_run_metrics
 
     text = format_run_metrics(run_dir)  # the summary leaves out what the run cannot give
     assert "goodput" not in text.splitlines()[-2] and "losses:" in text
@@ -368,14 +370,14 @@ def test_a_report_declares_its_own_needs(run_dir: Path) -> None:
 @pytest.mark.slow
 def test_a_recorded_run_is_decoded_once_by_the_summary_and_once_by_the_analysis(
         tmp_path: Path, build_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hostwire.analysis import _compute
-    from hostwire.runner import RunPoint, record_run
-    from hostwire.summary import format_run_metrics
+    from hostwire.campaign.analyze import _compute
+    from hostwire.record.runner import RunPoint, record_run
+    from hostwire.campaign.summary import format_run_metrics
 
     done = record_run(tmp_path, "r1", RunPoint(senders=2, background=1, warmup_s=0.3, duration_s=1.0,
                                                 quiet_s=0.2, kernel_trace=False))
     assert done.status == "complete", done.reason
-    decodes = counting(monkeypatch, hostwire.pcap, "read_pcap")
+    decodes = counting(monkeypatch, hostwire.read.pcap, "read_pcap")
     text = format_run_metrics(done.directory)
     assert "goodput" in text and "Jain's fairness index" in text and len(decodes) == 1
     row, _ = _compute(done.directory)

@@ -13,7 +13,7 @@ import pytest
 from hostwire.errors import InputError
 from hostwire.metrics import synth
 from hostwire.metrics.streams import label_streams
-from hostwire.timeline import build, gaps
+from hostwire.timeline import build, gaps, intervals
 from hostwire.timeline.gaps import GapInputs
 
 S, O = "s:1>r:2", "o:3>r:2"
@@ -114,7 +114,7 @@ def test_late_acknowledgements_from_a_capture() -> None:
                              np.array([(isn + 1001) % 2**32, (isn + 3001) % 2**32]), synth.RECEIVER,
                              synth.SENDER, 5001, 40000, flags=0x10)
     late = build.late_acknowledgements(label_streams(synth.concat([syn, syn_ack, data, acks])))
-    starts, ends = gaps.union(late["t_start_ns"].to_numpy(), late["t_end_ns"].to_numpy())
+    starts, ends = intervals.union(late["t_start_ns"].to_numpy(), late["t_end_ns"].to_numpy())
     assert list(zip(starts.tolist(), ends.tolist())) == [(1200, 2100), (2200, 10_000)]
 
 
@@ -187,7 +187,7 @@ def test_summary_shares() -> None:
 
 
 def test_union_and_bad_input() -> None:
-    s, e = gaps.union(np.array([5, 0, 2, 20, 30]), np.array([8, 3, 6, 20, 31]))
+    s, e = intervals.union(np.array([5, 0, 2, 20, 30]), np.array([8, 3, 6, 20, 31]))
     assert s.tolist() == [0, 30] and e.tolist() == [8, 31]
     with pytest.raises(InputError, match="wire_len"):
         gaps.explain(GapInputs(data=pd.DataFrame({"t_ns": [1], "stream": ["x"]}), rate_bps=1e6))
@@ -197,7 +197,7 @@ def test_union_and_bad_input() -> None:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_interval_helpers_against_a_loop(seed: int) -> None:
-    """covered, _within and _unique_sorted (the vectorized searches the gaps are cut with) against
+    """covered, within and unique_sorted (the vectorized searches the gaps are cut with) against
     a plain loop over random points and intervals, shared endpoints and empty intervals included."""
     rng = np.random.default_rng(seed)
     edges = np.sort(rng.choice(2_000, size=2 * 60, replace=False))
@@ -207,27 +207,27 @@ def test_interval_helpers_against_a_loop(seed: int) -> None:
     points = np.sort(rng.integers(-10, 2_010, size=500))
     points[:50] = np.sort(rng.choice(np.concatenate([starts, ends]), 50))
     points = np.sort(points)
-    inside, which = gaps.covered(points, starts, ends)
+    inside, which = intervals.covered(points, starts, ends)
     for x, hit, k in zip(points, inside, which):
         want = [i for i, (a, b) in enumerate(zip(starts, ends)) if a <= x < b]
         assert (hit, k) == ((True, want[0]) if want else (False, -1)), x
     disjoint = np.flatnonzero(ends > starts)
     a, b = starts[disjoint], ends[disjoint]
-    got = gaps._within(points, a, b)
+    got = intervals.within(points, a, b)
     assert got.tolist() == [x for x in points if any(lo <= x < hi for lo, hi in zip(a, b))]
-    assert gaps._unique_sorted(points[::-1].copy()).tolist() == sorted(set(points.tolist()))
+    assert intervals.unique_sorted(points[::-1].copy()).tolist() == sorted(set(points.tolist()))
     key = rng.integers(-1, 4, size=200)
     order = rng.integers(0, 20, size=200)
     row = np.arange(200)
-    groups = gaps._split(key, order, order, row)
+    groups = intervals.split_by_key(key, order, order, row)
     assert sorted(groups) == sorted(set(key.tolist()))
     for k, (o, r) in groups.items():
         assert r.tolist() == sorted(np.flatnonzero(key == k).tolist(), key=lambda i: (order[i], i))
-    assert gaps._split(key[:0], order[:0], row[:0]) == {}
+    assert intervals.split_by_key(key[:0], order[:0], row[:0]) == {}
 
 
 def test_cli_min_gap_units() -> None:
-    from hostwire.commands.metrics import _duration_ns
+    from hostwire.commands.common import duration as _duration_ns
 
     assert _duration_ns("2ms") == 2_000_000 and _duration_ns("250us") == 250_000
     with pytest.raises(argparse.ArgumentTypeError):
@@ -316,7 +316,7 @@ def test_random_timelines_against_a_nanosecond_by_nanosecond_reference(seed: int
 
 
 def test_a_bare_duration_is_seconds_as_in_every_tool() -> None:
-    from hostwire.commands.metrics import _duration_ns
+    from hostwire.commands.common import duration as _duration_ns
 
     assert _duration_ns("2") == 2_000_000_000 and _duration_ns("0.005") == 5_000_000
     assert _duration_ns("800ns") == 800
@@ -343,6 +343,6 @@ def test_usable_window_is_the_advertised_right_edge_minus_what_is_in_flight() ->
     assert got[1:] == [65160, 64160, 63160, 4841 - 2001, 4841 - 3001, 4841 - 4001, 0]
     # the receiver's last advertised window was 3840 bytes, above one segment, while the sender could
     # put only 840 more bytes in flight: that is what holds it back
-    rows = gaps._ByStream(gaps._numeric(window, "window_bytes"), ("t_ns", "value"), order_by="t_ns")
-    held = gaps._steps(rows.get(window["stream"].iloc[0]), lambda v: v < 1000, 5 * 10**6)
+    rows = intervals.ByStream(intervals.numeric(window, "window_bytes"), ("t_ns", "value"), order_by="t_ns")
+    held = intervals.steps(rows.get(window["stream"].iloc[0]), lambda v: v < 1000, 5 * 10**6)
     assert held[0].tolist() == [4 * 10**6] and held[1].tolist() == [5 * 10**6]

@@ -12,6 +12,7 @@ import pytest
 
 import hostwire
 from hostwire.paths import REPO_ROOT
+from hostwire.timeline.build import Timeline
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "run-small"
 
@@ -32,7 +33,7 @@ def test_every_data_frame_names_its_sending_process(tmp_path: Path, build_dir: P
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     run = hostwire.load_run(run_dir)
-    sender = run.df_streams().iloc[0]
+    sender = Timeline.of(run).df_streams().iloc[0]
     rows = tshark_fields(out, "frame.number", "frame.time_epoch", "tcp.srcport", "tcp.len", "frame.comment")
     original = tshark_fields(run_dir / "raw" / "wire.pcap", "frame.number", "frame.time_epoch")
     assert [r[:2] for r in rows] == original  # every frame, every stamp to the nanosecond

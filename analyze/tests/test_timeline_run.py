@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from hostwire.run import Run
+from hostwire.timeline.build import Timeline
 
 COLUMNS = ["t_ns", "cpu", "event", "pid", "comm", "prev_comm", "prev_pid", "prev_state", "next_comm", "next_pid",
            "arg_comm", "arg_pid", "target_cpu", "orig_cpu", "dest_cpu"]
@@ -33,15 +34,15 @@ def _write_sched(run: Path, records: list[list[str]]) -> None:
 def test_run_methods_and_their_parquet_copies(tmp_path: Path) -> None:
     _write_sched(tmp_path, [_switch(100, 0, 0, 0, 10), _switch(300, 0, 10, 256, 20), _switch(500, 0, 20, 1, 0)])
     run = Run(tmp_path, {})
-    running = run.df_running()
+    running = Timeline.of(run).df_running()
     assert running[["t_start_ns", "t_end_ns", "pid", "role"]].values.tolist() == [
         [100, 300, 10, "other"], [300, 500, 20, "other"]]
-    states = run.df_task_states()
+    states = Timeline.of(run).df_task_states()
     # the trace starts at 100: 10 runs, then waits; 20 waits (it is switched in later), runs, sleeps
     assert states[states["pid"] == 10][["t_start_ns", "state"]].values.tolist() == [[100, "running"], [300, "runnable"]]
     assert states[states["pid"] == 20][["t_start_ns", "state"]].values.tolist() == [
         [100, "runnable"], [300, "running"]]
-    assert run.df_runqueue()[["t_ns", "nr_running", "nr_waiting"]].values.tolist() == [
+    assert Timeline.of(run).df_runqueue()[["t_ns", "nr_running", "nr_waiting"]].values.tolist() == [
         [100, 2, 1], [300, 2, 1], [500, 0, 0]]
     copy = tmp_path / "tables" / "timeline-running-v1.parquet"
     assert copy.exists()
@@ -49,12 +50,12 @@ def test_run_methods_and_their_parquet_copies(tmp_path: Path) -> None:
     # a second Run reads the copy (made unreadable as a table would show: replace it by a marker)
     marker = running.assign(comm="from-copy")
     marker.to_parquet(copy, index=False)
-    assert Run(tmp_path, {}).df_running()["comm"].tolist() == ["from-copy", "from-copy"]
+    assert Timeline.of(Run(tmp_path, {})).df_running()["comm"].tolist() == ["from-copy", "from-copy"]
     # a raw file newer than the copy: rebuilt from the raw file
     _write_sched(tmp_path, [_switch(100, 0, 0, 0, 10), _switch(400, 0, 10, 1, 0)])
     future = copy.stat().st_mtime_ns + 10**9
     os.utime(tmp_path / "raw" / "sched.tsv", ns=(future, future))
-    again = Run(tmp_path, {}).df_running()
+    again = Timeline.of(Run(tmp_path, {})).df_running()
     assert again[["t_start_ns", "t_end_ns", "pid"]].values.tolist() == [[100, 400, 10]]
     assert pd.read_parquet(copy)["t_end_ns"].tolist() == [400]
 
@@ -62,4 +63,4 @@ def test_run_methods_and_their_parquet_copies(tmp_path: Path) -> None:
 def test_read_only_run_still_builds(tmp_path: Path) -> None:
     _write_sched(tmp_path, [_switch(100, 0, 0, 0, 10), _switch(300, 0, 10, 1, 0)])
     (tmp_path / "tables").write_text("not a directory")  # the copy cannot be written
-    assert Run(tmp_path, {}).df_running()["pid"].tolist() == [10]
+    assert Timeline.of(Run(tmp_path, {})).df_running()["pid"].tolist() == [10]

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hostwire.errors import InputError
-from hostwire.timeline import tables
+from hostwire.timeline import stream_tables, tables
 
 A, B, C, D = 10, 20, 30, 40
 
@@ -130,7 +130,7 @@ def test_socket_owner_is_the_connecting_process_not_the_softirq_context() -> Non
          "saddr": "c6120002", "daddr": "c6120001", "sport": 5001, "dport": 40000, "family": 2, "oldstate": 3,
          "newstate": 1},
     ]
-    owners = tables.socket_owners(pd.DataFrame(rows)).set_index("skaddr")
+    owners = stream_tables.socket_owners(pd.DataFrame(rows)).set_index("skaddr")
     assert owners.loc["0xa", ["local", "remote", "owner_pid", "active"]].tolist() == [
         "198.18.0.1:40000", "198.18.0.2:5001", A, True]
     assert owners.loc["0xb", "owner_pid"] == -1 and not owners.loc["0xb", "active"]
@@ -147,7 +147,7 @@ def test_streams_table_joins_bench_sockets_and_fds() -> None:
     fds = pd.DataFrame([{"pid": A, "fd": 4, "stream": ""},            # tracefs: no description
                         {"pid": 77, "fd": 9, "stream": "198.18.0.1:40010>198.18.0.2:80"},  # ptrace: described
                         {"pid": 78, "fd": 3, "stream": ""}])          # not a benchmark sender: no guess
-    st = tables.streams_table(senders, receivers, sockets, fds).set_index("stream")
+    st = stream_tables.streams_table(senders, receivers, sockets, fds).set_index("stream")
     bench = st.loc["198.18.0.1:40000>198.18.0.2:5001"]
     assert (bench["sender_pid"], bench["sender_role"], bench["sender_fd"], bench["receiver_pid"],
             bench["receiver_role"], bench["skaddr"], bench["sport"]) == (A, "send-0", 4, 99, "recv-0", "0xa", 40000)
@@ -163,12 +163,12 @@ def test_calls_get_role_stream_and_bytes() -> None:
                        "result": pd.array([10, 10, -11], dtype="Int64"), "fd_kind": ["file", "unknown", "unknown"],
                        "fd_desc": ["/data", "", ""], "unfinished": [False, False, False]})
     streams = pd.DataFrame([{"stream": "s>r", "sender_pid": A, "sender_fd": 4}])
-    out = tables.calls(sc, {A: "send-0"}, streams)
+    out = stream_tables.calls(sc, {A: "send-0"}, streams)
     assert out["role"].tolist() == ["send-0"] * 3
     assert out["is_send"].tolist() == [False, True, True]
     assert out["bytes"].tolist() == [10, 10, 0]
     assert out["stream"].tolist() == ["", "s>r", "s>r"]
-    fds = tables.main_send_fds(sc)
+    fds = stream_tables.main_send_fds(sc)
     assert fds.values.tolist() == [[A, 4, ""]]
 
 
@@ -181,14 +181,14 @@ def _frames(rows: list[tuple[int, int, int]], isn: int | None = None) -> pd.Data
 
 def test_stream_bytes_unwraps_and_marks_retransmissions() -> None:
     isn = 2**32 - 5
-    f = tables.stream_bytes(_frames([(1, 2**32 - 4, 10), (2, 6, 10), (3, 6, 10), (4, 16, 5)], isn=isn))
+    f = stream_tables.stream_bytes(_frames([(1, 2**32 - 4, 10), (2, 6, 10), (3, 6, 10), (4, 16, 5)], isn=isn))
     assert f[["seq_start", "seq_end"]].values.tolist() == [[0, 10], [10, 20], [10, 20], [20, 25]]
     assert f["retransmit"].tolist() == [False, False, True, False]
 
 
 @pytest.fixture
 def joined() -> tuple[pd.DataFrame, pd.DataFrame]:
-    frames = tables.stream_bytes(_frames([(5, 1001, 12), (25, 1013, 1448), (35, 2461, 1448), (45, 3909, 1104)],
+    frames = stream_tables.stream_bytes(_frames([(5, 1001, 12), (25, 1013, 1448), (35, 2461, 1448), (45, 3909, 1104)],
                                          isn=1000))
     writes = pd.DataFrame({"stream": "s>r", "t_enter_ns": [0, 20, 40], "t_exit_ns": [10, 30, 50],
                            "bytes": [12, 3000, 1000]})
@@ -197,7 +197,7 @@ def joined() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_segments_join_frames_to_writes(joined: tuple[pd.DataFrame, pd.DataFrame]) -> None:
     frames, writes = joined
-    seg = tables.segments(frames, writes)
+    seg = stream_tables.segments(frames, writes)
     assert seg[["frame_t_ns", "write_id", "bytes"]].values.tolist() == [
         [5, 0, 12], [25, 1, 1448], [35, 1, 1448], [45, 1, 104], [45, 2, 1000]]
     per_frame = seg.groupby("frame_t_ns")["bytes"].sum()
@@ -208,15 +208,15 @@ def test_segments_join_frames_to_writes(joined: tuple[pd.DataFrame, pd.DataFrame
 def test_segments_offset_when_the_first_writes_are_unknown(joined: tuple[pd.DataFrame, pd.DataFrame]) -> None:
     frames, writes = joined
     later = writes.iloc[1:]
-    assert tables.writes_offset(frames, later) == 12
-    seg = tables.segments(frames, later)
+    assert stream_tables.writes_offset(frames, later) == 12
+    seg = stream_tables.segments(frames, later)
     assert seg[["frame_t_ns", "write_id", "bytes"]].values.tolist() == [
         [5, -1, 12], [25, 1, 1448], [35, 1, 1448], [45, 1, 104], [45, 2, 1000]]
 
 
 def test_backlog(joined: tuple[pd.DataFrame, pd.DataFrame]) -> None:
     frames, writes = joined
-    bl = tables.backlog(frames, writes)
+    bl = stream_tables.backlog(frames, writes)
     assert bl[["t_ns", "written_bytes", "sent_bytes", "backlog_bytes"]].values.tolist() == [
         [5, 0, 12, 0], [10, 12, 12, 0], [25, 12, 1460, 0], [30, 3012, 1460, 1552], [35, 3012, 2908, 104],
         [45, 3012, 4012, 0], [50, 4012, 4012, 0]]

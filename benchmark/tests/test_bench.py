@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hostwire.bench import BenchResult, run_benchmark
-from hostwire.tsv import read_tsv
+from hostwire.read.bench import BenchResult
+
+from hostwire.record.bench import run_benchmark
+from hostwire.read.tsv import read_tsv
 
 READ_SIZE = 8192
 

@@ -15,7 +15,7 @@ import pytest
 
 from hostwire.errors import InputError
 from hostwire.paths import tool
-from hostwire.pcap import map_clock, read_pcap
+from hostwire.read.pcap import map_clock, read_pcap
 
 UNSUPPORTED = {"chdlc-slarp-short.pcap": "unsupported link type 104 (C_HDLC)"}
 

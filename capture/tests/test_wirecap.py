@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 from hostwire.paths import tool
-from hostwire.pcap import read_pcap, read_wirecap_json
-from hostwire.resources import CPU_FIELDS, parse_proc_stat
-from hostwire.topology import RECEIVER_ADDR, SENDER_ADDR, LinkSpec, Topology, parse_rate
+from hostwire.read.pcap import read_pcap, read_wirecap_json
+from hostwire.read.resources import CPU_FIELDS, parse_proc_stat
+from hostwire.record.topology import RECEIVER_ADDR, SENDER_ADDR, Topology
+from hostwire.record.link import LinkSpec
+from hostwire.units import parse_rate
 
 _spec = importlib.util.spec_from_file_location("hw_capture_wireload", Path(__file__).with_name("wireload.py"))
 wireload = importlib.util.module_from_spec(_spec)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.paths import tool
-from hostwire.topology import RECEIVER_ADDR, SENDER_ADDR
+from hostwire.record.topology import RECEIVER_ADDR, SENDER_ADDR
 
 PORT = 5001
 

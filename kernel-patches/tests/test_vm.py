@@ -12,8 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hostwire import paths, vm
-from hostwire.sched import read_sched_tsv
+from hostwire import paths
+
+from hostwire.record import vm
+from hostwire.read.sched import read_sched_tsv
 
 pytestmark = [pytest.mark.vm, pytest.mark.privileged, pytest.mark.slow]
 
@@ -141,10 +143,10 @@ def test_quick_campaign_in_vm_mode(tmp_path: Path) -> None:
     """Every run boots a fresh guest (boot ids differ), records its kernel timeline from
     /proc/schedtrace, its results land in its run directory, and the analysis and report mark
     the emulated timing."""
-    from hostwire.analysis import analyze_campaign
-    from hostwire.campaign import run_campaign
-    from hostwire.campaign_config import load_config
-    from hostwire.report import build_report
+    from hostwire.campaign.analyze import analyze_campaign
+    from hostwire.campaign.batch import run_campaign
+    from hostwire.campaign.config import load_config
+    from hostwire.campaign.report import build_report
 
     config_path = tmp_path / "vm.toml"
     config_path.write_text("[campaign]\nname = 'vmtest'\n[host]\nmode = 'vm'\nkernel = 'patched'\n"
@@ -187,7 +189,7 @@ def test_ring_records_the_io_calls_of_chosen_processes(tmp_path: Path) -> None:
 test -d {events}
 """
     booted("patched", script, tmp_path)
-    from hostwire.syscalls import read_syscalls
+    from hostwire.read.syscalls import read_syscalls
 
     calls = read_syscalls(tmp_path / "ring" / "syscalls.tsv")
     assert calls.attrs["meta"]["backend"] == "proc"

@@ -1,4 +1,4 @@
-"""hostwire.sched readers on inline snippets: types, empty cells, bad input named precisely."""
+"""hostwire.read.sched readers on inline snippets: types, empty cells, bad input named precisely."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hostwire.errors import InputError
-from hostwire.sched import loss_table, read_sched_json, read_sched_tsv
+from hostwire.read.sched import loss_table, read_sched_json, read_sched_tsv
 
 SCHED = (
     "# format: hostwire-tsv 1\n# source: hw-schedtrace\n"

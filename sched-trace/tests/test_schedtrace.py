@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hostwire import doctor
-from hostwire.sched import read_sched_json, read_sched_tsv
-from hostwire.tsv import read_header
+from hostwire.record import doctor
+from hostwire.read.sched import read_sched_json, read_sched_tsv
+from hostwire.read.tsv import read_header
 
 TIMEOUT = 60
 TRACEFS = Path("/sys/kernel/tracing")
@@ -189,7 +189,7 @@ def test_records_a_command_and_converts(build_dir: Path, tmp_path: Path, no_left
     assert summary["buffers"][1]["exits_without_enter"] >= 1
     assert summary["buffers"][1]["syscall_records"] == len(calls)
     try:  # hw-iotrace's reader of the same schema, where it is installed
-        from hostwire.syscalls import read_syscalls
+        from hostwire.read.syscalls import read_syscalls
     except ImportError:
         return
     assert len(read_syscalls(out / "syscalls.tsv")) == len(calls)
@@ -479,7 +479,7 @@ def test_refuses_a_live_instance(build_dir: Path, tmp_path: Path, no_leftover: N
 def trace_cmd_record(instance: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     """trace-cmd record into its own instance (-B), in a private mount namespace where a scratch
     file covers the function-tracer files this kernel refuses to let trace-cmd write (see
-    run_tracecmd in analyze/hostwire/overhead.py)."""
+    run_tracecmd in analyze/hostwire/overhead/tools.py)."""
     dummy = tmp_path / "ftrace-dummy"
     dummy.write_text("1\n")
     (TRACEFS / "instances" / instance).mkdir()
@@ -613,7 +613,7 @@ def test_proc_records_the_ring_into_the_tracefs_schema(build_dir: Path, tmp_path
     assert columns == ["t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "req_bytes", "result", "fd_kind",
                        "fd_desc", "unfinished"]
     assert records == SYSCALL_ROWS and last == "# end: records=3"
-    from hostwire import syscalls
+    from hostwire.read import syscalls
     if "proc" in syscalls.BACKENDS:  # the reader that takes this backend's files
         assert len(syscalls.read_syscalls(out / "syscalls.tsv")) == 3
 
@@ -625,8 +625,8 @@ def test_proc_records_the_ring_into_the_tracefs_schema(build_dir: Path, tmp_path
     assert (buf["lost"], buf["unread"], buf["lost_events"]) == (2, 2, 4)
     assert buf["cpus"] == [] and buf["records_by_cpu"] == {"0": 6, "1": 1}
     assert "lost: ring full 2, unread 2" in res.stderr
-    # where the analysis counts a trace's losses (hostwire.collectors.Schedtrace.losses)
-    from hostwire.collectors import TRACE_OVERRUNS, Schedtrace
+    # where the analysis counts a trace's losses (hostwire.record.collectors.Schedtrace.losses)
+    from hostwire.record.collectors import TRACE_OVERRUNS, Schedtrace
     losses = Schedtrace(out, None).losses()[TRACE_OVERRUNS]
     assert losses["sched_lost_events"] == 4 and losses["sched_missed_in_stream"] == 0
 

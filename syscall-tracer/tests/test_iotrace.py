@@ -18,7 +18,7 @@ import pytest
 
 from hostwire.errors import InputError
 from hostwire.paths import REPO_ROOT
-from hostwire.syscalls import COLUMNS, read_counters, read_syscalls, send_calls
+from hostwire.read.syscalls import COLUMNS, read_counters, read_syscalls, send_calls
 
 TIMEOUT = 60
 EAGAIN, EBADF = -errno.EAGAIN, -errno.EBADF
@@ -146,6 +146,24 @@ def test_preload_records_the_known_sequence(build_dir: Path, tmp_path: Path) -> 
     check_descriptions(between_markers(df), stdout)
     check_stamps(df)
     assert counters["records_written"] == len(df) and counters["unfinished"] == 0
+
+
+def test_preload_marks_a_region_the_program_wrote_over(build_dir: Path, tmp_path: Path) -> None:
+    """The traced program can write into the region the library shares with hw-iotrace (here through
+    its inherited descriptor): hw-iotrace reads it with its own geometry, keeps the records, and
+    says in the last line that the file is not whole."""
+    out = tmp_path / "d.tsv"
+    script = ("cat /etc/hostname >/dev/null; "
+              'printf "not a region head, and long enough" | dd of=/proc/self/fd/$HWIOWRAP_FD conv=notrunc status=none')
+    proc = subprocess.run([tools(build_dir)[0], "--preload", "-o", out, "--", "sh", "-c", script],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 1 and "its head was overwritten" in proc.stderr, proc.stderr
+    last = out.read_text().splitlines()[-1]
+    assert last.startswith("# damaged: failed to read the shared region: its head was overwritten")
+    with pytest.raises(InputError, match="the writer marked the file damaged"):
+        read_syscalls(out)
+    kept = read_syscalls(out, keep_damaged=True)
+    assert ((kept.call == "read") & (kept.fd_desc == "/etc/hostname")).any()
 
 
 @pytest.mark.privileged("ptrace")
@@ -507,8 +525,8 @@ def test_ptrace_preload_and_tracefs_agree_on_the_senders_writes(build_dir: Path,
     """One benchmark run recorded by all three backends at once: hw-iotrace (ptrace) traces
     hw-iotrace --preload, which runs hw-bench main, while hw-schedtrace records the system-call
     events of the same process tree in its tracefs instance."""
-    from hostwire import collectors
-    from hostwire.bench import run_benchmark
+    from hostwire.record import collectors
+    from hostwire.record.bench import run_benchmark
 
     hw_iotrace, _ = tools(build_dir)
     ptrace_out, preload_out = tmp_path / "ptrace.tsv", tmp_path / "preload.tsv"

@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hostwire.analysis import analyze_campaign
+    from hostwire.campaign.analyze import analyze_campaign
     from hostwire.errors import UsageError
 
     if args.workers is not None and args.workers < 1:

@@ -8,8 +8,6 @@ import time
 from pathlib import Path
 
 from hostwire.paths import REPO_ROOT
-from hostwire.runner import RunPoint, record_run
-from hostwire.summary import format_bench_summary, format_run_metrics
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hostwire.campaign.summary import format_bench_summary, format_run_metrics
+    from hostwire.record.runner import RunPoint, record_run
+
     point = RunPoint(senders=args.senders, background=args.background, duration_s=args.duration,
                      warmup_s=args.warmup, link_rate=args.rate,
                      topology="loopback" if args.loopback else "netns")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hostwire import doctor
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,6 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hostwire.record import doctor
+
     out = sys.stdout
     if args.cleanup:
         removed = doctor.cleanup()

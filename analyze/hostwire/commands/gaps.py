@@ -18,7 +18,7 @@ threshold_ns, <cause>_ns (they sum to gap_ns), preempted_by ("pid comm role shar
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from hostwire.commands.metrics import _duration_ns, add_time_range
+    from hostwire.commands.common import add_time_range, duration
 
     p = subparsers.add_parser(
         "gaps", help="every long gap of a stream, explained (preempted, blocked-in-call, wire-busy, ...)",
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="RUN", help="run directory")
     p.add_argument("--stream", action="append", metavar="NAME|PORT",
                    help="only this stream (full name or a port of either end); repeatable")
-    p.add_argument("--min-gap", type=_duration_ns, metavar="DURATION",
+    p.add_argument("--min-gap", type=duration, metavar="DURATION",
                    help="gaps longer than this (1ms, 250us, 2s or ns; default: twice the time the gap's "
                    "first frame holds the link at the run's link rate)")
     add_time_range(p, "the logging window's start (both frames of a gap inside)")
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hostwire.commands.metrics import _write
+    from hostwire.commands.common import write_table
     from hostwire.metrics.streams import _has_port
     from hostwire.metrics.window import Window, narrow
     from hostwire.errors import InputError
@@ -67,5 +67,5 @@ def run(args: argparse.Namespace) -> int:
     for sentence in table.attrs.get("cannot_tell", []):
         sys.stderr.write(f"hostwire: warning: {sentence}\n")
     out = gaps.summary(table) if args.summary else pre if args.preempters else table
-    _write(out, args.json, sys.stdout)
+    write_table(out, args.json, sys.stdout)
     return 0

@@ -10,7 +10,6 @@ import logging
 import sys
 from pathlib import Path
 
-from hostwire import overhead
 from hostwire.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -57,6 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hostwire.overhead import accuracy, measure, output
+
     if args.loops < 1:
         raise UsageError("--loops must be at least 1")
     if args.runs < 2:
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--rt-prio must be from 1 to 99 (0: the normal scheduler)")
     if args.probe_calls < 1:
         raise UsageError("--probe-calls must be at least 1")
-    from hostwire.point import COLLECTOR_SETS
+    from hostwire.record.point import COLLECTOR_SETS
 
     sets = [s for s in args.sets.split(",") if s]
     for s in sets:
@@ -75,9 +76,9 @@ def run(args: argparse.Namespace) -> int:
     if args.accuracy == 1 or args.accuracy < 0:
         raise UsageError("--accuracy needs at least 2 repetitions (an interval needs two pairs)")
     if args.no_pingpong:
-        result = overhead.Result(args.loops, 0, args.cpu, overhead.other_cpu(args.cpu), [], [], [], [])
+        result = measure.Result(args.loops, 0, args.cpu, measure.other_cpu(args.cpu), [], [], [], [])
     else:
-        result = overhead.run_overhead(args.loops, args.runs, args.cpu, runs_dir=args.runs_dir,
+        result = measure.run_overhead(args.loops, args.runs, args.cpu, runs_dir=args.runs_dir,
                                        probe_calls=args.probe_calls, rt_prio=args.rt_prio, progress=log.info)
     accuracy_text = ""
     if args.accuracy:
@@ -86,26 +87,26 @@ def run(args: argparse.Namespace) -> int:
 
         root = args.accuracy_dir or Path(tempfile.mkdtemp(prefix="hw-accuracy-"))
         try:
-            rows, table = overhead.run_accuracy(root, args.accuracy, sets, progress=log.info)
+            rows, table = accuracy.run_accuracy(root, args.accuracy, sets, progress=log.info)
         finally:
             if args.accuracy_dir is None:
                 shutil.rmtree(root, ignore_errors=True)
         result.accuracy = table
-        accuracy_text = overhead.accuracy_markdown(table, args.accuracy)
+        accuracy_text = output.accuracy_markdown(table, args.accuracy)
     for note in result.notes:
         sys.stderr.write(f"hostwire: overhead: {note}\n")
     if args.output:
-        for path in overhead.write_outputs(result, args.output):
+        for path in output.write_outputs(result, args.output):
             log.info("wrote %s", path)
     if args.json:
         data = result.to_json()
-        data["ratios"] = overhead.ratio_lines(result)
+        data["ratios"] = output.ratio_lines(result)
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         if not args.no_pingpong:
-            sys.stdout.write(overhead.markdown(result))
-            sys.stdout.write("\n" + "\n".join(overhead.ratio_lines(result)) + "\n")
+            sys.stdout.write(output.markdown(result))
+            sys.stdout.write("\n" + "\n".join(output.ratio_lines(result)) + "\n")
         if accuracy_text:
             sys.stdout.write("\n" + accuracy_text)
     return 0

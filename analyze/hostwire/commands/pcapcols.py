@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hostwire.pcap import read_pcap, read_wirecap_json
+    from hostwire.read.pcap import read_pcap, read_wirecap_json
 
     if args.output and args.output.suffix not in (".parquet", ".csv"):
         raise UsageError(f"output {args.output}: expected a .parquet or .csv file name")

@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hostwire.report import build_report, digest_lines
+    from hostwire.campaign.report import build_report, digest_lines
 
     path = build_report(args.campaign)
     if args.digest:

@@ -42,8 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hostwire.campaign import dry_run_lines, run_campaign
-    from hostwire.campaign_config import load_config, parse_overrides
+    from hostwire.campaign.batch import dry_run_lines, run_campaign
+    from hostwire.campaign.config import load_config, parse_overrides
 
     config = load_config(args.config, parse_overrides(args.set))
     if args.dry_run:

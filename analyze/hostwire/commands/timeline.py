@@ -18,7 +18,7 @@ as instants; flows from each write to its frames), counters: CPU <n> run queue, 
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from hostwire.commands.metrics import add_time_range
+    from hostwire.commands.common import add_time_range
 
     p = subparsers.add_parser(
         "timeline", help="the run's scheduler, system calls and wire as a Perfetto trace (or text)",

@@ -18,6 +18,7 @@ from hostwire.linkrate import link_rate
 from hostwire.metrics import bursts, cells, clockcheck, contract, fairness, goodput, hurst, idc, intervals, sanity
 from hostwire.metrics.inputs import Source, open_input
 from hostwire.metrics.needs import needs_of
+from hostwire.metrics.options import default_options
 from hostwire.metrics.streams import data_frames, delivered_bytes, label_streams, select_streams, stream_names
 from hostwire.metrics.window import Window, clip, narrow, require_rows
 from hostwire.run import Run
@@ -231,9 +232,7 @@ def table(kind: str, run_or_path: Run | str | Path, **options: Any) -> pd.DataFr
     summary, a report). INPUT: a Run (metrics on one Run share what it read: give the same Run to
     every call), a run directory, a pcap or a Parquet frame table. Options are the command's long
     options with underscores (from_s, to_s, stream, bytes, mbs, cells_from, link_rate, partial,
-    ...); unnamed ones take the command's defaults."""
-    from hostwire.commands.metrics import default_options
-
+    ...); unnamed ones take their defaults (hostwire.metrics.options)."""
     args = default_options(kind)
     for key, value in options.items():
         if not hasattr(args, key):

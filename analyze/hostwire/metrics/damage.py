@@ -5,7 +5,7 @@ intact part and the result carries the damage (DataFrame.attrs and one warning l
 `metrics sanity` always counts the damaged sources and marks the run.
 
 A reader reports damage in its DataFrame's attrs["damage"]: a dict with `message` and where the
-intact part ends, `byte_offset` (hostwire.pcap.read_pcap: also `frame`) or `line` (the TSV
+intact part ends, `byte_offset` (hostwire.read.pcap.read_pcap: also `frame`) or `line` (the TSV
 readers), and `file` when the DataFrame holds one file; or a list of such dicts when a DataFrame
 merges several files (the logs of all senders)."""
 

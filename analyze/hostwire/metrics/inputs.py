@@ -1,5 +1,5 @@
 """What the metrics read: a run (a hostwire.run.Run, or its directory), a bare pcap (via
-hostwire.pcap.read_pcap) or a frame table in Parquet (the columns read_pcap returns).
+hostwire.read.pcap.read_pcap) or a frame table in Parquet (the columns read_pcap returns).
 
 A Source is the view one metric call takes of its input: for a run, the Run's own tables (the Run
 reads and decodes each raw file once, however many metrics ask), the window the call uses and the
@@ -67,7 +67,7 @@ def read_frames(path: Path, keep_damaged: bool = False) -> pd.DataFrame:
             return pd.read_parquet(path)
         except (OSError, ValueError) as err:
             raise InputError(f"{path}: cannot read as a Parquet frame table: {err}") from None
-    from hostwire.pcap import read_pcap
+    from hostwire.read.pcap import read_pcap
 
     return read_pcap(path, keep_damaged=keep_damaged)
 

@@ -1,6 +1,6 @@
 """What each metric kind reads of a run: the raw files it needs (one file of each required group)
 and those it uses when present. `hostwire metrics` checks them before any work and names what a
-run lacks; a report asks `Run.can(kind)` to leave out what a run cannot give. A bare capture is
+run lacks; a report asks `Run.can(needs_of(kind))` to leave out what a run cannot give. A bare capture is
 the frames themselves: these declarations concern run directories."""
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ CPU limits: where the wire does, every mix fills the same wire."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +30,16 @@ WIRE_BUSY_SHARE = 0.90      # share of the window the link spent sending
 LIMITS = ("cpu", "wire", "neither")
 FIT_COLUMNS = ["limit", "runs", "mixes", "goodput_mbit_s", "spread_pct", "pearson_r", "slope_mbit_s",
                "intercept_mbit_s", "note"]
+
+
+def setup_label(point: Mapping[str, Any]) -> str:
+    """The conditions a run's senders worked under, beside its mix: the link and the sender host's
+    CPU cap, e.g. "10mbit tbf-peak" or "no shaper, CPU cap 5 %" (runs compare like for like only
+    within one)."""
+    qdisc = str(point.get("link_qdisc", "?"))
+    link = "no shaper" if qdisc == "none" else f"{point.get('link_rate', '?')} {qdisc}"
+    share = float(point.get("sender_cpu_share") or 0)
+    return link + (f", CPU cap {100 * share:g} %" if share else "")
 
 
 def throttled_share(cpu_cap: object) -> float:

@@ -1,6 +1,6 @@
 """Synthetic traffic with known statistics, for the ground-truth tests and the benchmark: event
 stamps of Poisson, gamma-renewal, constant-rate and Pareto ON/OFF processes, and frame tables with
-the columns of hostwire.pcap.read_pcap."""
+the columns of hostwire.read.pcap.read_pcap."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""The timeline tables of one Run (hostwire.run.Run): each builder reads what it needs through the
-Run (which reads every raw file once) and hands the DataFrames to hostwire.timeline.tables. The
-Run's df_* methods (df_switches, df_wakeups, df_running, df_runqueue, df_calls, df_streams,
-df_segments, df_backlog) call these and keep the result."""
+"""The timeline of one run (hostwire.run.Run), built from it: `Timeline.of(run)` holds the joined
+tables (df_switches, df_wakeups, df_running, df_runqueue, df_calls, df_streams, df_segments,
+df_backlog, ...), each built once by a builder below, which reads the raw tables through the Run
+(which reads every raw file once) and hands them to hostwire.timeline.tables and stream_tables. The Run knows
+nothing of the timeline: it only keeps the Timeline for every caller to share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -12,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import HostwireError, InputError
-from hostwire.timeline import tables
+from hostwire.timeline import cache, stream_tables, tables
 
 if TYPE_CHECKING:
     from hostwire.run import Run
@@ -55,23 +57,24 @@ def migrations(run: Run) -> pd.DataFrame:
     return tables.migrations(_sched(run))
 
 
-def running(run: Run) -> pd.DataFrame:
-    first, last = trace_span(run)
-    return tables.running(run.df_switches(), first, last, run.timeline_roles())
+def running(tl: Timeline) -> pd.DataFrame:
+    first, last = trace_span(tl.run)
+    return tables.running(tl.df_switches(), first, last, tl.roles())
 
 
-def task_states(run: Run) -> pd.DataFrame:
-    first, last = trace_span(run)
-    return tables.task_states(run.df_switches(), run.df_wakeups(), run.df_migrations(), first, last)
+def task_states(tl: Timeline) -> pd.DataFrame:
+    first, last = trace_span(tl.run)
+    return tables.task_states(tl.df_switches(), tl.df_wakeups(), tl.df_migrations(), first, last)
 
 
-def runqueue(run: Run) -> pd.DataFrame:
-    return tables.runqueue(run.df_task_states())
+def runqueue(tl: Timeline) -> pd.DataFrame:
+    return tables.runqueue(tl.df_task_states())
 
 
-def calls(run: Run) -> pd.DataFrame:
-    out = tables.calls(run.df_syscalls(), run.timeline_roles(), run.df_streams())
-    out.attrs["backend"] = run.df_syscalls().attrs.get("meta", {}).get("backend", "")
+def calls(tl: Timeline) -> pd.DataFrame:
+    syscalls = tl.run.df_syscalls()
+    out = stream_tables.calls(syscalls, tl.roles(), tl.df_streams())
+    out.attrs["backend"] = syscalls.attrs.get("meta", {}).get("backend", "")
     return out
 
 
@@ -98,17 +101,17 @@ def streams(run: Run) -> pd.DataFrame:
     if not receivers:
         for rec in summary.get("receivers", []):
             receivers.append({"role": rec.get("role", ""), "pid": int(rec.get("pid", -1)), "sender_pid": -1})
-    sockets = tables.socket_owners(_sched(run)) if run.has("raw/sched.tsv") else pd.DataFrame(
+    sockets = stream_tables.socket_owners(_sched(run)) if run.has("raw/sched.tsv") else pd.DataFrame(
         columns=["skaddr", "local", "remote", "owner_pid", "active"])
-    fds = tables.main_send_fds(run.df_syscalls()) if run.has("raw/syscalls.tsv") else pd.DataFrame(
+    fds = stream_tables.main_send_fds(run.df_syscalls()) if run.has("raw/syscalls.tsv") else pd.DataFrame(
         columns=["pid", "fd", "stream"])
-    return tables.streams_table(pd.DataFrame(senders, columns=["role", "pid", "local", "peer"]),
+    return stream_tables.streams_table(pd.DataFrame(senders, columns=["role", "pid", "local", "peer"]),
                                 pd.DataFrame(receivers, columns=["role", "pid", "sender_pid"]), sockets, fds)
 
 
 def data_frames(run: Run) -> pd.DataFrame:
     """The capture's data frames (hostwire.metrics.streams.label_streams, data direction, payload
-    > 0) with seq_start, seq_end relative to each stream's first data byte (tables.stream_bytes;
+    > 0) with seq_start, seq_end relative to each stream's first data byte (stream_tables.stream_bytes;
     the ISN from the data direction's SYN when captured) and retransmit."""
     from hostwire.metrics.streams import label_streams
 
@@ -118,16 +121,17 @@ def data_frames(run: Run) -> pd.DataFrame:
     data = labelled[labelled["is_data"].to_numpy()]
     data = data.assign(stream=data["stream"].astype(str))
     data.attrs = {"isn": {str(k): int(v) for k, v in isn.items()}}
-    return tables.stream_bytes(data)
+    return stream_tables.stream_bytes(data)
 
 
-def stream_writes(run: Run) -> pd.DataFrame:
+def stream_writes(tl: Timeline) -> pd.DataFrame:
     """The sends of each stream: stream, pid, t_enter_ns, t_exit_ns, bytes, source (`syscalls`:
     the tracer's send calls on the stream's (pid, fd), from the connection's start; `bench`: the
     benchmark's logged writes, within the logging window)."""
     cols = ["stream", "pid", "t_enter_ns", "t_exit_ns", "bytes", "source"]
+    run = tl.run
     if run.has("raw/syscalls.tsv"):
-        c = run.df_calls()
+        c = tl.df_calls()
         sends = c[c["is_send"].to_numpy() & (c["stream"].to_numpy() != "")]
         if len(sends):
             return pd.DataFrame({"stream": sends["stream"].to_numpy(), "pid": sends["pid"].to_numpy(),
@@ -142,12 +146,12 @@ def stream_writes(run: Run) -> pd.DataFrame:
                          "bytes": w["bytes"].to_numpy(), "source": "bench"}).reset_index(drop=True)
 
 
-def segments(run: Run) -> pd.DataFrame:
-    return tables.segments(run.timeline_data_frames(), run.timeline_writes())
+def segments(tl: Timeline) -> pd.DataFrame:
+    return stream_tables.segments(tl.data_frames(), tl.writes())
 
 
-def backlog(run: Run) -> pd.DataFrame:
-    return tables.backlog(run.timeline_data_frames(), run.timeline_writes())
+def backlog(tl: Timeline) -> pd.DataFrame:
+    return stream_tables.backlog(tl.data_frames(), tl.writes())
 
 
 def link_rate_bps(run: Run, text: str | None = None) -> int:
@@ -260,7 +264,8 @@ def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
 
     if not run.has("raw/wire.pcap"):
         raise InputError(f"{run.path}: gaps needs raw/wire.pcap; this run has no wire capture")
-    data = run.timeline_data_frames()
+    tl = Timeline.of(run)
+    data = tl.data_frames()
     labelled = label_streams(run.df_frames())
     sender_side = set(data["src"].astype(str)) if len(data) else set()
     link = labelled[labelled["src"].astype(str).isin(sender_side).to_numpy()]
@@ -268,19 +273,19 @@ def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
     steps = sequence_steps(labelled)
     window = usable_window(labelled, steps)
     late_acks = late_acknowledgements(labelled, steps)
-    streams = run.df_streams()
+    streams = tl.df_streams()
     senders = {str(s): int(p) for s, p in zip(streams["stream"], streams["sender_pid"]) if int(p) > 0}
     receivers = {str(s): int(p) for s, p in zip(streams["stream"], streams["receiver_pid"]) if int(p) > 0}
     sources = {"frames": "raw/wire.pcap"}
     states = running_ = None
     if run.has("raw/sched.tsv"):
-        states, running_ = run.df_task_states(), run.df_running()
+        states, running_ = tl.df_task_states(), tl.df_running()
         sources["states"] = "raw/sched.tsv"
-    writes = run.timeline_writes()
+    writes = tl.writes()
     sends = backlog_ = None
     if len(writes):
         sends = writes[["stream", "t_enter_ns", "t_exit_ns"]]
-        backlog_ = run.df_backlog()
+        backlog_ = tl.df_backlog()
         sources["sends"] = "raw/syscalls.tsv" if (writes["source"] == "syscalls").all() else "raw/bench/send-*.tsv"
     return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers, link=link,
                      states=states, running=running_, sends=sends, backlog=backlog_, window=window,
@@ -295,11 +300,12 @@ def receiver_reads(run: Run, received: pd.DataFrame | None = None) -> pd.DataFra
     stamps)."""
     from hostwire.timeline import clocks
 
+    tl = Timeline.of(run)
     rec = run.df_received() if received is None else received
-    frames = run.timeline_data_frames()
-    streams = run.df_streams()
+    frames = tl.data_frames()
+    streams = tl.df_streams()
     receiver_of = {str(s): int(p) for s, p in zip(streams["stream"], streams["receiver_pid"]) if int(p) > 0}
-    calls = run.df_calls() if run.has("raw/syscalls.tsv") else None
+    calls = tl.df_calls() if run.has("raw/syscalls.tsv") else None
     sync = run.df_clock_sync()
     start = sync[sync["phase"] == "start"]
     o_s = float(start.loc[start["rtt_ns"].idxmin(), "offset_ns"]) if len(start) else 0.0
@@ -335,16 +341,99 @@ def clock_fit(run: Run, received: pd.DataFrame | None = None, sync: pd.DataFrame
 
     sync = run.df_clock_sync() if sync is None else sync
     reads = receiver_reads(run, received)
-    bounds = clocks.read_bounds(run.timeline_data_frames(), reads) if run.has("raw/wire.pcap") else pd.DataFrame(
+    bounds = clocks.read_bounds(Timeline.of(run).data_frames(), reads) if run.has("raw/wire.pcap") else pd.DataFrame(
         columns=["stream", "t_send_ns", "t_raw_ns", "upper_ns"])
     return clocks.fit(sync, bounds)
 
 
-def received_aligned(run: Run) -> pd.DataFrame:
+def received_aligned(tl: Timeline) -> pd.DataFrame:
     """df_received() with t_ns recomputed from t_raw_ns through clock_fit (the benchmark's own
     t_ns, corrected by the start offset alone, kept as t_bench_ns)."""
-    fit = run.timeline_clock()
-    rec = run.df_received()
+    fit = tl.clock()
+    rec = tl.run.df_received()
     out = rec.assign(t_bench_ns=rec["t_ns"], t_ns=fit.to_sender(rec["t_raw_ns"].to_numpy()))
     out.attrs = {**rec.attrs, "clock": fit.as_dict()}
     return out
+
+
+class Timeline:
+    """The joined timeline of one run (docs/timeline.md), built from its Run: each table made
+    once by a builder of this module and kept with the Run; the costly ones (cache.CACHED) also
+    stored as Parquet under the run's tables/ and read back while no raw file is newer.
+    `Timeline.of(run)` is the one Timeline of a Run, so every caller shares what was built."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    @classmethod
+    def of(cls, run: Run) -> Timeline:
+        return run.keep("timeline", lambda: cls(run))
+
+    def _table(self, name: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        def make() -> pd.DataFrame:
+            if name not in cache.CACHED:
+                return build()
+            newest = self.run.keep("timeline-newest-raw", lambda: cache.newest_raw_ns(self.run.path))
+            return cache.cached(self.run.path, name, newest, build)
+
+        return self.run.keep(("timeline", name), make).copy(deep=False)
+
+    def roles(self) -> dict[int, str]:
+        """pid -> role (send-<i>, bg-<i>, recv-<i>, main) of the benchmark's processes."""
+        return dict(self.run.keep(("timeline", "roles"), lambda: roles(self.run)))
+
+    def df_switches(self) -> pd.DataFrame:
+        """sched_switch events of raw/sched.tsv (hostwire.timeline.tables.switches)."""
+        return self._table("switches", lambda: switches(self.run))
+
+    def df_wakeups(self) -> pd.DataFrame:
+        """sched_wakeup and sched_wakeup_new events (hostwire.timeline.tables.wakeups)."""
+        return self._table("wakeups", lambda: wakeups(self.run))
+
+    def df_migrations(self) -> pd.DataFrame:
+        """sched_migrate_task events (hostwire.timeline.tables.migrations)."""
+        return self._table("migrations", lambda: migrations(self.run))
+
+    def df_running(self) -> pd.DataFrame:
+        """Per CPU, the intervals of which task ran, with its role (hostwire.timeline.tables.running)."""
+        return self._table("running", lambda: running(self))
+
+    def df_task_states(self) -> pd.DataFrame:
+        """Each task's running / runnable / sleeping intervals (hostwire.timeline.tables.task_states)."""
+        return self._table("task_states", lambda: task_states(self))
+
+    def df_runqueue(self) -> pd.DataFrame:
+        """Runnable tasks per CPU over time (hostwire.timeline.tables.runqueue)."""
+        return self._table("runqueue", lambda: runqueue(self))
+
+    def df_calls(self) -> pd.DataFrame:
+        """The run's system calls with role, is_send, bytes and stream (hostwire.timeline.stream_tables.calls)."""
+        return self._table("calls", lambda: calls(self))
+
+    def df_streams(self) -> pd.DataFrame:
+        """Stream <-> pid <-> fd <-> 4-tuple <-> role (hostwire.timeline.stream_tables.streams_table)."""
+        return self._table("streams", lambda: streams(self.run))
+
+    def data_frames(self) -> pd.DataFrame:
+        """The capture's data frames with relative sequence numbers (data_frames above)."""
+        return self._table("data_frames", lambda: data_frames(self.run))
+
+    def writes(self) -> pd.DataFrame:
+        """Each stream's sends (stream_writes above)."""
+        return self._table("stream_writes", lambda: stream_writes(self))
+
+    def df_segments(self) -> pd.DataFrame:
+        """Each data frame joined to the write(s) whose bytes it carries (hostwire.timeline.stream_tables.segments)."""
+        return self._table("segments", lambda: segments(self))
+
+    def df_backlog(self) -> pd.DataFrame:
+        """Per stream, bytes written but not yet on the wire (hostwire.timeline.stream_tables.backlog)."""
+        return self._table("backlog", lambda: backlog(self))
+
+    def clock(self) -> ClockFit:
+        """The receiver clock's offset, drift and bound (hostwire.timeline.clocks.ClockFit)."""
+        return self.run.keep(("timeline", "clock"), lambda: clock_fit(self.run))
+
+    def df_received_aligned(self) -> pd.DataFrame:
+        """The receivers' reads with t_ns mapped through clock() (received_aligned above)."""
+        return self._table("received_aligned", lambda: received_aligned(self))

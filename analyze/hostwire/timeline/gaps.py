@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
+from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, ascending, covered, numeric, steps,
+                                         union, unique_sorted, within)
 
 CAUSES = ("on_wire", "receiver_window", "wire_busy", "preempted", "blocked_in_call", "app_idle", "unexplained")
 CAUSE_NAMES = {c: c.replace("_", "-") for c in CAUSES}
@@ -104,154 +107,219 @@ class GapInputs:
         return out
 
 
-def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint, sorted union of half-open intervals [start, end) (empty ones dropped)."""
-    s = np.asarray(starts, dtype=np.int64)
-    e = np.asarray(ends, dtype=np.int64)
-    keep = e > s
-    s, e = s[keep], e[keep]
-    if len(s) == 0:
-        return s, e
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], e[o]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    return s[first], np.maximum.reduceat(e, first)
-
-
-def covered(x: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For sorted points and sorted disjoint intervals [start, end): whether each point lies in
-    one, and which (-1: none). Counts, for every point, the starts and the ends at or before it
-    (the intervals are placed among the points, fewer searches than the other way round)."""
-    if len(starts) == 0:
-        return np.zeros(len(x), dtype=bool), np.full(len(x), -1, dtype=np.int64)
-    n = len(x)
-    started = np.cumsum(np.bincount(np.searchsorted(x, starts, side="left"), minlength=n + 1)[:n])
-    ended = np.cumsum(np.bincount(np.searchsorted(x, ends, side="left"), minlength=n + 1)[:n])
-    ok = started > ended
-    return ok, np.where(ok, started - 1, -1)
-
-
 def wire_ns(wire_len: np.ndarray, rate_bps: float) -> np.ndarray:
     """Time a frame of wire_len bytes holds the link, ns (rounded up)."""
     return np.ceil(np.asarray(wire_len, dtype=np.float64) * 8e9 / float(rate_bps)).astype(np.int64)
 
 
-_NONE = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+@dataclass
+class Segments:
+    """The elementary segments of one stream's gaps (every boundary of every condition cuts them,
+    so each condition is constant on each) and what holds on each: `holds[name]` for the
+    condition sets of _conditions; `wait_cpu`, the CPU whose run queue held the sender (backlog
+    empty) or a task that moves the stream's bytes on (backlog not empty) while another task ran
+    there (-1: none); `backlog_known`: whether the backlog gates the causes."""
+
+    start: np.ndarray
+    end: np.ndarray
+    gap: np.ndarray  # index of the gap each segment lies in
+    holds: dict[str, np.ndarray]
+    wait_cpu: np.ndarray
+    backlog_known: bool = True
+
+    @property
+    def backlog_empty(self) -> np.ndarray:
+        """The application's causes need an empty backlog (or an unknown one)."""
+        return ~self.holds["backlog"] if self.backlog_known else np.ones(len(self.start), dtype=bool)
+
+    @property
+    def backlog_queued(self) -> np.ndarray:
+        """The link's and the receiver's causes need bytes queued (or an unknown backlog)."""
+        return self.holds["backlog"] if self.backlog_known else np.ones(len(self.start), dtype=bool)
 
 
-def _split(key: np.ndarray, sort_by: np.ndarray, *columns: np.ndarray) -> dict[int, tuple[np.ndarray, ...]]:
-    """Rows grouped by an integer key, each group ordered by sort_by (ties keep their order):
-    key -> the group's slice of each column."""
-    if len(key) == 0:
-        return {}
-    order = np.lexsort((sort_by, key))
-    key = key[order]
-    ordered = [c[order] for c in columns]
-    bounds = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
-    return {int(key[lo]): tuple(c[lo:hi] for c in ordered) for lo, hi in zip(bounds[:-1], bounds[1:])}
+# The causes, one condition each on the segments (docs/timeline.md, "Gaps"; the module docstring).
+
+def on_wire(s: Segments) -> np.ndarray:
+    """The stream's own previous frame still holds the link."""
+    return s.holds["on_wire"]
 
 
-class _ByStream:
-    """Some int64 columns of a table with a stream column, split by stream once (the string column
-    is converted once, not once per stream)."""
-
-    def __init__(self, df: pd.DataFrame | None, columns: tuple[str, ...], order_by: str | None = None) -> None:
-        self.rows: dict[str, dict[str, np.ndarray]] = {}
-        if df is None or len(df) == 0:
-            return
-        codes, names = pd.factorize(df["stream"].astype(str).to_numpy())
-        values = {c: (df[c].to_numpy().astype(np.int64) if c != "value"
-                      else np.asarray(df[c], dtype=np.float64)) for c in columns}
-        sort_by = values[order_by] if order_by is not None else np.zeros(len(codes), np.int64)
-        for code, parts in _split(codes, sort_by, *values.values()).items():
-            if code >= 0:  # -1: no stream
-                self.rows[str(names[code])] = dict(zip(values, parts))
-
-    def get(self, stream: str) -> dict[str, np.ndarray] | None:
-        return self.rows.get(stream)
+def receiver_window(s: Segments) -> np.ndarray:
+    """The usable window the receiver advertised is below one segment."""
+    return s.holds["receiver_window"]
 
 
-def _steps(rows: dict[str, np.ndarray] | None, test, t_end: int) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals [t_i, t_i+1) of one stream's step function (t_ns sorted, value) where test(value)
-    holds."""
-    if rows is None or len(rows["t_ns"]) == 0:
-        return _NONE
-    t = rows["t_ns"]
-    nxt = np.append(t[1:], max(t_end, int(t[-1])))
-    hold = test(rows["value"])
-    return union(t[hold], nxt[hold])
+def wire_busy(s: Segments) -> np.ndarray:
+    """Bytes are queued and another stream's frame holds the link."""
+    return s.holds["busy"] & s.backlog_queued
 
 
-def _numeric(df: pd.DataFrame | None, value: str) -> pd.DataFrame | None:
-    """df with its `value` column as float64 named "value" (NaN where not a number)."""
-    if df is None:
-        return None
-    return df.assign(value=pd.to_numeric(df[value], errors="coerce").to_numpy(dtype=np.float64))
+def preempted(s: Segments) -> np.ndarray:
+    """The sender (or a task that moves its bytes on) is runnable while another task runs."""
+    return s.wait_cpu >= 0
 
 
-def _within(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The points of sorted x that lie in some [a_i, b_i) of sorted disjoint intervals."""
-    i0 = np.searchsorted(x, a, side="left")
-    i1 = np.searchsorted(x, b, side="left")
-    n = np.maximum(i1 - i0, 0)
-    total = int(n.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    idx = np.repeat(i0 - (np.cumsum(n) - n), n) + np.arange(total)
-    return x[idx]
+def blocked_in_call(s: Segments) -> np.ndarray:
+    """Nothing is queued and the sender is inside a send call that has not returned."""
+    return s.holds["in_call"] & s.backlog_empty
 
 
-def _unique_sorted(x: np.ndarray) -> np.ndarray:
-    """np.unique of int64 by sorting (numpy 2.4's hash-based np.unique is about 25 times slower
-    on millions of stamps)."""
-    x = np.sort(x)
-    keep = np.ones(len(x), dtype=bool)
-    keep[1:] = x[1:] != x[:-1]
-    return x[keep]
+def app_idle(s: Segments) -> np.ndarray:
+    """Nothing is queued and the sender is outside any send call."""
+    return ~s.holds["in_call"] & s.backlog_empty
 
 
-def _ascending(x: np.ndarray) -> np.ndarray:
-    """x sorted (the ends of one task's intervals usually are already)."""
-    return x if len(x) < 2 or bool((x[1:] >= x[:-1]).all()) else np.sort(x)
+def late_acknowledgement(s: Segments) -> np.ndarray:
+    """Bytes are queued and the oldest byte in flight waits for its acknowledgement: the
+    receiver holds the sender back (a cause of receiver_window's)."""
+    return s.holds["late_ack"] & s.backlog_queued
 
 
-class _Cpus:
-    """The running table split by CPU once: sorted starts and ends, pids, comms and roles."""
-
-    def __init__(self, running: pd.DataFrame | None) -> None:
-        self.by_cpu: dict[int, tuple[np.ndarray, ...]] = {}
-        self.starts = np.zeros(0, np.int64)
-        if running is None or len(running) == 0:
-            return
-        start = running["t_start_ns"].to_numpy().astype(np.int64)
-        self.by_cpu = _split(running["cpu"].to_numpy().astype(np.int64), start, start,
-                             running["t_end_ns"].to_numpy().astype(np.int64),
-                             running["pid"].to_numpy().astype(np.int64),
-                             running["comm"].astype(str).to_numpy(dtype=object),
-                             running["role"].astype(str).to_numpy(dtype=object))
-        self.starts = np.sort(start)
+def unexplained(s: Segments) -> np.ndarray:
+    return np.ones(len(s.start), dtype=bool)
 
 
-class _Runnable:
-    """Every task's runnable (waiting) intervals, split by pid once (the task-state table of a
-    long run has millions of rows; each stream asks for a few pids)."""
+# Each segment goes to the first cause whose condition holds. The receiver holds the sender back
+# twice: by its window (first), and by acknowledging late when nothing else holds the queued bytes
+# (last before unexplained).
+PRECEDENCE: tuple[tuple[str, Callable[[Segments], np.ndarray]], ...] = (
+    ("on_wire", on_wire), ("receiver_window", receiver_window), ("wire_busy", wire_busy),
+    ("preempted", preempted), ("blocked_in_call", blocked_in_call), ("app_idle", app_idle),
+    ("receiver_window", late_acknowledgement), ("unexplained", unexplained))
 
-    def __init__(self, states: pd.DataFrame | None) -> None:
-        self.by_pid: dict[int, tuple[np.ndarray, ...]] = {}
-        if states is None or len(states) == 0:
-            return
-        st = states[np.asarray(states["state"].isin(["runnable"]), dtype=bool)]
-        start = st["t_start_ns"].to_numpy().astype(np.int64)
-        self.by_pid = _split(st["pid"].to_numpy().astype(np.int64), start, start,
-                             st["t_end_ns"].to_numpy().astype(np.int64), st["cpu"].to_numpy().astype(np.int64))
 
-    def of(self, pid: int) -> tuple[np.ndarray, ...]:
-        """One task's runnable intervals, sorted: starts, ends, CPUs."""
-        z = np.zeros(0, np.int64)
-        return self.by_pid.get(pid, (z, z, z)) if pid > 0 else (z, z, z)
+def classify(s: Segments) -> np.ndarray:
+    """Each segment's cause, as its index in CAUSES, by PRECEDENCE."""
+    return np.select([condition(s) for _, condition in PRECEDENCE],
+                     [CAUSES.index(cause) for cause, _ in PRECEDENCE], default=CAUSES.index("unexplained"))
+
+
+class _Explainer:
+    """The inputs of explain() prepared once for every stream: split by stream, CPU and task."""
+
+    def __init__(self, inputs: GapInputs) -> None:
+        data = inputs.data
+        self.inputs = inputs
+        link = inputs.link if inputs.link is not None else data
+        self.link_t = link["t_ns"].to_numpy().astype(np.int64)
+        self.link_busy_ns = wire_ns(link["wire_len"].to_numpy(), inputs.rate_bps)
+        self.link_code, link_names = pd.factorize(link["stream"].astype(str).to_numpy())
+        self.link_code_of = {str(n): k for k, n in enumerate(link_names)}
+        self.runnable = Runnable(inputs.states)
+        self.cpus = Cpus(inputs.running)
+        self.transmitters = inputs.transmitters()
+        self.frames = ByStream(data.assign(wire_ns=wire_ns(data["wire_len"].to_numpy(), inputs.rate_bps),
+                                            payload=(data["payload_len"] if "payload_len" in data.columns else 1)),
+                                ("t_ns", "wire_ns", "payload"), order_by="t_ns")
+        self.window = ByStream(numeric(inputs.window, "window_bytes"), ("t_ns", "value"), order_by="t_ns")
+        self.backlog = ByStream(numeric(inputs.backlog, "backlog_bytes"), ("t_ns", "value"), order_by="t_ns")
+        self.late_acks = ByStream(inputs.late_acks, ("t_start_ns", "t_end_ns"))
+        self.sends = ByStream(inputs.sends, ("t_enter_ns", "t_exit_ns"))
+
+    def gaps(self, name: str, min_gap_ns: int | None,
+             window_ns: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The stream's gaps to explain: first frame's stamp, next frame's stamp, the first
+        frame's time on the link, the threshold; None when there is none."""
+        f = self.frames.get(name)
+        if f is None or len(f["t_ns"]) < 2:
+            return None
+        first, nxt, on_link = f["t_ns"][:-1], f["t_ns"][1:], f["wire_ns"][:-1]
+        threshold = np.full(len(first), int(min_gap_ns)) if min_gap_ns is not None else 2 * on_link
+        chosen = nxt - first > threshold
+        if window_ns is not None:
+            chosen &= (first >= window_ns[0]) & (nxt <= window_ns[1])
+        if not chosen.any():
+            return None
+        return first[chosen], nxt[chosen], on_link[chosen], threshold[chosen]
+
+    def conditions(self, name: str, first: np.ndarray, nxt: np.ndarray,
+                   on_link: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each condition of the stream as disjoint sorted intervals (starts, ends)."""
+        last = int(nxt.max())
+        mss = int(self.frames.get(name)["payload"].max())  # type: ignore[index]
+        other = self.link_code != self.link_code_of.get(name, -2)
+        late = self.late_acks.get(name)
+        sends = self.sends.get(name)
+        sets = {
+            "on_wire": union(first, first + np.minimum(on_link, nxt - first)),
+            "receiver_window": steps(self.window.get(name), lambda v: v < mss, last),
+            "late_ack": union(late["t_start_ns"], late["t_end_ns"]) if late is not None else NONE,
+            "busy": union(self.link_t[other], self.link_t[other] + self.link_busy_ns[other]),
+            "backlog": steps(self.backlog.get(name), lambda v: v > 0, last),
+            "in_call": union(sends["t_enter_ns"], sends["t_exit_ns"]) if sends is not None else NONE,
+        }
+        waiting = self.runnable.of(self.inputs.senders.get(name, -1))
+        sets["waiting"] = waiting[:2]
+        for k, (starts, ends, _) in enumerate(self.helpers(name)):
+            sets[f"helper{k}"] = (starts, ends)
+        return sets
+
+    def helpers(self, name: str) -> list[tuple[np.ndarray, ...]]:
+        """The runnable intervals of the tasks that move the stream's queued bytes on: the
+        kernel's transmit threads, and the stream's receiver when it runs on this host."""
+        if self.inputs.states is None:
+            return []
+        receiver = self.inputs.receivers.get(name, -1)
+        return [self.runnable.of(pid) for pid in [*self.transmitters, *([receiver] if receiver > 0 else [])]]
+
+    def segments(self, name: str, first: np.ndarray, nxt: np.ndarray,
+                 sets: dict[str, tuple[np.ndarray, np.ndarray]]) -> Segments:
+        """The elementary segments: every boundary inside a gap, the CPUs' task changes included
+        (the gaps are disjoint and sorted by their start; so are each set's starts, and its ends)."""
+        cuts = [first, nxt, within(self.cpus.starts, first, nxt)]
+        for starts, ends in sets.values():
+            cuts += [within(starts, first, nxt), within(ascending(ends), first, nxt)]
+        x = unique_sorted(np.concatenate(cuts))
+        start, end = x[:-1], x[1:]
+        gap = np.searchsorted(first, start, side="right") - 1
+        inside = gap >= 0
+        inside[inside] = start[inside] < nxt[gap[inside]]
+        start, end, gap = start[inside], end[inside], gap[inside]
+        holds = {k: covered(start, *v)[0] for k, v in sets.items()}
+        seg = Segments(start, end, gap, holds, np.full(len(start), -1, np.int64), self.inputs.backlog is not None)
+        seg.wait_cpu = self.wait_cpu(name, seg)
+        return seg
+
+    def wait_cpu(self, name: str, seg: Segments) -> np.ndarray:
+        """The CPU whose queue held the sender (backlog empty) or a helper (backlog queued) while
+        another task ran there; -1 elsewhere. Waiting while the CPU idles is the wake-up's
+        latency, not another task's turn; under a CPU quota it is the quota holding the task
+        back (the preempter is then the idle task)."""
+        starts, ends, cpus_of = self.runnable.of(self.inputs.senders.get(name, -1))
+        waiting, which = covered(seg.start, starts, ends)
+        wait_cpu = np.where(waiting & seg.backlog_empty, cpus_of[np.maximum(which, 0)] if len(cpus_of) else -1, -1)
+        if seg.backlog_known:
+            for h_starts, h_ends, h_cpus in self.helpers(name):
+                on, which = covered(seg.start, h_starts, h_ends)
+                take = on & seg.holds["backlog"] & (wait_cpu < 0)
+                wait_cpu = np.where(take, h_cpus[np.maximum(which, 0)] if len(h_cpus) else -1, wait_cpu)
+        if not self.inputs.cpu_quota:
+            wait_cpu = np.where(_idle_on(self.cpus, wait_cpu, seg.start), -1, wait_cpu)
+        return wait_cpu
+
+    def stream(self, name: str, min_gap_ns: int | None,
+               window_ns: tuple[int, int] | None) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+        """One stream's gap table and preempters (None: no gap)."""
+        found = self.gaps(name, min_gap_ns, window_ns)
+        if found is None:
+            return None
+        first, nxt, on_link, threshold = found
+        seg = self.segments(name, first, nxt, self.conditions(name, first, nxt, on_link))
+        cause = classify(seg)
+        parts = np.zeros((len(first), len(CAUSES)), dtype=np.int64)
+        np.add.at(parts, (seg.gap, cause), seg.end - seg.start)
+        table = pd.DataFrame({"stream": name, "t_start_ns": first, "t_end_ns": nxt, "gap_ns": nxt - first,
+                              "threshold_ns": threshold})
+        for k, c in enumerate(CAUSES):
+            table[f"{c}_ns"] = parts[:, k]
+        p = cause == CAUSES.index("preempted")
+        pre = _preempters(name, seg.start[p], seg.end[p], seg.gap[p], seg.wait_cpu[p], first,
+                          self.cpus if self.inputs.running is not None else None)
+        if self.inputs.cpu_quota and len(pre):
+            pre.loc[pre["pid"].to_numpy() == 0, "role"] = "throttled"
+        table["preempted_by"] = _describe(pre, first)
+        return table, pre
 
 
 def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[int, int] | None = None,
@@ -266,111 +334,15 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
             raise InputError(f"data frames: missing column {col}")
     if inputs.rate_bps <= 0:
         raise InputError(f"link rate {inputs.rate_bps}: expected > 0 bit/s")
-    link = inputs.link if inputs.link is not None else data
     names = sorted(str(n) for n in pd.unique(data["stream"].astype(str).to_numpy()))
     if streams:
         names = [n for n in names if n in streams]
+    explainer = _Explainer(inputs)
     gap_tables, pre_tables = [], []
-    lt = link["t_ns"].to_numpy().astype(np.int64)
-    lw = wire_ns(link["wire_len"].to_numpy(), inputs.rate_bps)
-    lcode, lnames = pd.factorize(link["stream"].astype(str).to_numpy())
-    lcode_of = {str(n): k for k, n in enumerate(lnames)}
-    runnable = _Runnable(inputs.states)
-    cpus = _Cpus(inputs.running)
-    transmitters = inputs.transmitters()
-    frames = _ByStream(data.assign(wire_ns=wire_ns(data["wire_len"].to_numpy(), inputs.rate_bps),
-                                   payload=(data["payload_len"] if "payload_len" in data.columns else 1)),
-                       ("t_ns", "wire_ns", "payload"), order_by="t_ns")
-    window = _ByStream(_numeric(inputs.window, "window_bytes"), ("t_ns", "value"), order_by="t_ns")
-    backlog = _ByStream(_numeric(inputs.backlog, "backlog_bytes"), ("t_ns", "value"), order_by="t_ns")
-    late_acks = _ByStream(inputs.late_acks, ("t_start_ns", "t_end_ns"))
-    sends = _ByStream(inputs.sends, ("t_enter_ns", "t_exit_ns"))
-
-    def one(name: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-        f = frames.get(name)
-        t = f["t_ns"] if f is not None else np.zeros(0, np.int64)
-        if len(t) < 2:
-            return None
-        d = f["wire_ns"]
-        a, b, da = t[:-1], t[1:], d[:-1]
-        gap = b - a
-        thr = np.full(len(gap), int(min_gap_ns)) if min_gap_ns is not None else 2 * da
-        sel = gap > thr
-        if window_ns is not None:
-            sel &= (a >= window_ns[0]) & (b <= window_ns[1])
-        if not sel.any():
-            return None
-        a, b, da, gap, thr = a[sel], b[sel], da[sel], gap[sel], thr[sel]
-        lo, hi = int(a.min()), int(b.max())
-        sets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        sets["on_wire"] = union(a, a + np.minimum(da, gap))
-        mss = int(f["payload"].max())
-        sets["receiver_window"] = _steps(window.get(name), lambda v: v < mss, hi)
-        late = late_acks.get(name)
-        sets["late_ack"] = union(late["t_start_ns"], late["t_end_ns"]) if late is not None else _NONE
-        other = lcode != lcode_of.get(name, -2)
-        sets["busy"] = union(lt[other], lt[other] + lw[other])
-        backlog_known = inputs.backlog is not None
-        sets["backlog"] = _steps(backlog.get(name), lambda v: v > 0, hi)
-        pid = inputs.senders.get(name, -1)
-        ws, we, wcpu = runnable.of(pid)
-        sets["waiting"] = (ws, we)
-        helpers = [*transmitters, *([inputs.receivers[name]] if inputs.receivers.get(name, -1) > 0 else [])]
-        kthreads = [runnable.of(k) for k in helpers] if inputs.states is not None else []
-        for k, (ks, ke, _) in enumerate(kthreads):
-            sets[f"kthread{k}"] = (ks, ke)
-        sd = sends.get(name)
-        sets["in_call"] = union(sd["t_enter_ns"], sd["t_exit_ns"]) if sd is not None else _NONE
-        # elementary segments: every boundary inside a gap, the CPUs' task changes included (the
-        # gaps are disjoint and sorted by their start; so are each set's starts, and its ends)
-        cuts = [a, b, _within(cpus.starts, a, b)]
-        for starts, ends in sets.values():
-            cuts += [_within(starts, a, b), _within(_ascending(ends), a, b)]
-        x = _unique_sorted(np.concatenate(cuts))
-        seg_s, seg_e = x[:-1], x[1:]
-        gi = np.searchsorted(a, seg_s, side="right") - 1
-        inside = gi >= 0
-        inside[inside] = seg_s[inside] < b[gi[inside]]
-        seg_s, seg_e, gi = seg_s[inside], seg_e[inside], gi[inside]
-        hold = {k: covered(seg_s, *v)[0] for k, v in sets.items()}
-        waiting, widx = covered(seg_s, ws, we)
-        backlog_pos = hold["backlog"]
-        app_gate = ~backlog_pos if backlog_known else np.ones(len(seg_s), dtype=bool)
-        wire_gate = backlog_pos if backlog_known else np.ones(len(seg_s), dtype=bool)
-        # the CPU whose queue held the sender (backlog empty) or a transmit thread (backlog not empty)
-        wait_cpu = np.where(waiting & app_gate, wcpu[np.maximum(widx, 0)] if len(wcpu) else -1, -1)
-        if backlog_known:
-            for ks, ke, kc in kthreads:
-                on, kidx = covered(seg_s, ks, ke)
-                take = on & backlog_pos & (wait_cpu < 0)
-                wait_cpu = np.where(take, kc[np.maximum(kidx, 0)] if len(kc) else -1, wait_cpu)
-        # waiting while the CPU idles is the wake-up's latency, not another task's turn; under a CPU
-        # quota it is the quota holding the task back (the preempter is then the idle task)
-        if not inputs.cpu_quota:
-            wait_cpu = np.where(_idle_on(cpus, wait_cpu, seg_s), -1, wait_cpu)
-        cond = [hold["on_wire"], hold["receiver_window"], hold["busy"] & wire_gate, wait_cpu >= 0,
-                hold["in_call"] & app_gate, ~hold["in_call"] & app_gate, hold["late_ack"] & wire_gate,
-                np.ones(len(seg_s), dtype=bool)]
-        # the receiver holds the sender back twice: by its window (first), and by acknowledging late
-        # when nothing else holds the queued bytes (last before unexplained)
-        cause = np.select(cond, [0, 1, 2, 3, 4, 5, 1, 6], default=len(CAUSES) - 1)
-        length = seg_e - seg_s
-        parts = np.zeros((len(a), len(CAUSES)), dtype=np.int64)
-        np.add.at(parts, (gi, cause), length)
-        table = pd.DataFrame({"stream": name, "t_start_ns": a, "t_end_ns": b, "gap_ns": gap, "threshold_ns": thr})
-        for k, c in enumerate(CAUSES):
-            table[f"{c}_ns"] = parts[:, k]
-        pre = _preempters(name, seg_s[cause == 3], seg_e[cause == 3], gi[cause == 3], wait_cpu[cause == 3], a,
-                          cpus if inputs.running is not None else None)
-        if inputs.cpu_quota and len(pre):
-            pre.loc[pre["pid"].to_numpy() == 0, "role"] = "throttled"
-        table["preempted_by"] = _describe(pre, a)
-        return table, pre
-
     # the streams are independent; numpy's sorts and searches release the GIL
     with ThreadPoolExecutor(max(1, min(len(names), len(os.sched_getaffinity(0)), 4)),
                             thread_name_prefix="hostwire-gaps") as pool:
-        for result in pool.map(one, names):
+        for result in pool.map(lambda name: explainer.stream(name, min_gap_ns, window_ns), names):
             if result is not None:
                 gap_tables.append(result[0])
                 pre_tables.append(result[1])
@@ -383,7 +355,7 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
     return gaps, pre
 
 
-def _idle_on(cpus: _Cpus, cpu: np.ndarray, t: np.ndarray) -> np.ndarray:
+def _idle_on(cpus: Cpus, cpu: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Whether the idle task (pid 0) ran on `cpu` at `t` (False where cpu < 0 or unknown)."""
     out = np.zeros(len(t), dtype=bool)
     for c in np.unique(cpu[cpu >= 0]):
@@ -397,7 +369,7 @@ def _idle_on(cpus: _Cpus, cpu: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def _preempters(name: str, s: np.ndarray, e: np.ndarray, gi: np.ndarray, cpu: np.ndarray, a: np.ndarray,
-                cpus: _Cpus | None) -> pd.DataFrame:
+                cpus: Cpus | None) -> pd.DataFrame:
     """Per gap, the tasks that ran on the sender's CPU during its preempted segments."""
     if cpus is None or len(s) == 0:
         return pd.DataFrame(columns=PREEMPTER_COLUMNS)

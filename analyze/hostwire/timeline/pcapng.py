@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from hostwire.errors import HostwireError, InputError
+from hostwire.timeline.build import Timeline
 
 PCAP_MAGIC = {0xA1B2C3D4: 1000, 0xA1B23C4D: 1}  # microsecond or nanosecond records: ns per unit
 OPT_IF_TSRESOL = 9
@@ -55,8 +56,9 @@ def frame_comments(run: Any) -> pd.Series:
             + data["dport"].astype(str))
     keyed = pd.DataFrame({"frame": data["frame"].to_numpy(), "stream": name.to_numpy(),
                           "t_ns": data["t_ns"].to_numpy()})
-    streams = run.df_streams().set_index("stream")
-    segments = run.df_segments()
+    tl = Timeline.of(run)
+    streams = tl.df_streams().set_index("stream")
+    segments = tl.df_segments()
     writes = (segments.groupby(["stream", "frame_t_ns"], sort=False)
               .agg(write_first=("write_id", "min"), write_last=("write_id", "max"),
                    retransmit=("retransmit", "max"))

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
+from hostwire.timeline.build import Timeline
 
 if TYPE_CHECKING:
     from hostwire.run import Run
@@ -50,18 +51,19 @@ def tables_of(run: Run, window: tuple[int, int]) -> TraceTables:
     are left empty."""
     start, end = window
     out = TraceTables()
+    tl = Timeline.of(run)
     if run.has("raw/sched.tsv"):
-        run_ = run.df_running()
+        run_ = tl.df_running()
         out.running = _cut(run_[run_["pid"] != 0], start, end, "t_start_ns", "t_end_ns")
-        out.runqueue = _cut(run.df_runqueue(), start, end, "t_ns")
+        out.runqueue = _cut(tl.df_runqueue(), start, end, "t_ns")
     if run.has("raw/syscalls.tsv"):
-        calls = run.df_calls()
+        calls = tl.df_calls()
         out.calls = _cut(calls[calls["role"].astype(str) != ""], start, end, "t_enter_ns", "t_exit_ns")
     if run.has("raw/wire.pcap"):
-        out.frames = _cut(run.timeline_data_frames(), start, end, "t_ns")
-        out.backlog = _cut(run.df_backlog(), start, end, "t_ns")
-        out.segments = _cut(run.df_segments(), start, end, "frame_t_ns")
-        out.writes = run.timeline_writes()
+        out.frames = _cut(tl.data_frames(), start, end, "t_ns")
+        out.backlog = _cut(tl.df_backlog(), start, end, "t_ns")
+        out.segments = _cut(tl.df_segments(), start, end, "frame_t_ns")
+        out.writes = tl.writes()
     if not any(len(t) for t in (out.running, out.calls, out.frames)):
         raise InputError(f"{run.path}: nothing to draw in the window: no kernel trace, system calls or frames")
     return out

@@ -21,8 +21,8 @@ from typing import Any
 
 from hostwire import paths
 from hostwire.errors import HostwireError
-from hostwire.proc import die_with_parent
-from hostwire.topology import taskset_prefix
+from hostwire.record.proc import die_with_parent
+from hostwire.record.topology import taskset_prefix
 
 log = logging.getLogger(__name__)
 

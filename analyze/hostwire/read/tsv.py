@@ -9,7 +9,7 @@ and the trailer's counts agree with the records (version 2 requires the trailer;
 written before it existed, get the other checks). A file that fails raises InputError naming the
 file and line, unless `keep_damaged=True`, which returns the complete records before the damage
 with df.attrs["damage"] = {"file", "line", "byte_offset", "message"} (None for a whole file), as
-hostwire.pcap.read_pcap does for a cut capture."""
+hostwire.read.pcap.read_pcap does for a cut capture."""
 
 from __future__ import annotations
 

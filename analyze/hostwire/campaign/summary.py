@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hostwire.bench import BenchResult
+from hostwire.read.bench import BenchResult
 
 if TYPE_CHECKING:
     from hostwire.run import Run
@@ -74,6 +74,7 @@ def format_run_metrics(run: Run | Path) -> str:
     capture decoded once): what `hostwire metrics` says in detail."""
     from hostwire.errors import HostwireError
     from hostwire.metrics import table
+    from hostwire.metrics.needs import needs_of
     from hostwire.run import Run, load_run
 
     lines = []
@@ -97,7 +98,7 @@ def format_run_metrics(run: Run | Path) -> str:
     lines.append(f"losses: trace overruns {_count(sanity, 'trace_overruns')}, tracer misses "
                  f"{_count(sanity, 'tracer_misses')}, log overflows {_count(sanity, 'log_overflows')}, "
                  f"shaper drops {_count(sanity, 'shaper_drops')}")
-    if run.can("fairness") and run.can("goodput"):
+    if run.can(needs_of("fairness")) and run.can(needs_of("goodput")):
         try:
             fairness = table("fairness", run).set_index("stream")
             goodput = table("goodput", run).set_index("stream")
@@ -133,7 +134,7 @@ def _goodput_lines(goodput: pd.Series, fairness: pd.Series, sanity: pd.Series) -
 def _cpu_use_lines(run: Run) -> list[str]:
     """Busy and stolen shares of each CPU over the logging window, from raw/resources.tsv."""
     from hostwire.errors import HostwireError
-    from hostwire.resources import df_cpu_use
+    from hostwire.read.resources import df_cpu_use
 
     try:
         start, end = run.window_ns()

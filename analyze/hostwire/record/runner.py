@@ -20,16 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import hostwire
-from hostwire import collectors
-from hostwire.bench import BenchResult, run_benchmark
-from hostwire.cpulimit import CpuLimit
+from hostwire.record import collectors
+from hostwire.read.bench import BenchResult
+from hostwire.record.bench import run_benchmark
+from hostwire.record.cpulimit import CpuLimit
 from hostwire.errors import HostwireError, Terminated, UsageError
 from hostwire.manifest import (MANIFEST_FORMAT, MANIFEST_NAME, raw_digests, register_live, runner_identity, seal,
                                unregister_live, write_json_atomic)
 from hostwire.paths import REPO_ROOT
-from hostwire.point import RunPoint  # defined apart so that reading a run never imports this module
-from hostwire.resources import ResourceSampler
-from hostwire.topology import Topology, run_cmd
+from hostwire.record.point import RunPoint  # defined apart so that reading a run never imports this module
+from hostwire.record.resources import ResourceSampler
+from hostwire.record.topology import Topology, run_cmd
 
 log = logging.getLogger(__name__)
 

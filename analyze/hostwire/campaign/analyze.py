@@ -95,6 +95,7 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """The summary row and tables of one run: the run is opened once and every metric reads the
     same Run (its capture decoded once)."""
     from hostwire.metrics.compute import table
+    from hostwire.metrics.needs import needs_of
     from hostwire.run import load_run
 
     run = load_run(run_dir)
@@ -123,7 +124,7 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     def attempt(name: str, fn: Callable[[], None]) -> None:
         # A metric whose raw files the run does not have (a run recorded without a capture) is
         # left out and named, not counted as an error: the run lacks a source, it lost nothing.
-        if not run.can(name):
+        if not run.can(needs_of(name)):
             cannot.append(name)
             return
         try:
@@ -224,7 +225,7 @@ def _host_load(run: Any) -> dict[str, Any]:
     """Busy share of the sender's and the receiver's CPUs and the host's context switches per
     second, over the /proc samples that fall in the logging window."""
     try:
-        from hostwire.resources import df_cpu_use
+        from hostwire.read.resources import df_cpu_use
 
         use = df_cpu_use(run.df_resources())
         start, end = run.window_ns()
@@ -237,7 +238,7 @@ def _host_load(run: Any) -> dict[str, Any]:
     point = run.manifest.get("point", {})
     for role, cpus in (("sender", point.get("sender_cpus", "0")), ("receiver", point.get("receiver_cpus", "1"))):
         try:
-            from hostwire.link import parse_cpu_list
+            from hostwire.units import parse_cpu_list
 
             part = use[use["cpu"].isin(parse_cpu_list(str(cpus)))]
         except HostwireError:
@@ -252,14 +253,13 @@ def _limit(run: Any, row: dict[str, Any]) -> dict[str, Any]:
     """What limited the run (hostwire.metrics.regime), with the figures it was decided from; the
     wire's rate and where it came from (hostwire.linkrate)."""
     from hostwire.linkrate import link_rate
-    from hostwire.metrics.regime import limit_of, throttled_share
-    from hostwire.point import setup_label
+    from hostwire.metrics.regime import limit_of, setup_label, throttled_share
 
     link = link_rate(run.manifest)
     capped = float(run.point.get("sender_cpu_share") or 0) > 0
     throttled = throttled_share(run.manifest.get("cpu_cap"))
-    return {"setup": setup_label(run.point), "cpu_throttled_share": throttled, "link_rate_bit_s": link.bps, "link_rate_source": link.source,
-            "link_rate_enforced": int(link.enforced),
+    return {"setup": setup_label(run.point), "cpu_throttled_share": throttled, "link_rate_bit_s": link.bps,
+            "link_rate_source": link.source, "link_rate_enforced": int(link.enforced),
             "limit": limit_of(capped, throttled, row.get("sender_cpu_busy", math.nan),
                               row.get("wire_busy_share", math.nan))}
 
@@ -267,8 +267,10 @@ def _limit(run: Any, row: dict[str, Any]) -> dict[str, Any]:
 def _receiver_clock(run: Any) -> dict[str, Any]:
     """The receiver clock's fit (hostwire.timeline.clocks): offset, drift, and the bound the run's
     own traffic puts on the offset (DESIGN.md section 4), in the summary and metrics.json."""
+    from hostwire.timeline.build import Timeline
+
     try:
-        fit = run.timeline_clock()
+        fit = Timeline.of(run).clock()
     except (HostwireError, KeyError, ValueError):
         return {}
     return {"clock_offset_ns": float(fit.offset_ns), "clock_drift_ppm": float(fit.drift_ppm),

@@ -1,5 +1,5 @@
-"""vm mode of the campaign runner: every run boots a fresh guest (hostwire.vm) that records the run
-with the same runner as on the host (hostwire.runner.record_run, its two namespaces inside the
+"""vm mode of the campaign runner: every run boots a fresh guest (hostwire.record.vm) that records the run
+with the same runner as on the host (hostwire.record.runner.record_run, its two namespaces inside the
 guest), into the campaign directory, which the guest mounts read-write at the same path. The host
 then adds the boot to the run's manifest (`vm`: kernel flavour and release, boot id, boot time,
 accelerator, whether timings are emulated) and keeps the guest's console as `vm-boot.log`.
@@ -7,7 +7,7 @@ accelerator, whether timings are emulated) and keeps the guest's console as `vm-
 A guest that never boots, or hangs and is killed after the timeout, leaves its run failed (what it
 recorded stays, marked), never the campaign stopped.
 
-Guest side: `python -m hostwire.vm_run JOB.json` records the job's run."""
+Guest side: `python -m hostwire.record.vm_run JOB.json` records the job's run."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
-from hostwire import vm
+from hostwire.record import vm
 from hostwire.errors import HostwireError, Terminated
 from hostwire.manifest import MANIFEST_NAME, seal, write_json_atomic
-from hostwire.point import RunPoint
-from hostwire.runner import sigterm_unwinds
+from hostwire.record.point import RunPoint
+from hostwire.record.runner import sigterm_unwinds
 
 BOOT_DIR = ".vm"
 
@@ -39,7 +39,7 @@ def record_run_in_vm(run_root: Path, run_id: str, point: RunPoint, config: dict[
     final, partial = run_root / run_id, run_root / f"{run_id}.partial"
     try:
         with sigterm_unwinds():  # Ctrl-C or SIGTERM: vm.boot kills the guest on the way out
-            boot = vm.boot(kernel, [sys.executable, "-m", "hostwire.vm_run", str(job)], work,
+            boot = vm.boot(kernel, [sys.executable, "-m", "hostwire.record.vm_run", str(job)], work,
                            timeout_s=timeout_s, writable=(run_root,))
     except (KeyboardInterrupt, Terminated):
         _mark(partial, "partial", "interrupted")
@@ -83,7 +83,7 @@ def _mark(directory: Path, status: str, reason: str) -> None:
 
 
 def _guest_main(job_path: str) -> int:
-    from hostwire.runner import record_run
+    from hostwire.record.runner import record_run
 
     job = json.loads(Path(job_path).read_text())
     try:

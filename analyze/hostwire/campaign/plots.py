@@ -2,7 +2,7 @@
 `df_*` function or the campaign summary returned, and returns the matplotlib Figure. Nothing here
 reads files or computes a metric.
 
-Every figure fits the report's page (at most PAGE_WIDTH_PX wide when saved at DPI) and is laid out
+Every figure fits the report's page (hostwire.campaign.figure: at most PAGE_WIDTH_PX wide at DPI) and is laid out
 by matplotlib's constrained layout with its legend outside the axes. Log axes are labelled only
 where labels cannot crowd (`log_axis`: decades, else 1-2-5, else every leading digit; minor ticks
 never). Where a campaign has many grid points a figure picks the points that tell its story or
@@ -10,148 +10,25 @@ draws one panel per number of background processes N."""
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import matplotlib
+import matplotlib.ticker as mticker
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-logging.getLogger("matplotlib").setLevel(logging.WARNING)  # its font cache notices are not hostwire's
+from hostwire.campaign.figure import (HEIGHT, WIDE, WIDTH, log_axis, new_figure, outside_legend,
+                                      panels_by_background, point_label)
 
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker as mticker  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.axis import Axis  # noqa: E402
-from matplotlib.colors import Normalize  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-DPI = 110             # the report saves its PNGs at this resolution
-PAGE_WIDTH_PX = 1100  # the report's page is at most this wide
-WIDE = 9.6            # inches: a figure across the page (1056 px at DPI)
-WIDTH, HEIGHT = 7.0, 4.2
 HIGHLIGHT = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
 LIMIT_STYLE = {"cpu": ("tab:red", "CPU-limited"), "wire": ("tab:blue", "wire-limited"),
                "neither": ("tab:gray", "neither")}  # summary column `limit` (hostwire.metrics.regime)
-
-
-def _point_label(senders: int, background: int) -> str:
-    return f"M={senders} N={background}"
-
-
-# -- axes ------------------------------------------------------------------------------------------
-
-
-class LogTicks(mticker.Locator):
-    """Major ticks of a log axis that can all be labelled side by side: the decades when at least
-    two are in view (every k-th when more than the axis has room for), else 1, 2 and 5 of each
-    decade, else every leading digit, else a few evenly spaced values (a view narrower than a
-    factor of about 1.2)."""
-
-    SUBS = ((1.0,), (1.0, 2.0, 5.0), tuple(float(d) for d in range(1, 10)))
-
-    def __call__(self) -> Sequence[float]:
-        lo, hi = self.axis.get_view_interval()
-        return self.tick_values(lo, hi)
-
-    def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
-        lo, hi = sorted((float(vmin), float(vmax)))
-        if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= 0:
-            return np.array([])
-        lo = lo if lo > 0 else hi / 10
-        room = max(2, self.axis.get_tick_space()) if self.axis is not None else 9
-        exponents = np.arange(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-        for subs in self.SUBS:
-            ticks = (10.0 ** exponents[:, None] * np.asarray(subs)[None, :]).ravel()
-            inside = ticks[(ticks >= lo * (1 - 1e-9)) & (ticks <= hi * (1 + 1e-9))]
-            if len(inside) >= 2:
-                if len(subs) == 1 and len(inside) > room:
-                    step = math.ceil(len(inside) / room)
-                    inside = inside[np.round(np.log10(inside)).astype(int) % step == 0]
-                return inside
-        linear = mticker.MaxNLocator(nbins=3, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
-        return linear[(linear >= lo) & (linear <= hi)]
-
-
-class TickLabels(mticker.Formatter):
-    """Labels for LogTicks, to at most six significant digits: plain numbers when every tick of
-    the axis lies from 0.001 to below 10^5, else powers of ten (a mantissa where not a power)."""
-
-    def __call__(self, x: float, pos: int | None = None) -> str:
-        return self._format(x, 1e-3 <= abs(x) < 1e5)
-
-    def format_ticks(self, values: Sequence[float]) -> list[str]:
-        plain = all(v == 0 or 1e-3 <= abs(v) < 1e5 for v in values)
-        return [self._format(v, plain) for v in values]
-
-    @staticmethod
-    def _format(value: float, plain: bool) -> str:
-        if value == 0 or not math.isfinite(value):
-            return f"{value:g}"
-        if plain:
-            return np.format_float_positional(value, precision=6, unique=True, fractional=False, trim="-")
-        exponent = math.floor(math.log10(abs(value)) + 1e-9)
-        mantissa = np.format_float_positional(value / 10.0 ** exponent, precision=3, unique=True, fractional=False,
-                                              trim="-")
-        return f"$10^{{{exponent}}}$" if mantissa == "1" else f"${mantissa}\\times10^{{{exponent}}}$"
-
-
-def log_axis(axis: Axis) -> None:
-    """Put `axis` on a log scale with LogTicks labelled by TickLabels and unlabelled minor ticks
-    (matplotlib's own log formatter labels minor ticks when fewer than two decades are in view,
-    and they overlap)."""
-    if axis.axis_name == "x":
-        axis.axes.set_xscale("log")
-    else:
-        axis.axes.set_yscale("log")
-    axis.set_major_locator(LogTicks())
-    axis.set_major_formatter(TickLabels())
-    axis.set_minor_locator(mticker.LogLocator(base=10.0, subs=tuple(float(d) for d in range(2, 10)), numticks=99))
-    axis.set_minor_formatter(mticker.NullFormatter())
-
-
-def _figure(width: float, height: float, **kwargs: Any) -> tuple[Figure, Any]:
-    return plt.subplots(figsize=(width, height), layout="constrained", **kwargs)
-
-
-def _outside_legend(fig: Figure, handles: list[Any], title: str | None = None, fontsize: float = 8) -> None:
-    """One legend for the whole figure, to the right of its axes."""
-    fig.legend(handles=handles, loc="outside right upper", fontsize=fontsize, title=title,
-               title_fontsize=fontsize, frameon=False)
-
-
-def _panels_by_background(points: Iterable[tuple[int, int]], row_height: float = 2.3,
-                          ) -> tuple[Figure, dict[int, Axes], dict[int, Any]]:
-    """Small multiples: one panel per number of background processes N (three to a row, axes
-    shared), and a colour per number of senders M, light to dark as M grows."""
-    points = sorted(set(points))
-    backgrounds = sorted({n for _, n in points})
-    senders = sorted({m for m, _ in points})
-    columns = min(3, max(1, len(backgrounds)))
-    rows = max(1, math.ceil(len(backgrounds) / columns))
-    fig, grid = _figure(WIDE, 0.9 + row_height * rows, nrows=rows, ncols=columns, sharex=True, sharey=True,
-                        squeeze=False)
-    panels: dict[int, Axes] = {}
-    for k, ax in enumerate(grid.flat):
-        if k < len(backgrounds):
-            panels[backgrounds[k]] = ax
-            ax.set_title(f"N = {backgrounds[k]}", fontsize=9)
-            continue
-        ax.remove()
-        above = grid.flat[k - columns] if k >= columns else None
-        if above is not None:  # the panel above an empty place shows the x tick labels
-            above.xaxis.set_tick_params(labelbottom=True)
-    cmap = plt.get_cmap("viridis")
-    colours = {m: cmap(0.85 * (1 - i / max(1, len(senders) - 1))) for i, m in enumerate(senders)}
-    return fig, panels, colours
-
-
-# -- figures ---------------------------------------------------------------------------------------
 
 
 def plot_goodput_vs_mix(summary: pd.DataFrame, fit: dict[str, float] | None, paper_r: float | None = None) -> Figure:
@@ -171,7 +48,7 @@ def plot_goodput_vs_mix(summary: pd.DataFrame, fit: dict[str, float] | None, pap
         if regimes else [""]
     styles = {name: LIMIT_STYLE.get(name, ("tab:brown", name)) for name in names} if regimes \
         else {"": ("tab:blue", "run")}
-    fig, axes = _figure(WIDTH if len(names) == 1 else WIDE, HEIGHT, ncols=max(1, len(names)), squeeze=False)
+    fig, axes = new_figure(WIDTH if len(names) == 1 else WIDE, HEIGHT, ncols=max(1, len(names)), squeeze=False)
     handles: list[Any] = []
     for ax, (name, (colour, label)) in zip(axes[0], styles.items()):
         mine = limit == name
@@ -193,7 +70,7 @@ def plot_goodput_vs_mix(summary: pd.DataFrame, fit: dict[str, float] | None, pap
     if (~ok).any():
         handles.append(Line2D([], [], marker="o", ls="", color="0.3", markerfacecolor="none",
                               label="marked run (hollow)"))
-    _outside_legend(fig, handles)
+    outside_legend(fig, handles)
     return fig
 
 
@@ -201,7 +78,7 @@ def plot_jain_heatmap(jain: pd.DataFrame, title: str) -> Figure:
     """Table 3 of the paper as a heatmap: Jain's index, rows background processes N, columns
     sending processes M (a pivot of the summary), each cell's value written in it."""
     rows, columns = jain.shape
-    fig, ax = _figure(WIDTH * 0.85, max(HEIGHT, 1.4 + 0.35 * rows))
+    fig, ax = new_figure(WIDTH * 0.85, max(HEIGHT, 1.4 + 0.35 * rows))
     values = jain.to_numpy(float)
     finite = values[np.isfinite(values)]
     norm = Normalize(vmin=min(0.85, float(finite.min())) if finite.size else 0.85, vmax=1.0)
@@ -235,7 +112,7 @@ def plot_gap_causes(shares: pd.DataFrame) -> Figure:
     background = shares.index.get_level_values(1).astype(int).to_numpy()
     group = np.cumsum(np.r_[0, background[1:] != background[:-1]]) if len(shares) else np.zeros(0, int)
     x = np.arange(len(shares)) + 0.8 * group  # a gap between the groups
-    fig, ax = _figure(WIDE, HEIGHT)
+    fig, ax = new_figure(WIDE, HEIGHT)
     bottom = np.zeros(len(shares))
     handles = []
     for cause in shares.columns:
@@ -254,7 +131,7 @@ def plot_gap_causes(shares: pd.DataFrame) -> Figure:
     ax.set_xlabel("sending processes M, grouped by background processes N")
     ax.set_ylabel("share of the long gaps' time")
     ax.set_ylim(0, 1)
-    _outside_legend(fig, handles[::-1], title="cause")  # top to bottom as stacked
+    outside_legend(fig, handles[::-1], title="cause")  # top to bottom as stacked
     fig.draw_without_rendering()  # lays the axes out: the room per bar decides the labels' size
     slot_pt = 72 * ax.get_position().width * fig.get_figwidth() / float(np.ptp(ax.get_xlim()))
     widest = max((len(str(m)) for m in senders), default=1)
@@ -288,7 +165,7 @@ def plot_idc_curves(idc: dict[tuple[int, int], pd.DataFrame]) -> Figure:
         whole = table[table["stream"] == "all"]
         if len(whole):
             curves[point] = _pool_on_t(whole)
-    fig, panels, colours = _panels_by_background(curves or idc)
+    fig, panels, colours = panels_by_background(curves or idc)
     for (senders, background), curve in sorted(curves.items()):
         panels[background].plot(curve["t_ns"].to_numpy() / 1e6, curve["idc"].to_numpy(), color=colours[senders],
                                 lw=1.3)
@@ -302,7 +179,7 @@ def plot_idc_curves(idc: dict[tuple[int, int], pd.DataFrame]) -> Figure:
     fig.supylabel("IDC(t) of the frames", fontsize=10)
     handles = [Line2D([], [], color=colours[m], lw=1.5, label=str(m)) for m in sorted(colours)]
     handles.append(Line2D([], [], color="0.4", ls="--", lw=0.8, label="1 (Poisson)"))
-    _outside_legend(fig, handles, title="senders M")
+    outside_legend(fig, handles, title="senders M")
     return fig
 
 
@@ -369,7 +246,7 @@ def plot_interval_distributions(hists: dict[tuple[int, int], pd.DataFrame]) -> F
     runs of a point pooled. Coloured: the points `interval_highlights` picks, the one whose frame
     intervals reach furthest named; grey: every other point."""
     chosen, longest = interval_highlights(hists)
-    fig, axes = _figure(WIDE, HEIGHT, ncols=2, sharey=True)
+    fig, axes = new_figure(WIDE, HEIGHT, ncols=2, sharey=True)
     for ax, kind in zip(axes, ("frame", "write")):
         drawn = 0
         for point, table in sorted(hists.items()):
@@ -392,11 +269,11 @@ def plot_interval_distributions(hists: dict[tuple[int, int], pd.DataFrame]) -> F
     axes[1].set_title("write intervals", fontsize=10)
     axes[0].set_ylabel("share of intervals longer than x")
     handles = [Line2D([], [], color=HIGHLIGHT[k % len(HIGHLIGHT)], lw=1.6,
-                      label=_point_label(*point) + ("\n(longest frame interval)" if point == longest else ""))
+                      label=point_label(*point) + ("\n(longest frame interval)" if point == longest else ""))
                for k, point in enumerate(chosen)]
     if len(chosen) < len(hists):
         handles.append(Line2D([], [], color="0.6", lw=0.8, label="other points"))
-    _outside_legend(fig, handles, title="grid point")
+    outside_legend(fig, handles, title="grid point")
     return fig
 
 
@@ -406,7 +283,7 @@ def plot_contract_curves(contracts: dict[tuple[int, int], pd.DataFrame]) -> Figu
     background processes N, a colour per number of senders M, one line per run (their SCR grids
     differ: each starts at its run's smallest mean cell rate); a run with a single point (its mean
     rate is the peak rate) is a dot."""
-    fig, panels, colours = _panels_by_background(contracts)
+    fig, panels, colours = panels_by_background(contracts)
     for (senders, background), table in sorted(contracts.items()):
         whole = table[table["stream"] == "all"] if (table["stream"] == "all").any() else table
         runs = whole["run"] if "run" in whole.columns else pd.Series(0, index=whole.index)
@@ -422,7 +299,7 @@ def plot_contract_curves(contracts: dict[tuple[int, int], pd.DataFrame]) -> Figu
     fig.supxlabel("sustainable cell rate SCR [1000 cells/s]", fontsize=10)
     fig.supylabel("smallest MBS for zero loss [cells]", fontsize=10)
     handles = [Line2D([], [], color=colours[m], lw=1.5, label=str(m)) for m in sorted(colours)]
-    _outside_legend(fig, handles, title="senders M")
+    outside_legend(fig, handles, title="senders M")
     return fig
 
 
@@ -475,10 +352,10 @@ def plot_process_trace(frames: pd.DataFrame, writes: pd.DataFrame, running: pd.D
     bottom_height = max(1.0, 0.22 * len(levels)) if levels else 0.0
     height = min(9.0, 1.3 + top_height + bottom_height)
     if levels:
-        fig, (ax, run_ax) = _figure(WIDE, height, nrows=2, sharex=True,
+        fig, (ax, run_ax) = new_figure(WIDE, height, nrows=2, sharex=True,
                                     gridspec_kw={"height_ratios": [top_height, bottom_height]})
     else:
-        fig, ax = _figure(WIDE, height)
+        fig, ax = new_figure(WIDE, height)
         run_ax = None
     row_of = {name: stream_rows - i for i, name in enumerate(streams)}
     row_of.update({f"role:{r}": stream_rows - len(streams) - k for k, r in enumerate(orphans)})
@@ -521,5 +398,5 @@ def plot_process_trace(frames: pd.DataFrame, writes: pd.DataFrame, running: pd.D
         last = run_ax
     last.set_xlabel("time [s] (0: the start of the longest off period)")
     if handles:
-        _outside_legend(fig, handles)
+        outside_legend(fig, handles)
     return fig

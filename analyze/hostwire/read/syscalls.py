@@ -12,7 +12,7 @@ import pandas as pd
 
 from hostwire.versioned import read_json
 from hostwire.errors import InputError
-from hostwire.tsv import MalformedRecordError, open_tsv, read_records
+from hostwire.read.tsv import MalformedRecordError, open_tsv, read_records
 
 COLUMNS = [
     "t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "req_bytes", "result",
@@ -47,7 +47,7 @@ def read_syscalls(path: str | Path, *, keep_damaged: bool = False) -> pd.DataFra
     the call has no byte count), call (str), result (Int64, <NA> when unfinished), fd_kind
     (category), fd_desc (str), unfinished (bool), dur_ns (int64, t_exit_ns - t_enter_ns). The
     file's `#` metadata is in df.attrs["meta"]. A file that is not whole (cut, no trailer, counts
-    that disagree: see hostwire.tsv) raises InputError naming file and line; keep_damaged=True
+    that disagree: see hostwire.read.tsv) raises InputError naming file and line; keep_damaged=True
     returns its complete records with df.attrs["damage"] set (None for a whole file)."""
     tsv = open_tsv(_resolve(path))
     path, meta, columns, header_lines = tsv.path, tsv.meta, tsv.columns, tsv.header_lines

@@ -1,5 +1,5 @@
 """A campaign (DESIGN.md sections 2 and 7): every run of a config's grid, each recorded by
-hostwire.runner.record_run into `<campaign dir>/<run-id>/`, with `campaign.json` beside them.
+hostwire.record.runner.record_run into `<campaign dir>/<run-id>/`, with `campaign.json` beside them.
 
 Each run is keyed by a hash of its resolved parameters, its repetition and the host's facts
 (kernel, CPU, clock source, and the link and offload settings the topology applies), so
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from hostwire import manifest as manifest_mod
-from hostwire.campaign_config import CampaignConfig
+from hostwire.campaign.config import CampaignConfig
 from hostwire.errors import HostwireError, UsageError
-from hostwire.point import setup_label
-from hostwire.runner import RunPoint, host_facts, record_run
+from hostwire.metrics.regime import setup_label
+from hostwire.record.runner import RunPoint, host_facts, record_run
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def run_campaign(config: CampaignConfig, directory: Path, *, resume: bool = Fals
     off; KeyboardInterrupt and Terminated propagate after campaign.json is written."""
     planned = plan(config)
     if config.host["mode"] == "vm":
-        from hostwire import vm
+        from hostwire.record import vm
 
         vm.kernel_image(config.host["kernel"])  # one line naming 'make kernel' before any run
     directory.mkdir(parents=True, exist_ok=True)
@@ -167,7 +167,7 @@ def run_campaign(config: CampaignConfig, directory: Path, *, resume: bool = Fals
                           "repetition": item.repetition}
             try:
                 if config.host["mode"] == "vm":
-                    from hostwire.vm_run import record_run_in_vm
+                    from hostwire.record.vm_run import record_run_in_vm
 
                     status, reason = record_run_in_vm(directory, item.run_id, item.point, run_config,
                                                       kernel=config.host["kernel"],

@@ -16,15 +16,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hostwire import plots
+from hostwire.campaign import figure, plots, tables
 from hostwire.errors import HostwireError, InputError
 from hostwire.metrics.regime import WHY_WIRE_CANNOT_DEPEND, df_goodput_fit_by_limit
-from hostwire.point import setup_label
+from hostwire.timeline.gaps import CAUSES
 
 log = logging.getLogger(__name__)
 
-REFERENCE = Path(__file__).with_name("data") / "paper1997.json"
-TRACE_SPAN_NS = 600_000_000  # the process trace shows 0.6 s around the longest off period
+REFERENCE = Path(__file__).parents[1] / "data" / "paper1997.json"
 
 
 def load_reference() -> dict[str, Any]:
@@ -56,16 +55,6 @@ def _table_html(df: pd.DataFrame, classes: pd.Series | None = None, float_format
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def _setups(summary: pd.DataFrame) -> pd.Series:
-    """Each run's setup (hostwire.point.setup_label): the summary's column, else made from the
-    run-point columns of a summary written before it had one."""
-    if "setup" in summary.columns:
-        return summary["setup"].astype(str)
-    columns = [c for c in ("link_rate", "link_qdisc", "sender_cpu_share") if c in summary.columns]
-    return summary[columns].apply(lambda row: setup_label(row.to_dict()), axis=1).astype(str) if columns \
-        else pd.Series("", index=summary.index)
-
-
 class ReportBuilder:
     def __init__(self, campaign: Path) -> None:
         self.campaign = campaign
@@ -84,7 +73,7 @@ class ReportBuilder:
 
     def setups(self) -> list[str]:
         """The campaign's setups in the summary's order (one figure each where points are pooled)."""
-        return list(dict.fromkeys(_setups(self.summary)))
+        return list(dict.fromkeys(tables.setups(self.summary)))
 
     def per_setup_figures(self, table: str, draw: Any, name: str) -> tuple[list[str], str]:
         """One figure of `table`'s per-point tables for each setup (`draw` makes it), named name,
@@ -105,7 +94,7 @@ class ReportBuilder:
         import matplotlib.pyplot as plt
 
         self.plots.mkdir(exist_ok=True)
-        fig.savefig(self.plots / f"{name}.png", dpi=plots.DPI)  # at most plots.PAGE_WIDTH_PX wide
+        fig.savefig(self.plots / f"{name}.png", dpi=figure.DPI)  # at most figure.PAGE_WIDTH_PX wide
         fig.savefig(self.plots / f"{name}.svg")
         plt.close(fig)
         return name
@@ -115,7 +104,7 @@ class ReportBuilder:
         `run` (the run's id) added; runs without the table or with an empty one left out. With
         `setup`, only that setup's runs (points of different setups are not pooled)."""
         out: dict[tuple[int, int], list[pd.DataFrame]] = {}
-        runs = self.summary if setup is None else self.summary[_setups(self.summary) == setup]
+        runs = self.summary if setup is None else self.summary[tables.setups(self.summary) == setup]
         for row in runs.itertuples():
             path = self.campaign / str(row.directory) / "tables" / f"{table}.parquet"
             if not path.exists():
@@ -202,16 +191,11 @@ class ReportBuilder:
     def _twenty_against_one(self, paper_share: float) -> str:
         """The paper's figure: goodput with 20 senders and no background process as a share of
         goodput with one, both at N = 0 and in one setup; where the grid lacks those points, says so."""
-        s = self.summary[self.summary["goodput_bit_s"].notna() & (self.summary["background"] == 0)]
-        parts = []
-        for setup, part in s.groupby(_setups(s), sort=False):
-            one = part[part["senders"] == 1]["goodput_bit_s"].mean()
-            twenty = part[part["senders"] == 20]["goodput_bit_s"].mean()
-            if np.isfinite(one) and np.isfinite(twenty) and one > 0:
-                parts.append(f"{html.escape(str(setup))}: {100 * twenty / one:.1f} %")
-        if parts:
+        shares = tables.df_twenty_against_one(self.summary)
+        if len(shares):
+            parts = "; ".join(f"{html.escape(row.setup)}: {100 * row.share:.1f} %" for row in shares.itertuples())
             return (f"<p>Goodput with 20 senders as a share of goodput with one, both with no background process "
-                    f"(N = 0), per setup: {'; '.join(parts)} (paper, the same points: {100 * paper_share:.1f} %).</p>")
+                    f"(N = 0), per setup: {parts} (paper, the same points: {100 * paper_share:.1f} %).</p>")
         return (f"<p>The paper's figure, goodput with 20 senders at {100 * paper_share:.1f} % of goodput with one "
                 "(both with no background process), is not compared: this grid lacks M = 1 or M = 20 at N = 0.</p>")
 
@@ -228,28 +212,21 @@ class ReportBuilder:
                 f"mean over repetitions, one table per setup. The paper's: {html.escape(self.reference['setup'])}; "
                 "its sender's CPU limited.</p>")
         figures = []
-        for k, (setup, part) in enumerate(s.groupby(_setups(s), sort=False)):
-            today = part.pivot_table(index="background", columns="senders", values="jain", aggfunc="mean")
-            if today.empty:
-                continue
-            window = ", ".join(f"{w:g} s" for w in sorted(part["duration_s"].dropna().unique())) \
-                if "duration_s" in part else "?"
-            limits = ", ".join(f"{n} {lim}" for lim, n in part["limit"].value_counts().items()) \
-                if "limit" in part else "not measured"
-            text += (f"<h3>Today: {html.escape(str(setup))}</h3><p>Window {window}; what limited the runs: "
+        for k, jain in enumerate(tables.jain_tables(s, paper)):
+            window = ", ".join(f"{w:g} s" for w in jain.windows_s) or "?"
+            limits = ", ".join(f"{n} {lim}" for lim, n in jain.limits.items()) or "not measured"
+            text += (f"<h3>Today: {html.escape(jain.setup)}</h3><p>Window {window}; what limited the runs: "
                      f"{html.escape(limits)}.</p>")
-            text += _table_html(today.reset_index().rename(columns={"background": "N \\ M"}), float_format="{:.4f}")
-            common = pd.merge(today.stack().rename("today").reset_index(),
-                              paper.stack().rename("paper").reset_index(), on=["background", "senders"]).dropna()
-            if len(common) >= 3 and common["today"].std() > 0:
-                r = float(np.corrcoef(common["today"], common["paper"])[0, 1])
-                text += (f"<p>Over the {len(common)} grid points this setup shares with the paper's table: "
-                         f"Pearson r = <b>{r:.2f}</b>, mean difference today - paper "
-                         f"{(common['today'] - common['paper']).mean():+.4f}.</p>")
+            text += _table_html(jain.table.reset_index().rename(columns={"background": "N \\ M"}),
+                                float_format="{:.4f}")
+            if np.isfinite(jain.pearson_r):
+                text += (f"<p>Over the {jain.common_points} grid points this setup shares with the paper's table: "
+                         f"Pearson r = <b>{jain.pearson_r:.2f}</b>, mean difference today - paper "
+                         f"{jain.mean_difference:+.4f}.</p>")
             else:
-                text += (f"<p>{len(common)} grid point(s) in common with the paper's table: too few for a "
+                text += (f"<p>{jain.common_points} grid point(s) in common with the paper's table: too few for a "
                          "correlation.</p>")
-            figures.append(self.save(plots.plot_jain_heatmap(today, f"Jain's index: {setup}"),
+            figures.append(self.save(plots.plot_jain_heatmap(jain.table, f"Jain's index: {jain.setup}"),
                                      "jain_heatmap" if k == 0 else f"jain_heatmap_{k + 1}"))
         text += "<h3>Paper, table 3</h3>" + _table_html(paper.reset_index().rename(columns={"background": "N \\ M"}),
                                                        float_format="{:.4f}")
@@ -281,17 +258,11 @@ class ReportBuilder:
     def _one_sender_intervals(self) -> str:
         """Today's figures at the paper's point (one sender, no background process), per setup with
         what limited it: the paper's sender was CPU-limited on a 10 Mbit/s link."""
-        s = self.summary
-        single = s[(s["senders"] == 1) & (s["background"] == 0)]
-        if len(single) == 0 or "frame_gap_p50_ns" not in single:
+        table = tables.df_one_sender_intervals(self.summary)
+        if len(table) == 0:
             return "<p>Not compared: the grid has no run with one sender and no background process.</p>"
-        rows = []
-        for setup, part in single.groupby(_setups(single), sort=False):
-            limit = ", ".join(sorted(set(part["limit"].astype(str)))) if "limit" in part else "not measured"
-            rows.append(f"{html.escape(str(setup))} (limited by: {html.escape(limit)}): median "
-                        f"{part['frame_gap_p50_ns'].mean() / 1e6:.3f} ms, 99th percentile "
-                        f"{part['frame_gap_p99_ns'].mean() / 1e6:.3f} ms, longest "
-                        f"{part['frame_gap_max_ns'].max() / 1e6:.3f} ms")
+        rows = [f"{html.escape(r.setup)} (limited by: {html.escape(r.limit)}): median {r.p50_ms:.3f} ms, "
+                f"99th percentile {r.p99_ms:.3f} ms, longest {r.max_ms:.3f} ms" for r in table.itertuples()]
         return ("<p>Today at the same point, one sender and no background process, per setup: "
                 + "; ".join(rows) + ". Only a CPU-limited setup on a 10 Mbit/s link is the paper's condition; "
                 "on a wire-limited link the median is the frame's time on the wire.</p>")
@@ -320,74 +291,41 @@ class ReportBuilder:
             "no SCR below it exists.</p>" + caption, names))
 
     def gap_causes(self) -> None:
-        """The timeline's explanation of the long gaps (hostwire gaps), per grid point: each cause's
-        share of the gap time, weighted by each run's gap time; the runs whose sources cannot tell
-        some causes apart say which."""
-        from hostwire.timeline.gaps import CAUSES
-
-        s = self.summary
-        columns = [f"gap_{c}_share" for c in CAUSES]
-        if "gap_time_ns" not in s or not set(columns) <= set(s.columns):
+        """The timeline's explanation of the long gaps (hostwire gaps), per grid point and setup:
+        each cause's share of the gap time (campaign.tables.df_gap_cause_shares); the runs whose
+        sources cannot tell some causes apart say which."""
+        table = tables.df_gap_cause_shares(self.summary)
+        if len(table) == 0:
             return
-        have = s[(s["gap_time_ns"].fillna(0) > 0) & (s["senders"] > 0)]
-        if len(have) == 0:
-            return
-        setups = _setups(have)
-        time_per_cause = have[columns].mul(have["gap_time_ns"], axis=0).assign(
-            setup=setups, senders=have["senders"], background=have["background"], gap_time_ns=have["gap_time_ns"],
-            gaps=have["gaps"])
-        per_point = time_per_cause.groupby(["setup", "senders", "background"], sort=False).sum()
-        order = {setup: k for k, setup in enumerate(dict.fromkeys(setups))}
-        per_point = per_point.sort_index(level=["senders", "background"]).sort_index(
-            level="setup", key=lambda level: level.map(order), sort_remaining=False)
-        shares = per_point[columns].div(per_point["gap_time_ns"], axis=0)
-        shares.columns = list(CAUSES)
-        table = shares.reset_index()
-        table.insert(3, "gaps", per_point["gaps"].astype(int).to_numpy())
-        table.insert(4, "gap_s", per_point["gap_time_ns"].to_numpy() / 1e9)
         text = ("<p>Every gap between two data frames of a stream longer than twice the frame's time on the wire, "
                 "split by the joined timeline (scheduler, system calls or the senders' logs, capture) into causes "
                 "that add up to the gap; per grid point and setup, each cause's share of the gap time "
                 "(<code>hostwire gaps RUN --summary</code> for one run, docs/timeline.md for the rules). "
                 "The paper explained its long gaps by eye in figure 2: the sender was not running.</p>")
-        cannot = sorted({c for c in have.get("gap_cannot_tell", pd.Series(dtype=str)).fillna("") if c})
+        cannot = sorted({c for c in self.summary.get("gap_cannot_tell", pd.Series(dtype=str)).fillna("") if c})
         if cannot:
             text += "<p>" + " ".join(html.escape(c) for c in cannot) + "</p>"
         names = []
-        for setup in dict.fromkeys(setups):
-            figure = plots.plot_gap_causes(shares.xs(setup, level="setup"))
-            if setups.nunique() > 1:
+        several = table["setup"].nunique() > 1
+        for setup, part in table.groupby("setup", sort=False):
+            figure = plots.plot_gap_causes(part.set_index(["senders", "background"])[list(CAUSES)])
+            if several:
                 figure.suptitle(setup, fontsize=10)
             names.append(self.save(figure, "gap_causes" if not names else f"gap_causes_{len(names) + 1}"))
         self.sections.append(Section("Why the long gaps happen", text + _table_html(table, float_format="{:.3f}"),
                                      names))
 
     def accuracy(self) -> None:
-        """The MSHN method over a campaign that varies the collector set: per set, each metric's
-        mean paired difference from the bare runs (same grid point and repetition) with its 95 %
-        interval, and the verdict (hostwire.overhead.compare_sets)."""
-        from hostwire.overhead import ACCURACY_METRICS, compare_sets
-
-        s = self.summary
-        if "collectors" not in s or s["collectors"].nunique() < 2:
+        """The MSHN method over a campaign that varies the collector set
+        (campaign.tables.df_collector_accuracy)."""
+        found = tables.df_collector_accuracy(self.summary)
+        if found is None:
             return
-        names = list(dict.fromkeys(s["collectors"].astype(str)))
-        baseline = "none" if "none" in names else names[0]
-        pair_keys = [c for c in ("senders", "background", "link_rate", "sender_cpu_share", "repetition") if c in s]
-        rows: dict[str, list[dict[str, float]]] = {}
-        for name in names:
-            part = s[s["collectors"].astype(str) == name].sort_values(pair_keys, kind="stable")
-            rows[name] = [{m: float(r[m]) if m in part and pd.notna(r[m]) else float("nan") for m in ACCURACY_METRICS}
-                          for _, r in part.iterrows()]
-            if "goodput_app_bit_s" in part:  # the receivers' figure: the same with and without a capture
-                for row, value in zip(rows[name], part["goodput_app_bit_s"]):
-                    row["goodput_bit_s"] = float(value)
-        if len({len(v) for v in rows.values()}) != 1:
+        table, baseline = found
+        if table.empty:
             self.sections.append(Section("Does a collector change the answer?",
                                          "<p>Not compared: the collector sets have different numbers of runs.</p>"))
             return
-        table = pd.DataFrame(compare_sets(rows, baseline))
-        table = table[table["low"].notna()] if "low" in table else table
         text = (f"<p>Each collector set against <code>{html.escape(baseline)}</code>, run for run (same grid point "
                 "and repetition): mean difference and its 95 % interval; a set changes the answer when an interval "
                 "excludes zero (the MSHN method).</p>")
@@ -406,55 +344,27 @@ class ReportBuilder:
         self.sections.append(Section("Process trace (paper figure 2)", caption, [name]))
 
     def _process_trace_figure(self) -> tuple[Any, str]:
-        from hostwire.metrics.streams import data_frames, label_streams
         from hostwire.run import load_run
+        from hostwire.timeline.excerpt import longest_off_period
 
         s = self.summary[(self.summary["senders"] > 0) & (self.summary["status"] == "complete")]
         if len(s) == 0:
             return None, ""
         preferred = s[(s["senders"] == 2) & (s["background"] == 2)]
         row = (preferred if len(preferred) else s.sort_values(["senders", "background"])).iloc[-1]
-        run = load_run(self.campaign / str(row["directory"]))
-        start, end = run.window_ns()
-        frames = data_frames(label_streams(run.df_frames()))
-        frames = frames[(frames["t_ns"] >= start) & (frames["t_ns"] <= end)]
-        if len(frames) < 2:
+        excerpt = longest_off_period(load_run(self.campaign / str(row["directory"])))
+        if excerpt is None:
             return None, ""
-        t = frames["t_ns"].to_numpy(np.int64)
-        codes = frames["stream"].cat.codes.to_numpy()
-        order = np.lexsort((t, codes))
-        gaps = np.where(codes[order][1:] == codes[order][:-1], np.diff(t[order]), 0)
-        k = int(np.argmax(gaps))
-        t0 = int(t[order][k])
-        lo, hi = t0 - TRACE_SPAN_NS // 3, t0 + 2 * TRACE_SPAN_NS // 3
-        near = frames[(frames["t_ns"] >= lo) & (frames["t_ns"] <= hi)]
-        writes = run.df_writes()
-        writes = writes[(writes["t_ns"] >= lo) & (writes["t_ns"] <= hi)]
-        running = self._running(run, lo, hi)
-        title = f"M={int(row['senders'])} N={int(row['background'])}: longest off period {gaps[k] / 1e6:.1f} ms"
+        gap_ms = excerpt.gap_ns / 1e6
+        ref = self.reference["process_trace_figure2"]
+        title = f"M={int(row['senders'])} N={int(row['background'])}: longest off period {gap_ms:.1f} ms"
         caption = (f"<p>Run {html.escape(str(row['run_id']))}: data frames (bars) and writes (dots) around the "
-                   f"longest gap between two frames of one stream ({gaps[k] / 1e6:.1f} ms)"
-                   + ("; the bars below show which process ran on the sender's CPU" if running is not None else
-                      "; the kernel was not traced in this run, so which process ran is not shown")
-                   + f". Paper: off periods of about {self.reference['process_trace_figure2']['off_period_s']} s, "
-                   f"then about {self.reference['process_trace_figure2']['fast_writes_in_a_row']} writes "
-                   f"{self.reference['process_trace_figure2']['fast_write_interval_ms']} ms apart.</p>")
-        return plots.plot_process_trace(near, writes, running, t0, title), caption
-
-    def _running(self, run: Any, lo: int, hi: int) -> pd.DataFrame | None:
-        path = run.path / "raw" / "sched.tsv"
-        if not path.exists():
-            return None
-        from hostwire.sched import read_sched_tsv
-        from hostwire.topology import parse_cpu_list
-
-        _, df = read_sched_tsv(path, columns=["next_pid"])
-        cpus = parse_cpu_list(str(run.manifest.get("point", {}).get("sender_cpus", "0")))
-        df = df[(df["event"] == "sched_switch") & df["cpu"].isin(cpus) & (df["t_ns"] >= lo) & (df["t_ns"] <= hi)]
-        roles = {int(p["pid"]): str(p["role"]) for p in run.bench.processes() if "pid" in p and "role" in p}
-        pid = df["next_pid"].astype("int64")
-        role = pid.map(roles).where(pid != 0, "idle").fillna("other")
-        return pd.DataFrame({"t_ns": df["t_ns"].astype("int64").to_numpy(), "role": role.to_numpy()})
+                   f"longest gap between two frames of one stream ({gap_ms:.1f} ms)"
+                   + ("; the bars below show which process ran on the sender's CPU" if excerpt.running is not None
+                      else "; the kernel was not traced in this run, so which process ran is not shown")
+                   + f". Paper: off periods of about {ref['off_period_s']} s, then about "
+                   f"{ref['fast_writes_in_a_row']} writes {ref['fast_write_interval_ms']} ms apart.</p>")
+        return plots.plot_process_trace(excerpt.frames, excerpt.writes, excerpt.running, excerpt.t0_ns, title), caption
 
     def _campaign_json(self) -> dict[str, Any]:
         try:

@@ -15,7 +15,8 @@ import subprocess
 from dataclasses import dataclass, field
 
 from hostwire.errors import HostwireError, UsageError
-from hostwire.link import LinkSpec, parse_cpu_list, parse_rate  # noqa: F401 (re-exported)
+from hostwire.record.link import LinkSpec
+from hostwire.units import parse_cpu_list
 
 log = logging.getLogger(__name__)
 

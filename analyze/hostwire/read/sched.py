@@ -1,6 +1,6 @@
 """Readers of hw-schedtrace's outputs (docs/formats.md, "hw-schedtrace"): sched.tsv (one kernel
 event per line) and sched.json (per-CPU loss counters, clock check). Its syscalls.tsv has
-hw-iotrace's schema and is read by hostwire.syscalls; hostwire.collectors runs the collector
+hw-iotrace's schema and is read by hostwire.read.syscalls; hostwire.record.collectors runs the collector
 beside a benchmark."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pandas as pd
 
 from hostwire.versioned import read_json
 from hostwire.errors import InputError
-from hostwire.tsv import TsvFile, open_tsv, read_records
+from hostwire.read.tsv import TsvFile, open_tsv, read_records
 
 SCHED_JSON_FORMAT = "hostwire-sched"
 SCHED_JSON_VERSION = 1
@@ -48,7 +48,7 @@ def read_sched_tsv(path: str | Path, columns: list[str] | None = None, *, keep_d
     one column per event field, typed by the `# column_types` header: Int64, UInt64 (unsigned
     64-bit fields) or text (strings, byte arrays in hex, pointers as 0x...); a cell of an event
     without that field is <NA> or "". `columns` limits what is read (t_ns etc. are always read).
-    A file that is not whole (cut, no trailer, counts that disagree: see hostwire.tsv) raises
+    A file that is not whole (cut, no trailer, counts that disagree: see hostwire.read.tsv) raises
     InputError naming file and line; keep_damaged=True returns its complete records with
     df.attrs["damage"] set (None for a whole file)."""
     tsv = open_tsv(path)

@@ -8,7 +8,7 @@ anything starts. Every error names the file, the line and the key, and what was 
                               # "alternating": the grid forwards, then backwards (A B, B A, ...)
     seed = 1997
 
-    [defaults]                # any run-point parameter (hostwire.runner.RunPoint), one value
+    [defaults]                # any run-point parameter (hostwire.record.runner.RunPoint), one value
     duration_s = 3.0
 
     [grid]                    # any run-point parameter, a list of values: the cross product
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from hostwire.errors import UsageError
-from hostwire.point import RunPoint
+from hostwire.record.point import RunPoint
 
 CAMPAIGN_KEYS = {"name": str, "repetitions": int, "order": str, "seed": int}
 ORDERS = ("as-written", "shuffled", "alternating")

@@ -9,7 +9,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from hostwire import cpulimit, manifest, topology
+from hostwire.record import cpulimit, topology
+
+from hostwire import manifest
 from hostwire.errors import HostwireError
 
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))

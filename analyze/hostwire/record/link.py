@@ -1,23 +1,13 @@
-"""The emulated link as parameters (rate, shaper, queue) and the parsers of rates and CPU lists: what
-a run point names. Pure values, no commands: hostwire.topology installs a LinkSpec, and readers of
-a recorded run parse its rate and CPU lists from here without importing the recording side."""
+"""The emulated link as parameters (rate, shaper, queue): what a run point names. Pure values, no
+commands: hostwire.record.topology installs a LinkSpec (rates and CPU lists are parsed by
+hostwire.units)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from hostwire.errors import UsageError
-
-_RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
-
-
-def parse_rate(text: str) -> int:
-    """'10mbit' -> 10_000_000 bit/s (tc's units: bit, kbit, mbit, gbit)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]?bit)\s*", text.lower())
-    if not match:
-        raise UsageError(f"link rate {text!r}: expected a number and a unit, e.g. 10mbit")
-    return int(float(match.group(1)) * _RATE_UNITS[match.group(2)])
+from hostwire.units import parse_rate
 
 
 @dataclass(frozen=True)
@@ -69,17 +59,3 @@ class LinkSpec:
                 cls += ["quantum", str(self.htb_quantum)]
             return [["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"], cls]
         raise UsageError(f"link qdisc {self.qdisc!r}: expected tbf, tbf-peak, htb or none")
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """'0', '0,2', '1-3' -> CPU numbers."""
-    cpus: list[int] = []
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if not re.fullmatch(r"\d+(-\d+)?", part):
-            raise UsageError(f"CPU list {text!r}: expected numbers and ranges like 0,2-3")
-        lo, _, hi = part.partition("-")
-        cpus.extend(range(int(lo), int(hi or lo) + 1))
-    return cpus

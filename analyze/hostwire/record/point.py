@@ -1,17 +1,16 @@
 """A run point: one grid point's parameters (the benchmark, the link, the collectors) and their
 checks. A value that a recorded run's manifest holds (`point`), so it lives apart from the code
-that records: reading or analysing a run never imports hostwire.runner."""
+that records: reading or analysing a run never imports hostwire.record.runner."""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from hostwire.errors import UsageError
-from hostwire.link import LinkSpec, parse_cpu_list, parse_rate
+from hostwire.record.link import LinkSpec
+from hostwire.units import parse_cpu_list, parse_rate
 
 SYSCALL_BACKENDS = ("none", "tracefs", "ptrace", "preload")
 KERNEL_SOURCES = ("tracefs", "proc")
@@ -43,16 +42,6 @@ COLLECTOR_SETS: dict[str, tuple[bool, bool, str]] = {
 }
 
 
-def setup_label(point: Mapping[str, Any]) -> str:
-    """The conditions a run's senders worked under, beside its mix: the link and the sender host's
-    CPU cap, e.g. "10mbit tbf-peak" or "no shaper, CPU cap 5 %" (runs compare like for like only
-    within one)."""
-    qdisc = str(point.get("link_qdisc", LinkSpec.qdisc))
-    link = "no shaper" if qdisc == "none" else f"{point.get('link_rate', '?')} {qdisc}"
-    share = float(point.get("sender_cpu_share") or 0)
-    return link + (f", CPU cap {100 * share:g} %" if share else "")
-
-
 @dataclass
 class RunPoint:
     """One grid point: the benchmark's parameters and the link."""
@@ -80,7 +69,7 @@ class RunPoint:
     # each frame to the veth, the closest to a wire; capture/README.md), or "rx", the receiver's.
     capture_side: str = "tx"
     # The sender host's CPU time, in CPUs' worth per period (0.25: a quarter of one CPU), capped by
-    # a cgroup (hostwire.cpulimit); 0: no cap. Recreates the 1997 regime, where the sender's CPU
+    # a cgroup (hostwire.record.cpulimit); 0: no cap. Recreates the 1997 regime, where the sender's CPU
     # and not the wire was the bottleneck.
     sender_cpu_share: float = 0.0
     # The collectors' kernel buffers in KiB (0: each tool's default), and whether hw-schedtrace

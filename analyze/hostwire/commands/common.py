@@ -1,0 +1,65 @@
+"""What several commands share: the time range, durations on the command line, options declared by
+the library (hostwire.metrics.options), and tables written as CSV or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hostwire.errors import UsageError
+from hostwire.units import parse_duration_ns
+
+
+def duration(text: str) -> int:
+    """argparse's type for a duration: nanoseconds (hostwire.units.parse_duration_ns)."""
+    try:
+        return parse_duration_ns(text)
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def add_time_range(p: argparse.ArgumentParser, origin: str) -> None:
+    """--from/--to SEC (from_s, to_s): a part of the window, in seconds after `origin`."""
+    p.add_argument("--from", dest="from_s", type=float, metavar="SEC", help=f"start, seconds after {origin}")
+    p.add_argument("--to", dest="to_s", type=float, metavar="SEC", help="end, seconds after the same origin")
+
+
+def add_options(p: argparse.ArgumentParser, options: Iterable[Any]) -> None:
+    """Adds options declared as hostwire.metrics.options.Option."""
+    for o in options:
+        if o.kind == "flag":
+            p.add_argument(o.flag, dest=o.dest, action="store_true", help=o.help)
+        elif o.kind == "append":
+            p.add_argument(o.flag, dest=o.dest, action="append", metavar=o.metavar, help=o.help)
+        else:
+            p.add_argument(o.flag, dest=o.dest, type=duration if o.kind == "duration" else o.kind,
+                           default=o.default, metavar=o.metavar, choices=o.choices, help=o.help)
+
+
+def write_table(table: pd.DataFrame, as_json: bool, out: Any) -> None:
+    """CSV (floats with 10 significant digits), or JSON records with NaN and infinities as null."""
+    if as_json:
+        records = [{k: _json_value(v) for k, v in row.items()} for row in table.to_dict(orient="records")]
+        json.dump(records, out, indent=1)
+        out.write("\n")
+    else:
+        table.to_csv(out, index=False, float_format="%.10g")
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v

@@ -1,0 +1,63 @@
+"""An excerpt of a run's timeline around its longest off period (the paper's figure 2): the data
+frames of every stream and the senders' writes in a span of time, and what ran on the sender's
+CPUs there (from the joined timeline's running table, with its roles)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hostwire.metrics.streams import data_frames, label_streams
+from hostwire.run import Run
+from hostwire.timeline.build import Timeline
+from hostwire.units import parse_cpu_list
+
+SPAN_NS = 600_000_000  # the excerpt shows 0.6 s: a third before the off period's start, the rest after
+
+
+@dataclass
+class Excerpt:
+    """frames: the data frames in the span (stream, t_ns, ...); writes: the senders' writes in it
+    (role, t_ns, ...); running: what ran on the sender's CPUs, one row per task switch (t_ns,
+    role), None without a kernel trace; t0_ns: the start of the longest off period, gap_ns its
+    length."""
+
+    frames: pd.DataFrame
+    writes: pd.DataFrame
+    running: pd.DataFrame | None
+    t0_ns: int
+    gap_ns: int
+
+
+def longest_off_period(run: Run, span_ns: int = SPAN_NS) -> Excerpt | None:
+    """The excerpt around the longest gap between two data frames of one stream in the run's
+    window; None when the window holds fewer than two data frames."""
+    start, end = run.window_ns()
+    frames = data_frames(label_streams(run.df_frames()))
+    frames = frames[(frames["t_ns"] >= start) & (frames["t_ns"] <= end)]
+    if len(frames) < 2:
+        return None
+    t = frames["t_ns"].to_numpy(np.int64)
+    codes = frames["stream"].cat.codes.to_numpy()
+    order = np.lexsort((t, codes))
+    gaps = np.where(codes[order][1:] == codes[order][:-1], np.diff(t[order]), 0)
+    k = int(np.argmax(gaps))
+    t0 = int(t[order][k])
+    lo, hi = t0 - span_ns // 3, t0 + 2 * span_ns // 3
+    writes = run.df_writes()
+    return Excerpt(frames=frames[(frames["t_ns"] >= lo) & (frames["t_ns"] <= hi)],
+                   writes=writes[(writes["t_ns"] >= lo) & (writes["t_ns"] <= hi)],
+                   running=_running(run, lo, hi), t0_ns=t0, gap_ns=int(gaps[k]))
+
+
+def _running(run: Run, lo: int, hi: int) -> pd.DataFrame | None:
+    if not run.has("raw/sched.tsv"):
+        return None
+    cpus = parse_cpu_list(str(run.point.get("sender_cpus", "0")))
+    r = Timeline.of(run).df_running()
+    r = r[r["cpu"].isin(cpus).to_numpy() & (r["t_end_ns"] > lo).to_numpy() & (r["t_start_ns"] < hi).to_numpy()]
+    r = r.sort_values("t_start_ns", kind="stable")
+    return pd.DataFrame({"t_ns": np.maximum(r["t_start_ns"].to_numpy(np.int64), lo),
+                         "role": r["role"].astype(str).to_numpy()})

@@ -1,0 +1,281 @@
+"""The streams' tables of a run's timeline (docs/timeline.md): the system calls with their streams,
+the streams and their owners, the frames joined to the writes whose bytes they carry, and the
+backlog of written bytes not yet on the wire. Every builder takes DataFrames and returns one;
+stamps are int64 ns of the run's reference clock."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hostwire.timeline.tables import as_int, is_event, require_columns, roles_of
+
+STREAM_COLUMNS = ["stream", "src", "sport", "dst", "dport", "sender_pid", "sender_role", "sender_fd",
+                  "receiver_pid", "receiver_role", "skaddr", "evidence"]
+SEGMENT_COLUMNS = ["frame_t_ns", "stream", "seq_start", "seq_end", "payload_len", "retransmit", "write_id",
+                   "t_enter_ns", "t_exit_ns", "bytes"]
+BACKLOG_COLUMNS = ["stream", "t_ns", "written_bytes", "sent_bytes", "backlog_bytes"]
+SEND_CALLS = ("write", "writev", "pwrite64", "sendto", "sendmsg", "sendmmsg", "sendfile", "splice")
+
+# ------------------------------------------------------------------ system calls
+
+
+def calls(syscalls: pd.DataFrame, roles: dict[int, str], streams: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The I/O system calls of whichever backend recorded them (the columns of
+    hostwire.read.syscalls.read_syscalls) with role (of pid), is_send (a call that sends data),
+    bytes (the result when positive, else 0) and stream (the stream of the (pid, fd) when the
+    streams table names it, or of the fd's description, else "")."""
+    require_columns(syscalls, ["t_enter_ns", "t_exit_ns", "pid", "call", "fd", "result", "fd_desc"], "syscalls")
+    out = syscalls.copy()
+    out["role"] = roles_of(out["pid"].to_numpy(), np.full(len(out), "", dtype=object), roles)
+    out.loc[out["role"] == "other", "role"] = ""
+    out["is_send"] = out["call"].isin(SEND_CALLS).to_numpy() & ~out.get("unfinished", False)
+    out["bytes"] = pd.to_numeric(out["result"], errors="coerce").fillna(0).clip(lower=0).astype("int64").to_numpy()
+    stream = np.full(len(out), "", dtype=object)
+    desc = out["fd_desc"].astype(str)
+    tcp = desc.str.contains(">", regex=False).to_numpy() & ~desc.str.endswith("*").to_numpy()
+    stream[tcp] = desc.to_numpy()[tcp]
+    if streams is not None and len(streams):
+        known = streams[streams["sender_fd"] >= 0]
+        key = pd.MultiIndex.from_arrays([known["sender_pid"].to_numpy(), known["sender_fd"].to_numpy()])
+        idx = key.get_indexer(pd.MultiIndex.from_arrays([out["pid"].to_numpy(), out["fd"].to_numpy()]))
+        hit = idx >= 0
+        stream[hit] = known["stream"].to_numpy()[idx[hit]]
+    out["stream"] = stream
+    return out
+
+
+# ------------------------------------------------------------------ streams
+
+
+def _hex_ip(values: pd.Series) -> np.ndarray:
+    """inet_sock_set_state's saddr/daddr (4 bytes, hex in memory order) as dotted text."""
+    text = values.astype(str).str.lower()
+    ok = text.str.fullmatch(r"[0-9a-f]{8}")
+    parts = [text.str.slice(i, i + 2).where(ok, "00").map(lambda h: str(int(h, 16))) for i in (0, 2, 4, 6)]
+    return (parts[0] + "." + parts[1] + "." + parts[2] + "." + parts[3]).where(ok, "").to_numpy()
+
+
+def socket_owners(sched: pd.DataFrame) -> pd.DataFrame:
+    """Connections seen by inet_sock_set_state: one row per socket (skaddr) with both ports known,
+    columns skaddr, local (ip:port), remote (ip:port), owner_pid (the process that moved the socket
+    to SYN_SENT: connect() runs in its owner; -1 for a socket that did not connect, whose changes
+    come from softirq in whatever task ran), active (the socket connected: it went through
+    SYN_SENT)."""
+    cols = ["skaddr", "local", "remote", "owner_pid", "active"]
+    if "event" not in sched.columns or "skaddr" not in sched.columns:
+        return pd.DataFrame(columns=cols)
+    ev = sched[is_event(sched, "inet_sock_set_state")]
+    if len(ev) == 0:
+        return pd.DataFrame(columns=cols)
+    family = as_int(ev["family"]) if "family" in ev.columns else np.full(len(ev), 2)
+    ev = ev[family == 2]
+    sport, dport = as_int(ev["sport"], 0), as_int(ev["dport"], 0)
+    newstate = as_int(ev["newstate"], 0)
+    pid = ev["pid"].to_numpy().astype(np.int64)
+    skaddr = ev["skaddr"].astype(str).to_numpy()
+    local = pd.Series(_hex_ip(ev["saddr"])) + ":" + pd.Series(sport).astype(str)
+    remote = pd.Series(_hex_ip(ev["daddr"])) + ":" + pd.Series(dport).astype(str)
+    tab = pd.DataFrame({"skaddr": skaddr, "local": local.to_numpy(), "remote": remote.to_numpy(),
+                        "ports": (sport > 0) & (dport > 0), "pid": pid, "syn_sent": newstate == 2})
+    # connect() moves a socket to SYN_SENT in the connecting process; later changes come mostly
+    # from softirq, in the context of whatever task ran, which owns nothing
+    owner = tab[(tab["pid"] > 0) & tab["syn_sent"]].groupby("skaddr")["pid"].first()
+    active = tab.groupby("skaddr")["syn_sent"].any()
+    named = tab[tab["ports"]].groupby("skaddr")[["local", "remote"]].first()
+    out = named.join(owner.rename("owner_pid")).join(active.rename("active")).reset_index()
+    out["owner_pid"] = out["owner_pid"].fillna(-1).astype("int64")
+    return out[cols]
+
+
+def _split(endpoint: str) -> tuple[str, int]:
+    host, _, port = endpoint.rpartition(":")
+    try:
+        return host.strip("[]"), int(port)
+    except ValueError:
+        return host, -1
+
+
+def streams_table(senders: pd.DataFrame, receivers: pd.DataFrame, sockets: pd.DataFrame,
+                  send_fds: pd.DataFrame) -> pd.DataFrame:
+    """Stream <-> pid <-> fd <-> 4-tuple <-> role. senders: role, pid, local, peer (the
+    benchmark's send logs: exact); receivers: role, pid, sender_pid; sockets: socket_owners();
+    send_fds: pid, fd, stream (from the tracer: the fd a pid sent on, with the stream its
+    description names, "" when it names none). A stream is named local>remote in its data
+    direction; evidence lists where each row's facts came from (bench, inet_sock_set_state,
+    fd_desc, fd)."""
+    rows: dict[str, dict] = {}
+
+    def row(stream: str) -> dict:
+        if stream not in rows:
+            src, sport = _split(stream.split(">")[0])
+            dst, dport = _split(stream.split(">")[1])
+            rows[stream] = {"stream": stream, "src": src, "sport": sport, "dst": dst, "dport": dport,
+                            "sender_pid": -1, "sender_role": "", "sender_fd": -1, "receiver_pid": -1,
+                            "receiver_role": "", "skaddr": "", "evidence": []}
+        return rows[stream]
+
+    for s in senders.itertuples(index=False):  # one per sending process
+        r = row(f"{s.local}>{s.peer}")
+        r.update(sender_pid=int(s.pid), sender_role=str(s.role))
+        r["evidence"].append("bench")
+    for s in sockets[sockets["active"].astype(bool)].itertuples(index=False):  # one per connection
+        r = row(f"{s.local}>{s.remote}")
+        r["skaddr"] = str(s.skaddr)
+        if int(s.owner_pid) > 0 and r["sender_pid"] < 0:
+            r["sender_pid"] = int(s.owner_pid)
+        r["evidence"].append("inet_sock_set_state")
+    by_pid = {r["sender_pid"]: r for r in rows.values() if r["sender_pid"] > 0}
+    for s in send_fds.itertuples(index=False):
+        if s.stream:
+            r = row(str(s.stream))
+            r["sender_pid"] = int(s.pid) if r["sender_pid"] < 0 else r["sender_pid"]
+            r["sender_fd"] = int(s.fd)
+            r["evidence"].append("fd_desc")
+        elif (int(s.pid) in by_pid and by_pid[int(s.pid)]["sender_fd"] < 0
+              and "bench" in by_pid[int(s.pid)]["evidence"]):  # a benchmark sender sends on one socket
+            by_pid[int(s.pid)]["sender_fd"] = int(s.fd)
+            by_pid[int(s.pid)]["evidence"].append("fd")
+    by_sender = {r["sender_pid"]: r for r in rows.values() if r["sender_pid"] > 0}
+    for s in receivers.itertuples(index=False):
+        if int(s.sender_pid) in by_sender:
+            by_sender[int(s.sender_pid)].update(receiver_pid=int(s.pid), receiver_role=str(s.role))
+    out = pd.DataFrame([{**r, "evidence": ",".join(dict.fromkeys(r["evidence"]))} for r in rows.values()],
+                       columns=STREAM_COLUMNS)
+    return out.sort_values("stream", kind="stable").reset_index(drop=True).astype(
+        {"sport": "int64", "dport": "int64", "sender_pid": "int64", "sender_fd": "int64", "receiver_pid": "int64"})
+
+
+def main_send_fds(sys_calls: pd.DataFrame) -> pd.DataFrame:
+    """Per pid, the fd it sent most bytes on with a send call, and the stream its description
+    names ("" when the backend does not describe fds). Columns pid, fd, stream."""
+    sends = sys_calls[sys_calls["call"].isin(SEND_CALLS).to_numpy()]
+    sends = sends[pd.to_numeric(sends["result"], errors="coerce").fillna(0).to_numpy() > 0]
+    sends = sends[~sends["fd_kind"].astype(str).isin(["file", "pipe", "unix", "udp"]).to_numpy()]
+    if len(sends) == 0:
+        return pd.DataFrame(columns=["pid", "fd", "stream"])
+    b = pd.to_numeric(sends["result"], errors="coerce").fillna(0)
+    per = sends.assign(b=b).groupby(["pid", "fd"], sort=True).agg(b=("b", "sum"), desc=("fd_desc", "last"))
+    per = per.reset_index().sort_values(["pid", "b"], ascending=[True, False], kind="stable")
+    best = per.groupby("pid").head(1)
+    desc = best["desc"].astype(str)
+    stream = desc.where(desc.str.contains(">", regex=False) & ~desc.str.endswith("*"), "")
+    return pd.DataFrame({"pid": best["pid"].to_numpy().astype(np.int64), "fd": best["fd"].to_numpy().astype(np.int64),
+                         "stream": stream.to_numpy()})
+
+
+# ------------------------------------------------------------------ frames, writes, backlog
+
+
+def stream_bytes(data: pd.DataFrame) -> pd.DataFrame:
+    """Data frames (columns t_ns, stream, seq, payload_len; flags optional) with seq_start and
+    seq_end relative to the stream's first data byte (the SYN's seq + 1 when the handshake was
+    captured: pass `isn` per stream in attrs["isn"], else the lowest sequence number seen), and
+    retransmit (starts below the highest byte sent before). Ordered by stream, then time."""
+    from hostwire.metrics.streams import unwrap_seq
+
+    if len(data) == 0:
+        return data.assign(seq_start=np.zeros(0, np.int64), seq_end=np.zeros(0, np.int64),
+                           retransmit=np.zeros(0, bool))
+    d = data.assign(_s=data["stream"].astype(str)).sort_values(["_s", "t_ns"], kind="stable")
+    code, names = pd.factorize(d["_s"].to_numpy(), sort=False)
+    seq = unwrap_seq(d["seq"].to_numpy(), code)
+    isn: dict[str, int] = data.attrs.get("isn") or {}
+    base = pd.Series(seq).groupby(code).transform("min").to_numpy().copy()
+    for i, name in enumerate(names):
+        if name in isn:
+            rows = code == i
+            first_raw = int(d["seq"].to_numpy()[rows][0])
+            # the unwrapped value of the ISN + 1, near the stream's first seq
+            delta = ((first_raw - (isn[name] + 1)) + 2**31) % 2**32 - 2**31
+            base[rows] = seq[rows][0] - delta
+    start = seq - base
+    end = start + d["payload_len"].to_numpy().astype(np.int64)
+    running_max = pd.Series(end).groupby(code).cummax().to_numpy()
+    prev_max = np.empty_like(running_max)
+    prev_max[1:] = running_max[:-1]
+    first = np.ones(len(code), dtype=bool)
+    first[1:] = code[1:] != code[:-1]
+    prev_max[first] = start[first]
+    out = d.drop(columns="_s").assign(seq_start=start, seq_end=end, retransmit=start < prev_max)
+    return out.reset_index(drop=True)
+
+
+def writes_offset(frames: pd.DataFrame, writes: pd.DataFrame) -> int:
+    """The bytes a stream carried before its first known write: the least that keeps every frame
+    after the writes that could have supplied its bytes (a frame at t carries no byte beyond what
+    the calls entered before t wrote). 0 for a stream traced from its start."""
+    if len(frames) == 0 or len(writes) == 0:
+        return 0
+    w = writes.sort_values("t_enter_ns", kind="stable")
+    cum = np.cumsum(w["bytes"].to_numpy().astype(np.int64))
+    entered = np.searchsorted(w["t_enter_ns"].to_numpy(), frames["t_ns"].to_numpy(), side="left")
+    supplied = np.where(entered > 0, cum[np.maximum(entered - 1, 0)], 0)
+    return int(max(0, int((frames["seq_end"].to_numpy() - supplied).max())))
+
+
+def segments(frames: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
+    """Each data frame joined to the write(s) whose bytes it carries. frames: stream_bytes() rows;
+    writes: stream, t_enter_ns, t_exit_ns, bytes (one stream's or several's). Per stream, the
+    writes in entry order cover the byte ranges [cum_before, cum_after) after the stream's offset
+    (writes_offset); a frame [seq_start, seq_end) overlaps writes found by searchsorted. One row
+    per (frame, write) overlap: frame_t_ns, stream, seq_start, seq_end, payload_len, retransmit,
+    write_id (the write's row in `writes`), t_enter_ns, t_exit_ns, bytes (of the frame in that
+    write); a frame whose bytes no known write holds has one row with write_id -1."""
+    out = []
+    for name, f in frames.groupby("stream", sort=True, observed=True):
+        w = writes[writes["stream"].astype(str).to_numpy() == str(name)]
+        w = w[w["bytes"].to_numpy() > 0].sort_values("t_enter_ns", kind="stable")
+        offset = writes_offset(f, w)
+        after = offset + np.cumsum(w["bytes"].to_numpy().astype(np.int64))
+        before = after - w["bytes"].to_numpy().astype(np.int64)
+        s, e = f["seq_start"].to_numpy(), f["seq_end"].to_numpy()
+        lo = np.searchsorted(after, s, side="right")
+        hi = np.searchsorted(before, e, side="left")
+        count = np.maximum(hi - lo, 0)
+        rows = np.repeat(np.arange(len(f)), np.maximum(count, 1))
+        k = np.arange(len(rows)) - np.repeat(np.cumsum(np.maximum(count, 1)) - np.maximum(count, 1), np.maximum(count, 1))
+        wi = np.where(np.repeat(count, np.maximum(count, 1)) > 0, lo[rows] + k, -1)
+        ok = wi >= 0
+        wsafe = np.maximum(wi, 0)
+        overlap = np.where(ok, np.minimum(e[rows], after[wsafe] if len(after) else 0)
+                           - np.maximum(s[rows], before[wsafe] if len(before) else 0), e[rows] - s[rows])
+        ids = w.index.to_numpy()
+        out.append(pd.DataFrame({
+            "frame_t_ns": f["t_ns"].to_numpy()[rows], "stream": str(name),
+            "seq_start": s[rows], "seq_end": e[rows], "payload_len": (e - s)[rows],
+            "retransmit": f["retransmit"].to_numpy()[rows],
+            "write_id": np.where(ok, ids[wsafe] if len(ids) else -1, -1),
+            "t_enter_ns": np.where(ok, w["t_enter_ns"].to_numpy()[wsafe] if len(w) else 0, -1),
+            "t_exit_ns": np.where(ok, w["t_exit_ns"].to_numpy()[wsafe] if len(w) else 0, -1),
+            "bytes": overlap}))
+    if not out:
+        return pd.DataFrame(columns=SEGMENT_COLUMNS)
+    return pd.concat(out, ignore_index=True).sort_values(["frame_t_ns", "seq_start"], kind="stable").reset_index(
+        drop=True)[SEGMENT_COLUMNS].astype({c: "int64" for c in SEGMENT_COLUMNS if c not in ("stream", "retransmit")})
+
+
+def backlog(frames: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
+    """Per stream, the bytes written but not yet on the wire at each change: written_bytes (the
+    stream's offset plus the bytes of the writes returned by t_ns), sent_bytes (the highest
+    relative sequence number on the wire by t_ns), backlog_bytes = max(0, written - sent). Each
+    row holds until the stream's next row. frames and writes as for segments()."""
+    out = []
+    for name, f in frames.groupby("stream", sort=True, observed=True):
+        w = writes[writes["stream"].astype(str).to_numpy() == str(name)]
+        w = w[w["bytes"].to_numpy() > 0]
+        offset = writes_offset(f, w.sort_values("t_enter_ns", kind="stable"))
+        t = np.concatenate([w["t_exit_ns"].to_numpy(), f["t_ns"].to_numpy()]).astype(np.int64)
+        dw = np.concatenate([w["bytes"].to_numpy(), np.zeros(len(f))]).astype(np.int64)
+        hs = np.concatenate([np.zeros(len(w)), f["seq_end"].to_numpy()]).astype(np.int64)
+        order = np.argsort(t, kind="stable")
+        t, dw, hs = t[order], dw[order], hs[order]
+        written = offset + np.cumsum(dw)
+        sent = np.maximum.accumulate(hs) if len(hs) else hs
+        tab = pd.DataFrame({"t_ns": t, "written_bytes": written, "sent_bytes": sent}).groupby(
+            "t_ns", sort=True).last().reset_index()
+        tab["backlog_bytes"] = np.maximum(0, tab["written_bytes"] - tab["sent_bytes"])
+        out.append(tab.assign(stream=str(name)))
+    if not out:
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c != "stream" else "object") for c in BACKLOG_COLUMNS})
+    return pd.concat(out, ignore_index=True)[BACKLOG_COLUMNS]
