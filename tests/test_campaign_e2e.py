@@ -21,7 +21,7 @@ from hostwire.record.topology import list_namespaces
 pytestmark = pytest.mark.xdist_group("quick_campaign")
 
 HOSTWIRE = [sys.executable, "-m", "hostwire"]
-SHORT = ["--set", "warmup_s=0.5", "--set", "duration_s=1.5", "--set", "quiet_s=0.3"]
+SHORT = ["--set", "warmup_s=1.0", "--set", "duration_s=2.0", "--set", "quiet_s=0.3"]
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +49,15 @@ def test_quick_campaign_records_every_point_and_reports(quick_campaign: Path) ->
     summary = pd.read_parquet(quick_campaign / "summary.parquet")
     assert sorted(zip(summary["senders"], summary["background"])) == sorted(
         [(m, n) for m in (1, 2) for n in (0, 2, 6)] * 2)
-    assert summary["duration_s"].eq(1.5).all()
-    assert not summary["marked"].any(), summary[["run_id", "marked", "errors"]].to_string()
+    assert summary["duration_s"].eq(2.0).all()
     capped, shaped = summary[summary["sender_cpu_share"] > 0], summary[summary["sender_cpu_share"] == 0]
+    # Under 5 % of a CPU shared with six sieve processes a sender may not get to send in a short
+    # window: that run is marked for having no data frame, and for nothing else.
+    starved = (summary["sender_cpu_share"] > 0) & (summary["background"] == 6)
+    assert not summary.loc[~starved, "marked"].any(), summary[["run_id", "marked", "errors"]].to_string()
+    for errors in summary.loc[starved & (summary["marked"] == 1), "errors"]:
+        assert all("no data frames in the window" in e or "needs at least one stream" in e
+                   for e in errors.split("; ")), errors
     # The shaped link: goodput on the wire never exceeds it (10 Mbit/s less the headers), the wire
     # is what limits, and the mix does not matter.
     assert (shaped["goodput_bit_s"] < 9.57e6).all() and (shaped["goodput_bit_s"] > 5e6).all()
@@ -63,7 +69,7 @@ def test_quick_campaign_records_every_point_and_reports(quick_campaign: Path) ->
     assert (capped["limit"] == "cpu").all() and (capped["cpu_throttled_share"] >= 0.5).all()
     assert (capped["link_rate_source"] == "interface-nominal").all() and capped["impossible_share"].isna().all()
     alone = capped[(capped["senders"] == 1) & (capped["background"] == 0)]["goodput_bit_s"].iloc[0]
-    crowded = capped[(capped["senders"] == 1) & (capped["background"] == 6)]["goodput_bit_s"].iloc[0]
+    crowded = capped[(capped["senders"] == 1) & (capped["background"] == 6)]["goodput_bit_s"].fillna(0).iloc[0]
     assert alone > 2 * crowded, (alone, crowded)
     assert summary["jain"].between(0, 1).all()
     shares = summary[[c for c in summary.columns if c.startswith("gap_") and c.endswith("_share")]]

@@ -23,9 +23,9 @@ mode, fd = sys.argv[1], int(sys.argv[-1])
 print("fake: setting up", file=sys.stderr, flush=True)
 if mode == "ready":
     time.sleep(0.2)
+    print("fake: recording", file=sys.stderr, flush=True)  # said before ready: nothing races the stop
     os.write(fd, b"ready\n")
     os.close(fd)
-    print("fake: recording", file=sys.stderr, flush=True)
     time.sleep(60)
 elif mode == "never":
     print("fake: still waiting for the kernel", file=sys.stderr, flush=True)
