@@ -21,7 +21,8 @@ from hostwire.record.topology import list_namespaces
 pytestmark = pytest.mark.xdist_group("quick_campaign")
 
 HOSTWIRE = [sys.executable, "-m", "hostwire"]
-SHORT = ["--set", "warmup_s=1.0", "--set", "duration_s=2.0", "--set", "quiet_s=0.3"]
+# Shorter windows and one sender: the grid's six points of one sender in each regime.
+SHORT = ["--set", "warmup_s=1.0", "--set", "duration_s=2.0", "--set", "quiet_s=0.3", "--set", "senders=1"]
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +46,9 @@ def quick_campaign(tmp_path_factory: pytest.TempPathFactory, processes_mentionin
 def test_quick_campaign_records_every_point_and_reports(quick_campaign: Path) -> None:
     book = json.loads((quick_campaign / "campaign.json").read_text())
     assert book["state"] == "complete"
-    assert [r["status"] for r in book["runs"]] == ["complete"] * 12
+    assert [r["status"] for r in book["runs"]] == ["complete"] * 6
     summary = pd.read_parquet(quick_campaign / "summary.parquet")
-    assert sorted(zip(summary["senders"], summary["background"])) == sorted(
-        [(m, n) for m in (1, 2) for n in (0, 2, 6)] * 2)
+    assert sorted(zip(summary["senders"], summary["background"])) == sorted([(1, n) for n in (0, 2, 6)] * 2)
     assert summary["duration_s"].eq(2.0).all()
     capped, shaped = summary[summary["sender_cpu_share"] > 0], summary[summary["sender_cpu_share"] == 0]
     # Under 5 % of a CPU shared with six sieve processes a sender may not get to send in a short
