@@ -2,6 +2,7 @@
 # C unit tests in its own build.mk with the hw_program / hw_ctest macros below.
 #   make V=1 ...        show the commands
 #   make SAN=1 ...      AddressSanitizer + UBSan build in build/asan
+#   make SAN=thread ... ThreadSanitizer build in build/tsan
 #   make CC=clang CFLAGS=-O0 ...
 .DELETE_ON_ERROR:
 .DEFAULT_GOAL := build
@@ -15,6 +16,9 @@ SAN ?= 0
 ifeq ($(SAN),1)
 BUILD ?= build/asan
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else ifeq ($(SAN),thread)
+BUILD ?= build/tsan
+SAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 else
 BUILD ?= build
 SAN_FLAGS :=

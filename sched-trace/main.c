@@ -101,15 +101,24 @@ static const char proc_usage[] =
 
 enum { OPT_NO_DRAIN = 256, OPT_NAME, OPT_READY_FD };
 
+/* The options of a recording, in either mode, parsed by one take(): -b is KiB per CPU for
+ * tracefs and a ring size in records for proc; the options proc has not are not in its option
+ * string, so they never reach take() there. */
+struct record_options {
+    struct st_config cfg;
+    bool proc;
+};
+
 static int take(void *values, int c, const char *name, const char *arg, struct hw_err *err)
 {
-    struct st_config *cfg = values;
+    struct record_options *o = values;
+    struct st_config *cfg = &o->cfg;
     int n;
     switch (c) {
     case 'o': cfg->outdir = arg; return 0;
     case 'd': return hw_parse_duration_ns(name, arg, 1, &cfg->duration_ns, err);
     case 'b':
-        if (hw_parse_int(name, arg, 1, 1 << 30, &n, err) < 0)
+        if (hw_parse_int(name, arg, o->proc ? ST_PROC_MIN_SIZE : 1, o->proc ? ST_PROC_MAX_SIZE : 1 << 30, &n, err) < 0)
             return -1;
         cfg->buffer_kb = n;
         return 0;
@@ -136,6 +145,21 @@ static int take(void *values, int c, const char *name, const char *arg, struct h
     case 'v': cfg->verbose++; return 0;
     }
     return 0;
+}
+
+/* The option loop of a recording, then its command and the check that -p comes with -s. Returns
+ * -1 to go on and record, else the exit status (after --help or a usage error). */
+static int parse_record(int argc, char **argv, const char *shorts, const struct option *longs, const char *help,
+                        const char *command, struct record_options *o, struct hw_err *err)
+{
+    int rc = hw_getopt(argc, argv, shorts, longs, help, take, o, err);
+    if (rc)
+        return rc > 0 ? HW_EXIT_OK : hw_err_exit(TOOL, command, err);
+    if (optind < argc)
+        o->cfg.command = argv + optind;
+    if (o->cfg.npids && !o->cfg.syscalls)
+        return hw_usage_exit(TOOL, command, "failed to parse --pid: it selects system calls, give --syscalls too");
+    return -1;
 }
 
 struct convert_values {
@@ -174,30 +198,6 @@ static int convert_main(int argc, char **argv, struct hw_err *err)
     return HW_EXIT_OK;
 }
 
-static int take_proc(void *values, int c, const char *name, const char *arg, struct hw_err *err)
-{
-    struct st_proc_config *cfg = values;
-    int n;
-    switch (c) {
-    case 'o': cfg->outdir = arg; return 0;
-    case 'd': return hw_parse_duration_ns(name, arg, 1, &cfg->duration_ns, err);
-    case 'b':
-        if (hw_parse_int(name, arg, ST_PROC_MIN_SIZE, ST_PROC_MAX_SIZE, &n, err) < 0)
-            return -1;
-        cfg->size = n;
-        return 0;
-    case 's': cfg->syscalls = true; return 0;
-    case 'p':
-        if (cfg->npids >= ST_MAX_PIDS - 1)
-            return hw_usage_err(err, "failed to parse %s: at most %d pids", name, ST_MAX_PIDS - 1), -1;
-        return hw_parse_pid(name, arg, &cfg->pids[cfg->npids++], err);
-    case 'r': return hw_parse_int(name, arg, 0, 99, &cfg->rt_prio, err);
-    case OPT_READY_FD: return hw_parse_ready_fd(name, arg, &cfg->ready_fd, err);
-    case 'v': cfg->verbose++; return 0;
-    }
-    return 0;
-}
-
 static int proc_convert_main(int argc, char **argv, struct hw_err *err)
 {
     static const struct option longopts[] = {
@@ -224,17 +224,18 @@ static int proc_main(int argc, char **argv, struct hw_err *err)
         { "ready-fd", required_argument, NULL, OPT_READY_FD }, { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
     };
-    static struct st_proc_config cfg = { .outdir = ".", .rt_prio = 1, .ready_fd = -1, .stop = &hw_stop_requested };
+    static struct record_options o = { .cfg = { .outdir = ".", .rt_prio = 1, .ready_fd = -1 }, .proc = true };
     if (argc > 1 && strcmp(argv[1], "convert") == 0)
         return proc_convert_main(argc - 1, argv + 1, err);
-    cfg.log = stderr;
-    int rc = hw_getopt(argc, argv, "+:o:d:b:sp:r:vh", longopts, proc_usage, take_proc, &cfg, err);
-    if (rc)
-        return rc > 0 ? HW_EXIT_OK : hw_err_exit(TOOL, "proc", err);
-    if (optind < argc)
-        cfg.command = argv + optind;
-    if (cfg.npids && !cfg.syscalls)
-        return hw_usage_exit(TOOL, "proc", "failed to parse --pid: it selects system calls, give --syscalls too");
+    int rc = parse_record(argc, argv, "+:o:d:b:sp:r:vh", longopts, proc_usage, "proc", &o, err);
+    if (rc >= 0)
+        return rc;
+    static struct st_proc_config cfg;
+    cfg = (struct st_proc_config){ .outdir = o.cfg.outdir, .duration_ns = o.cfg.duration_ns, .size = o.cfg.buffer_kb,
+                                   .syscalls = o.cfg.syscalls, .npids = o.cfg.npids, .rt_prio = o.cfg.rt_prio,
+                                   .command = o.cfg.command, .verbose = o.cfg.verbose, .log = stderr,
+                                   .ready_fd = o.cfg.ready_fd, .stop = &hw_stop_requested };
+    memcpy(cfg.pids, o.cfg.pids, sizeof(cfg.pids));
     hw_catch_stop();
     if (st_proc_record(&cfg, err) < 0)
         return hw_err_exit(TOOL, NULL, err);
@@ -253,22 +254,18 @@ int main(int argc, char **argv)
         { "name", required_argument, NULL, OPT_NAME }, { "ready-fd", required_argument, NULL, OPT_READY_FD },
         { "verbose", no_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
     };
-    struct st_config cfg = { .outdir = ".", .drain = true, .rt_prio = 1, .ready_fd = -1,
-                             .stop = &hw_stop_requested, .log = stderr };
+    struct record_options o = { .cfg = { .outdir = ".", .drain = true, .rt_prio = 1, .ready_fd = -1,
+                                         .stop = &hw_stop_requested, .log = stderr } };
     static struct hw_err err;
     if (argc > 1 && strcmp(argv[1], "convert") == 0)
         return convert_main(argc - 1, argv + 1, &err);
     if (argc > 1 && strcmp(argv[1], "proc") == 0)
         return proc_main(argc - 1, argv + 1, &err);
-    int rc = hw_getopt(argc, argv, "+:o:d:b:sp:e:f:n:r:vh", longopts, usage, take, &cfg, &err);
-    if (rc)
-        return rc > 0 ? HW_EXIT_OK : hw_err_exit(TOOL, NULL, &err);
-    if (optind < argc)
-        cfg.command = argv + optind;
-    if (cfg.npids && !cfg.syscalls)
-        return hw_usage_exit(TOOL, NULL, "failed to parse --pid: it selects system calls, give --syscalls too");
+    int rc = parse_record(argc, argv, "+:o:d:b:sp:e:f:n:r:vh", longopts, usage, NULL, &o, &err);
+    if (rc >= 0)
+        return rc;
     hw_catch_stop();
-    if (st_record(&cfg, &err) < 0)
+    if (st_record(&o.cfg, &err) < 0)
         return hw_err_exit(TOOL, NULL, &err);
     return HW_EXIT_OK;
 }

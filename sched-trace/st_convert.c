@@ -12,6 +12,7 @@
 #include <event-parse.h>
 #include <kbuffer.h>
 
+#include "hwsyscalls.h"
 #include "st.h"
 #include "st_internal.h"
 
@@ -219,6 +220,7 @@ struct sched_ctx {
     char **cols;
     int ncols;
     int **colmap;           /* by event id: column index of each field of event->format.fields */
+    int *marker;            /* by event id: the field carrying the clock markers (print's buf), or -1 */
     int maxid;
     char **cells;
     char *scratch;
@@ -303,7 +305,8 @@ static int build_columns(struct sched_ctx *sc, struct hw_err *err)
             sc->maxid = events[i]->id;
     sc->colmap = calloc((size_t)sc->maxid + 1, sizeof(int *));
     sc->pairs = calloc((size_t)sc->maxid + 1, sizeof(struct comm_pair *));
-    if (!sc->colmap || !sc->pairs)
+    sc->marker = malloc(((size_t)sc->maxid + 1) * sizeof(int));
+    if (!sc->colmap || !sc->pairs || !sc->marker)
         goto oom;
     for (int i = 0; i < BASE_COLS; i++)
         if (column_index(sc, base_cols[i]) < 0)
@@ -328,8 +331,11 @@ static int build_columns(struct sched_ctx *sc, struct hw_err *err)
         sc->colmap[ev->id] = map;
         if (find_pairs(sc, ev) < 0)
             goto oom;
+        sc->marker[ev->id] = -1;
         n = 0;
         for (struct tep_format_field *f = ev->format.fields; f; f = f->next) {
+            if (strcmp(ev->name, "print") == 0 && strcmp(f->name, "buf") == 0)
+                sc->marker[ev->id] = n;
             map[n] = column_index(sc, f->name);
             if (map[n] < 0)
                 goto oom;
@@ -377,7 +383,7 @@ static int sched_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
         field_text(sc->tep, f, rec, s, 512);
         sc->cells[col] = s;
         s += 512;
-        if (strcmp(ev->name, "print") == 0 && strcmp(f->name, "buf") == 0)
+        if (n == sc->marker[ev->id])
             check_marker(sc->st, (const char *)rec->data + f->offset, rec->ts);
     }
     fprintf(sc->out, "%llu\t%d\t%s", rec->ts, rec->cpu, ev->name);
@@ -450,6 +456,7 @@ out:
     for (int i = 0; sc.pairs && i <= sc.maxid; i++)
         free(sc.pairs[i]);
     free(sc.pairs);
+    free(sc.marker);
     free(sc.colmap);
     free(sc.cols);
     free(sc.is_text);
@@ -465,15 +472,28 @@ struct pending {
     int tid;             /* 0: empty slot */
     int active;
     long long t_enter;
-    char call[32];
+    const char *call;    /* the name in the event's handles */
     long long fd, req;
     int has_fd, has_req;
+};
+
+/* What sys_record reads of one event type, found once by name before the first record instead
+ * of for every record (the names cost more than the rest of the conversion of a call). */
+enum { SYS_OTHER, SYS_ENTER, SYS_EXIT, SYS_PRINT };
+struct sys_event {
+    int kind;
+    char call[32];                      /* sys_enter_<call> / sys_exit_<call>, sendfile64 as sendfile */
+    struct tep_format_field *fd, *req;  /* enter: NULL when the call has none */
+    struct tep_format_field *ret;       /* exit */
+    struct tep_format_field *buf;       /* ftrace print: the clock markers */
 };
 
 struct sys_ctx {
     FILE *out;
     struct tep_handle *tep;
     struct st_convert_stats *st;
+    struct sys_event *events;           /* by event id */
+    int maxid;
     struct pending *slots;
     size_t cap, used;
     struct tgid_pair { int tid, tgid; } *tgid;
@@ -510,7 +530,7 @@ static struct pending *slot_for(struct sys_ctx *sc, int tid)
     return &sc->slots[h];
 }
 
-static const char *tgid_of(struct sys_ctx *sc, int tid, char *buf, size_t len)
+static int tgid_of(struct sys_ctx *sc, int tid)
 {
     size_t lo = 0, hi = sc->ntgid;
     while (lo < hi) {
@@ -521,39 +541,42 @@ static const char *tgid_of(struct sys_ctx *sc, int tid, char *buf, size_t len)
             hi = mid;
     }
     /* a thread saved_tgids does not know is taken as its own process (single-threaded) */
-    snprintf(buf, len, "%d", lo < sc->ntgid && sc->tgid[lo].tid == tid ? sc->tgid[lo].tgid : tid);
-    return buf;
+    return lo < sc->ntgid && sc->tgid[lo].tid == tid ? sc->tgid[lo].tgid : tid;
 }
 
 /* One record in hw-iotrace's layout: every integer column filled (req_bytes -1 when the
  * tracepoint has no byte count), fd_kind "unknown", fd_desc empty; an unfinished call ends at the
  * last stamp of the trace and has no result. */
-static void emit(struct sys_ctx *sc, int tid, const struct pending *p, long long t_exit,
-                 const char *result, int unfinished)
+static void emit(struct sys_ctx *sc, int tid, const struct pending *p, long long t_exit, int has_ret,
+                 long long ret, int unfinished)
 {
-    char tgid[16];
-    fprintf(sc->out, "%lld\t%lld\t%s\t%d\t%s\t%lld\t%lld\t%s\tunknown\t\t%d\n", p->t_enter, t_exit,
-            tgid_of(sc, tid, tgid, sizeof(tgid)), tid, p->call, p->has_fd ? p->fd : -1LL,
-            p->has_req ? p->req : -1LL, unfinished ? "" : result, unfinished);
+    char line[HW_SYS_LINE_MAX];
+    struct hw_sys_line l = {
+        .t_enter_ns = p->t_enter, .t_exit_ns = t_exit, .pid = tgid_of(sc, tid), .tid = tid, .call = p->call,
+        .fd = p->has_fd ? p->fd : -1LL, .req_bytes = p->has_req ? p->req : -1LL, .result = ret,
+        .has_result = has_ret && !unfinished, .unfinished = unfinished, .fd_kind = "unknown",
+    };
+    fwrite(line, 1, hw_sys_format(line, &l), sc->out);
     sc->st->syscalls++;
     sc->st->unfinished += unfinished;
 }
 
-static int get_num(struct tep_handle *tep, struct tep_event *ev, struct tep_record *rec,
-                   const char *name, long long *out)
+/* A number field tep_read_number_field can read (1, 2, 4 or 8 bytes), or NULL. */
+static struct tep_format_field *num_field(struct tep_event *ev, const char *name)
 {
     struct tep_format_field *f = tep_find_field(ev, name);
-    unsigned long long v;
-    if (!f || tep_read_number_field(f, rec->data, &v) < 0)
-        return 0;
+    return f && (f->size == 1 || f->size == 2 || f->size == 4 || f->size == 8) ? f : NULL;
+}
+
+static long long get_num(const struct tep_format_field *f, const struct tep_record *rec)
+{
+    unsigned long long v = 0;
+    tep_read_number_field((struct tep_format_field *)f, rec->data, &v);
     if ((f->flags & TEP_FIELD_IS_SIGNED) && f->size < 8) {
         int shift = 64 - 8 * f->size;
-        *out = (long long)(v << shift) >> shift;
-    } else {
-        *out = (long long)v;
+        return (long long)(v << shift) >> shift;
     }
-    (void)tep;
-    return 1;
+    return (long long)v;
 }
 
 static void call_name(const char *event, size_t skip, char *out, size_t len)
@@ -563,55 +586,93 @@ static void call_name(const char *event, size_t skip, char *out, size_t len)
         out[8] = '\0';
 }
 
+static int find_sys_events(struct sys_ctx *sc, struct hw_err *err)
+{
+    struct tep_event **events = tep_list_events(sc->tep, TEP_EVENT_SORT_ID);
+    for (int i = 0; events && events[i]; i++)
+        if (events[i]->id > sc->maxid)
+            sc->maxid = events[i]->id;
+    sc->events = calloc((size_t)sc->maxid + 1, sizeof(*sc->events));
+    if (!sc->events) {
+        hw_seterr(err, "failed to allocate the event table: out of memory");
+        return -1;
+    }
+    for (int i = 0; events && events[i]; i++) {
+        struct tep_event *ev = events[i];
+        struct sys_event *e = &sc->events[ev->id];
+        if (strcmp(ev->name, "print") == 0) {
+            e->kind = (e->buf = tep_find_field(ev, "buf")) ? SYS_PRINT : SYS_OTHER;
+        } else if (strncmp(ev->name, "sys_enter_", 10) == 0) {
+            e->kind = SYS_ENTER;
+            call_name(ev->name, 10, e->call, sizeof(e->call));
+            /* sendfile's and splice's fd is the one they write to, as hw-iotrace records it */
+            e->fd = num_field(ev, "fd");
+            e->fd = e->fd ? e->fd : num_field(ev, "out_fd");
+            e->fd = e->fd ? e->fd : num_field(ev, "fd_out");
+            e->req = num_field(ev, "count");
+            e->req = e->req ? e->req : num_field(ev, "len");
+            e->req = e->req ? e->req : num_field(ev, "size");
+        } else if (strncmp(ev->name, "sys_exit_", 9) == 0) {
+            e->kind = SYS_EXIT;
+            call_name(ev->name, 9, e->call, sizeof(e->call));
+            e->ret = num_field(ev, "ret");
+        }
+    }
+    return 0;
+}
+
 static int sys_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
 {
     struct sys_ctx *sc = ctx;
     int tid = tep_data_pid(sc->tep, rec);
     sc->last_ts = (long long)rec->ts;
-    if (strcmp(ev->name, "print") == 0) {
-        struct tep_format_field *f = tep_find_field(ev, "buf");
-        if (f)
-            check_marker(sc->st, (const char *)rec->data + f->offset, rec->ts);
+    const struct sys_event *e = ev->id >= 0 && ev->id <= sc->maxid ? &sc->events[ev->id] : NULL;
+    if (!e || e->kind == SYS_OTHER)
+        return 0;
+    if (e->kind == SYS_PRINT) {
+        check_marker(sc->st, (const char *)rec->data + e->buf->offset, rec->ts);
         return 0;
     }
-    int enter = strncmp(ev->name, "sys_enter_", 10) == 0;
-    int leave = strncmp(ev->name, "sys_exit_", 9) == 0;
-    if (!enter && !leave)
-        return 0;
-    char call[32];
-    call_name(ev->name, enter ? 10 : 9, call, sizeof(call));
     struct pending *p = slot_for(sc, tid);
     if (!p)
         return -1;
-    if (enter) {
+    if (e->kind == SYS_ENTER) {
         if (p->active)   /* a thread cannot enter twice: the exit was lost */
-            emit(sc, tid, p, (long long)rec->ts, "", 1);
+            emit(sc, tid, p, (long long)rec->ts, 0, 0, 1);
         p->active = 1;
         p->t_enter = (long long)rec->ts;
-        snprintf(p->call, sizeof(p->call), "%s", call);
-        /* sendfile's and splice's fd is the one they write to, as hw-iotrace records it */
-        p->has_fd = get_num(sc->tep, ev, rec, "fd", &p->fd) || get_num(sc->tep, ev, rec, "out_fd", &p->fd) ||
-                    get_num(sc->tep, ev, rec, "fd_out", &p->fd);
+        p->call = e->call;
+        p->has_fd = e->fd != NULL;
         if (p->has_fd)  /* an "unsigned int fd" field: the program passed an int (-1 is -1) */
-            p->fd = (int32_t)(uint32_t)p->fd;
-        p->has_req = get_num(sc->tep, ev, rec, "count", &p->req) ||
-                     get_num(sc->tep, ev, rec, "len", &p->req) ||
-                     get_num(sc->tep, ev, rec, "size", &p->req);
+            p->fd = (int32_t)(uint32_t)get_num(e->fd, rec);
+        p->has_req = e->req != NULL;
+        if (p->has_req)
+            p->req = get_num(e->req, rec);
         return 0;
     }
-    long long ret = 0;
-    char result[24] = "";
-    if (get_num(sc->tep, ev, rec, "ret", &ret))
-        snprintf(result, sizeof(result), "%lld", ret);
-    if (p->active && strcmp(p->call, call) == 0) {
-        emit(sc, tid, p, (long long)rec->ts, result, 0);
+    long long ret = e->ret ? get_num(e->ret, rec) : 0;
+    if (p->active && strcmp(p->call, e->call) == 0) {
+        emit(sc, tid, p, (long long)rec->ts, e->ret != NULL, ret, 0);
     } else {
         if (p->active)
-            emit(sc, tid, p, (long long)rec->ts, "", 1);
+            emit(sc, tid, p, (long long)rec->ts, 0, 0, 1);
         sc->st->exits_without_enter++;   /* entered before tracing started: no record */
     }
     p->active = 0;
     return ferror(sc->out) ? -1 : 0;
+}
+
+void st_syscalls_header(FILE *out, const char *backend)
+{
+    char calls[512], call[32], head[1024];
+    size_t o = 0;
+    calls[0] = '\0';
+    for (size_t i = 0; i < st_n_io_calls && o < sizeof(calls); i++) {
+        call_name(st_io_calls[i], 0, call, sizeof(call));
+        o += (size_t)snprintf(calls + o, sizeof(calls) - o, "%s%s", i ? "," : "", call);
+    }
+    int n = hw_sys_header(head, sizeof(head), backend, "hw-schedtrace", calls, NULL);
+    fwrite(head, 1, n > 0 ? (size_t)n : 0, out);
 }
 
 static int by_tid(const void *a, const void *b)
@@ -656,20 +717,15 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
     sc.tep = dat.tep;
     sc.st = st;
     parse_tgids(&sc, tgids);
+    if (find_sys_events(&sc, err) < 0)
+        goto out;
     sc.out = fopen(tsv_path, "w");
     if (!sc.out) {
         hw_seterr(err, "failed to create %s: %s", tsv_path, strerror(errno));
         goto out;
     }
     setvbuf(sc.out, NULL, _IOFBF, 1 << 20);
-    fprintf(sc.out, "# format: hostwire-tsv 2\n# kind: syscalls\n# backend: tracefs\n"
-            "# clock: CLOCK_MONOTONIC\n# tool: hw-schedtrace\n# calls: ");
-    for (size_t i = 0; i < st_n_io_calls; i++) {
-        char call[32];
-        call_name(st_io_calls[i], 0, call, sizeof(call));
-        fprintf(sc.out, "%s%s", i ? "," : "", call);
-    }
-    fprintf(sc.out, "\nt_enter_ns\tt_exit_ns\tpid\ttid\tcall\tfd\treq_bytes\tresult\tfd_kind\tfd_desc\tunfinished\n");
+    st_syscalls_header(sc.out, "tracefs");
     if (iterate(&dat, sys_record, &sc, st, err) < 0) {
         if (!err->msg[0])
             hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : ENOMEM));
@@ -678,7 +734,7 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
     }
     for (size_t i = 0; i < sc.cap; i++)
         if (sc.slots[i].tid && sc.slots[i].active)
-            emit(&sc, sc.slots[i].tid, &sc.slots[i], sc.last_ts, "", 1);
+            emit(&sc, sc.slots[i].tid, &sc.slots[i], sc.last_ts, 0, 0, 1);
     st_tsv_close(sc.out, 1, st->syscalls, NULL);
     rc = ferror(sc.out) ? -1 : 0;
     if (rc < 0)
@@ -688,6 +744,7 @@ out:
         hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno));
         rc = -1;
     }
+    free(sc.events);
     free(sc.slots);
     free(sc.tgid);
     st_dat_close(&dat);

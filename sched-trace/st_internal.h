@@ -17,6 +17,10 @@ const char *st_buffer_tgids(const struct st_buffer *buf);
 extern const char *const st_io_calls[];
 extern const size_t st_n_io_calls;
 
+/* The head of syscalls.tsv (common/hwsyscalls.h) for backend "tracefs" or "proc": the calls are
+ * those of st_io_calls. */
+void st_syscalls_header(FILE *out, const char *backend);
+
 /* TSV text escaping: tab, newline, carriage return and backslash become \t \n \r \\. */
 void st_tsv_escape(char *out, size_t len, const char *in, size_t inlen);
 /* The last line of a TSV: "# end: records=N" when ok, else "# damaged: REASON" (escaped). */

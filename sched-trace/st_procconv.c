@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hwsyscalls.h"
 #include "st_internal.h"
 #include "st_proc.h"
 
@@ -221,11 +222,12 @@ static struct call *slot_for(struct conv *c, int tid)
  * unfinished call has no result. */
 static void emit(struct conv *c, const struct call *p, long long t_exit, long long ret, int unfinished)
 {
-    char result[24] = "";
-    if (!unfinished)
-        snprintf(result, sizeof(result), "%lld", ret);
-    fprintf(c->sys, "%lld\t%lld\t%d\t%d\t%s\t%lld\t%lld\t%s\tunknown\t\t%d\n", p->t_enter, t_exit, p->pid,
-            p->tid, p->name, p->fd, p->req, result, unfinished);
+    char line[HW_SYS_LINE_MAX];
+    struct hw_sys_line l = {
+        .t_enter_ns = p->t_enter, .t_exit_ns = t_exit, .pid = p->pid, .tid = p->tid, .call = p->name, .fd = p->fd,
+        .req_bytes = p->req, .result = ret, .has_result = !unfinished, .unfinished = unfinished, .fd_kind = "unknown",
+    };
+    fwrite(line, 1, hw_sys_format(line, &l), c->sys);
     c->st->syscalls++;
     c->st->unfinished += unfinished;
 }
@@ -305,13 +307,8 @@ static void write_headers(struct conv *c)
     fprintf(c->sched, "# format: hostwire-tsv 2\n# source: hw-schedtrace\n"
             "# clock: CLOCK_MONOTONIC (/proc/schedtrace clock=mono)\n# trace_clock: mono\n# backend: proc\n"
             "# column_types: " SCHED_TYPES "\n" SCHED_COLUMNS);
-    if (!c->sys)
-        return;
-    fprintf(c->sys, "# format: hostwire-tsv 2\n# kind: syscalls\n# backend: proc\n"
-            "# clock: CLOCK_MONOTONIC\n# tool: hw-schedtrace\n# calls: ");
-    for (size_t i = 0; i < st_n_io_calls; i++)
-        fprintf(c->sys, "%s%s", i ? "," : "", strcmp(st_io_calls[i], "sendfile64") ? st_io_calls[i] : "sendfile");
-    fprintf(c->sys, "\nt_enter_ns\tt_exit_ns\tpid\ttid\tcall\tfd\treq_bytes\tresult\tfd_kind\tfd_desc\tunfinished\n");
+    if (c->sys)
+        st_syscalls_header(c->sys, "proc");
 }
 
 /* Pass 2: the indexed records in time order into the TSVs. */

@@ -1,9 +1,12 @@
-/* libhwiowrap.so, the LD_PRELOAD backend of hw-iotrace: wraps the C library's I/O calls, stamps
- * CLOCK_MONOTONIC before and after the real call, keeps the records in a per-thread buffer and
- * appends them in binary to the spool $HWIOWRAP_SPOOL when the buffer fills, when the thread or
- * the process ends (exit, _exit, exec) and on SIGINT/SIGTERM; hw-iotrace --preload turns the
- * spool into syscalls.tsv. $HWIOWRAP_CALLS selects the calls.
- * Calls the C library makes internally (stdio's write, the loader's reads) are not seen. */
+/* libhwiowrap.so, the LD_PRELOAD backend of hw-iotrace: wraps the C library's I/O calls and
+ * writes each call's record into the region it shares with hw-iotrace (region.h): a slot is
+ * claimed and the entry written before the real call, the exit after it. Nothing is kept in the
+ * process, so nothing has to be written when a thread or the process ends: however it ends
+ * (exit from any thread, a fatal signal, SIGKILL, exec), every call made is in the region, marked
+ * unfinished when it never returned. $HWIOWRAP_FD is the region's inherited descriptor
+ * ($HWIOWRAP_REGION a path to it, for an image whose program closed that descriptor);
+ * $HWIOWRAP_CALLS selects the calls. Calls the C library makes internally (stdio's write, the
+ * loader's reads) are not seen. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +16,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -24,34 +26,31 @@
 
 #include "hwclock.h"
 #include "iotrace.h"
+#include "region.h"
 
 #define IOT_EXPORT __attribute__((visibility("default")))
-#define REC_CAP 65536
 #define FD_CACHE 65536
 
-struct tbuf {
-    struct iot_rec *recs;
-    size_t n;
-    size_t seg;               /* first record still stamped in TSC ticks */
-    uint64_t a_tsc;           /* the last anchor: a TSC reading and CLOCK_MONOTONIC at that time */
-    int64_t a_ns;
-    pid_t tid;
-    struct iot_rec *active;    /* the call in progress on this thread (for an unfinished record) */
-    struct tbuf *next;
-};
-
-static int enabled;
-static int use_tsc;           /* stamps in TSC ticks, mapped onto CLOCK_MONOTONIC between anchors */
+static struct iot_region *region;   /* NULL: not tracing (set last by the constructor) */
+static struct iot_slot *slots;
+static struct iot_desc_slot *desc_slots;
+static uint64_t nslots, ndescs;
+static uintptr_t page_size;
+static uint32_t image;              /* this process image's number in the region */
+static int use_tsc;                 /* stamps in TSC ticks, mapped onto CLOCK_MONOTONIC by hw-iotrace */
 static uint32_t mask;
-static char out_path[4096];
 static pid_t cur_pid;
-static __thread struct tbuf *tls_buf __attribute__((tls_model("initial-exec")));
-static struct tbuf *all_bufs;
-static pthread_mutex_t bufs_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t desc_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_key_t buf_key;
 static _Atomic uint32_t fd_cache[FD_CACHE];
 static struct iot_desc_tab descs;
+
+/* Each thread's claimed slots not used yet, [next, end), and how many it claims next. */
+struct thread_state {
+    uint64_t next, end, run;
+    pid_t tid;
+    volatile sig_atomic_t claiming;   /* inside claim(): a signal handler's call must not touch next */
+};
+static __thread struct thread_state ts __attribute__((tls_model("initial-exec")));
 
 static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_write)(int, const void *, size_t);
@@ -72,7 +71,6 @@ static int (*real_connect)(int, __CONST_SOCKADDR_ARG, socklen_t);
 static int (*real_accept)(int, __SOCKADDR_ARG, socklen_t *);
 static int (*real_accept4)(int, __SOCKADDR_ARG, socklen_t *, int);
 static int (*real_close)(int);
-static void (*real_exit)(int) __attribute__((noreturn));
 static int (*real_dup)(int);
 static int (*real_dup2)(int, int);
 static int (*real_dup3)(int, int, int);
@@ -81,11 +79,7 @@ static int (*real_socket)(int, int, int);
 static int (*real_socketpair)(int, int, int, int[2]);
 static int (*real_pipe)(int[2]);
 static int (*real_pipe2)(int[2], int);
-static int (*real_open)(const char *, int, ...);
 static int (*real_openat)(int, const char *, int, ...);
-static int (*real_execve)(const char *, char *const[], char *const[]);
-static int (*real_execvp)(const char *, char *const[]);
-static int (*real_execvpe)(const char *, char *const[], char *const[]);
 
 static void *sym(const char *name)
 {
@@ -113,7 +107,6 @@ static void resolve_all(void)
     *(void **)&real_accept = sym("accept");
     *(void **)&real_accept4 = sym("accept4");
     *(void **)&real_close = sym("close");
-    *(void **)&real_exit = sym("_exit");
     *(void **)&real_dup = sym("dup");
     *(void **)&real_dup2 = sym("dup2");
     *(void **)&real_dup3 = sym("dup3");
@@ -122,19 +115,15 @@ static void resolve_all(void)
     *(void **)&real_socketpair = sym("socketpair");
     *(void **)&real_pipe = sym("pipe");
     *(void **)&real_pipe2 = sym("pipe2");
-    *(void **)&real_open = sym("open64");
     *(void **)&real_openat = sym("openat64");
-    *(void **)&real_execve = sym("execve");
-    *(void **)&real_execvp = sym("execvp");
-    *(void **)&real_execvpe = sym("execvpe");
 }
 
 /* ---- stamps ----
  * Two clock_gettime() calls cost more than the rest of a wrapper on a VM, so with a TSC
- * clocksource the wrappers read the TSC (rdtsc) and each thread maps its ticks onto
- * CLOCK_MONOTONIC by linear interpolation between anchors, (TSC, CLOCK_MONOTONIC) pairs taken at
- * least every 2^27 ticks (about 50 ms) and at every flush. */
-#define ANCHOR_TICKS (1ull << 27)
+ * clocksource the wrappers read the TSC (rdtsc); hw-iotrace maps the ticks onto CLOCK_MONOTONIC
+ * by linear interpolation between anchors, (TSC, CLOCK_MONOTONIC) pairs it takes before and after
+ * the command and a thread takes whenever its call ends IOT_ANCHOR_TICKS (about 50 ms) after the
+ * last one. */
 
 static inline int64_t stamp(void)
 {
@@ -145,114 +134,85 @@ static inline int64_t stamp(void)
     return hw_mono_ns();
 }
 
-static void anchor(struct tbuf *b)
+/* ---- slots ---- */
+
+/* Has the kernel give slots [from, to) their pages in one call rather than by a page fault every
+ * 64 records (a few ns less per traced call here). Where MADV_POPULATE_WRITE is unknown (Linux
+ * before 5.14) the call fails and the pages come by faults. */
+static void populate(uint64_t from, uint64_t to)
 {
-#if defined(__x86_64__)
-    if (!use_tsc)
-        return;
-    uint64_t t0 = __builtin_ia32_rdtsc();
-    int64_t ns = hw_mono_ns();
-    uint64_t t1 = __builtin_ia32_rdtsc();
-    uint64_t tsc = t0 + (t1 - t0) / 2;
-    double scale = tsc > b->a_tsc ? (double)(ns - b->a_ns) / (double)(tsc - b->a_tsc) : 0.0;
-    for (size_t i = b->seg; i < b->n; i++) {
-        struct iot_rec *r = &b->recs[i];
-        r->t_enter_ns = b->a_ns + (int64_t)((double)(r->t_enter_ns - (int64_t)b->a_tsc) * scale);
-        r->t_exit_ns = b->a_ns + (int64_t)((double)(r->t_exit_ns - (int64_t)b->a_tsc) * scale);
-    }
-    b->a_tsc = tsc;
-    b->a_ns = ns;
-    b->seg = b->n;
-#else
-    (void)b;
-#endif
+    uintptr_t page = page_size;
+    uintptr_t a = (uintptr_t)&slots[from < nslots ? from : nslots] & ~(page - 1);
+    uintptr_t b = ((uintptr_t)&slots[to < nslots ? to : nslots] + page - 1) & ~(page - 1);
+    if (b > a)
+        madvise((void *)a, b - a, MADV_POPULATE_WRITE);
 }
 
-/* ---- flushing: binary blocks appended to the spool ---- */
-
-static void spool_write(const struct iot_spool_hdr *h, const void *payload)
+/* The slot of one record, or NULL when the region is full. A thread claims a run of slots at a
+ * time, IOT_CHUNK at first and twice as many each time up to IOT_CHUNK_MAX, so that a thread
+ * making one call takes one page and a busy one claims and populates rarely. A signal handler's
+ * call that interrupts this function on the same thread takes a single slot of its own, so that
+ * no slot is handed out twice (a handler that interrupts elsewhere runs to its end before the
+ * interrupted code touches next again). */
+static struct iot_slot *claim(void)
 {
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
-    struct iovec iov[2] = {{(void *)h, sizeof(*h)}, {(void *)payload, h->len}};
-    syscall(SYS_writev, fd, iov, h->len ? 2 : 1);  /* one append: blocks never interleave */
-    syscall(SYS_close, fd);
-}
-
-/* Writes the records of b (and its call in progress when `unfinished`), then empties it. */
-static void flush_buf(struct tbuf *b, int unfinished)
-{
-    if (unfinished && b->active && b->n < REC_CAP) {
-        struct iot_rec *r = &b->recs[b->n++];
-        *r = *b->active;
-        r->t_exit_ns = stamp();
-        r->unfinished = 1;
-        b->active = NULL;
-    }
-    anchor(b);
-    if (!b->n)
-        return;
-    struct iot_spool_hdr h = {.magic = IOT_SPOOL_MAGIC, .type = IOT_SPOOL_RECS, .pid = cur_pid,
-                             .count = (uint32_t)b->n, .len = (uint32_t)(b->n * sizeof(struct iot_rec))};
-    spool_write(&h, b->recs);
-    b->n = 0;
-    b->seg = 0;
-}
-
-static void flush_all(int unfinished, int in_signal)
-{
-    if (!enabled)
-        return;
-    if (in_signal ? pthread_mutex_trylock(&bufs_lock) != 0 : pthread_mutex_lock(&bufs_lock) != 0)
-        return;
-    for (struct tbuf *b = all_bufs; b; b = b->next)
-        flush_buf(b, unfinished);
-    pthread_mutex_unlock(&bufs_lock);
-}
-
-static void thread_end(void *arg)
-{
-    struct tbuf *b = arg;
-    pthread_mutex_lock(&bufs_lock);
-    flush_buf(b, 0);
-    for (struct tbuf **p = &all_bufs; *p; p = &(*p)->next)
-        if (*p == b) {
-            *p = b->next;
-            break;
+    uint64_t i;
+    if (ts.claiming) {
+        i = atomic_fetch_add_explicit(&region->cursor, 1, memory_order_relaxed);
+    } else {
+        ts.claiming = 1;
+        atomic_signal_fence(memory_order_seq_cst);
+        if (ts.next == ts.end) {
+            uint64_t n = ts.run ? ts.run : IOT_CHUNK;
+            ts.next = atomic_fetch_add_explicit(&region->cursor, n, memory_order_relaxed);
+            ts.end = ts.next + n;
+            ts.run = n < IOT_CHUNK_MAX ? 2 * n : n;
+            populate(ts.next, ts.end);
         }
-    pthread_mutex_unlock(&bufs_lock);
-    munmap(b->recs, REC_CAP * sizeof(struct iot_rec));
-    munmap(b, sizeof(*b));
-    tls_buf = NULL;
+        i = ts.next++;
+        atomic_signal_fence(memory_order_seq_cst);
+        ts.claiming = 0;
+    }
+    return i < nslots ? &slots[i] : NULL;
 }
 
-static struct tbuf *get_buf(void)
+/* A call ending seen ticks ago: when that is IOT_ANCHOR_TICKS after the last anchor, this thread
+ * takes the next one, unless another thread got there first. */
+static void anchor(uint64_t seen)
 {
-    struct tbuf *b = tls_buf;
-    if (b)
-        return b;
-    b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b == MAP_FAILED)
-        return NULL;
-    b->recs = mmap(NULL, REC_CAP * sizeof(struct iot_rec), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (b->recs == MAP_FAILED) {
-        munmap(b, sizeof(*b));
-        return NULL;
-    }
-    b->tid = (pid_t)syscall(SYS_gettid);
-    anchor(b);
-    pthread_mutex_lock(&bufs_lock);
-    b->next = all_bufs;
-    all_bufs = b;
-    pthread_mutex_unlock(&bufs_lock);
-    pthread_setspecific(buf_key, b);
-    tls_buf = b;
-    return b;
+    uint64_t last = atomic_load_explicit(&region->anchor_tsc, memory_order_relaxed);
+    if ((int64_t)(seen - last) <= (int64_t)IOT_ANCHOR_TICKS ||
+        !atomic_compare_exchange_strong_explicit(&region->anchor_tsc, &last, seen, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return;
+    struct iot_slot *s = claim();
+    if (!s)
+        return;
+    struct iot_anchor a = iot_anchor_now();
+    s->image = image;
+    s->r.t_enter_ns = a.tsc;
+    s->r.t_exit_ns = a.ns;
+    atomic_store_explicit(&s->state, IOT_SLOT_ANCHOR, memory_order_release);
 }
 
 /* ---- fd descriptions ---- */
+
+/* Into the region, before any record naming it; a full table leaves it out (its records say
+ * "unknown"). */
+static void publish(uint32_t id, int kind, const char *desc)
+{
+    uint64_t k = atomic_fetch_add_explicit(&region->desc_cursor, 1, memory_order_relaxed);
+    if (k >= ndescs)
+        return;
+    struct iot_desc_slot *d = &desc_slots[k];
+    size_t len = strnlen(desc, IOT_DESC_MAX);
+    d->image = image;
+    d->id = id;
+    d->kind = (uint16_t)kind;
+    d->len = (uint16_t)len;
+    memcpy(d->text, desc, len);
+    atomic_store_explicit(&d->state, 1, memory_order_release);
+}
 
 static uint32_t describe(int fd)
 {
@@ -272,11 +232,8 @@ static uint32_t describe(int fd)
     pthread_mutex_lock(&desc_lock);
     uint32_t known = descs.n;
     uint32_t id = iot_desc_intern(&descs, kind, desc);
-    if (id > known) {  /* new: into the spool before any record that names it */
-        struct iot_spool_hdr h = {.magic = IOT_SPOOL_MAGIC, .type = IOT_SPOOL_DESC, .kind = (uint16_t)kind,
-                                 .pid = cur_pid, .count = id, .len = (uint32_t)strlen(desc)};
-        spool_write(&h, desc);
-    }
+    if (id > known)
+        publish(id, kind, desc);
     pthread_mutex_unlock(&desc_lock);
     if (id && complete && fd < FD_CACHE)
         atomic_store_explicit(&fd_cache[fd], id, memory_order_relaxed);
@@ -291,46 +248,38 @@ static void forget(int fd)
 
 /* ---- the record of one call ---- */
 
-#define TRACED(call) (enabled && (mask & (1u << (call))))
+#define TRACED(call) (region && (mask & (1u << (call))))
 
-struct call_ctx {
-    struct tbuf *b;
-    struct iot_rec r;
-    struct iot_rec *prev_active;
-};
-
-static inline int begin(struct call_ctx *c, int call, int fd, int64_t req)
+/* Claims the call's slot and writes its entry; NULL when the region is full (the call is counted
+ * lost). desc_id is the fd's description, taken at entry so that a call that never returns is
+ * described too. */
+static inline struct iot_slot *begin(int call, int fd, int64_t req, uint32_t desc_id)
 {
-    c->b = get_buf();
-    if (!c->b)
-        return 0;
-    c->r.pid = cur_pid;
-    c->r.tid = c->b->tid;
-    c->r.call = (uint8_t)call;
-    c->r.unfinished = 0;
-    c->r.fd = fd;
-    c->r.req_bytes = req;
-    /* described at entry, so that a call cut short by a signal is described too */
-    c->r.desc_id = call == IOT_CALL_CLOSE ? 0 : describe(fd);
-    c->prev_active = c->b->active;
-    c->b->active = &c->r;
-    c->r.t_enter_ns = stamp();
-    return 1;
+    struct iot_slot *s = claim();
+    if (!s) {
+        atomic_fetch_add_explicit(&region->lost, 1, memory_order_relaxed);
+        return NULL;
+    }
+    if (!ts.tid)
+        ts.tid = (pid_t)syscall(SYS_gettid);
+    s->image = image;
+    s->r = (struct iot_rec){.pid = cur_pid, .tid = ts.tid, .fd = fd, .req_bytes = req, .desc_id = desc_id,
+                            .call = (uint8_t)call};
+    s->r.t_enter_ns = stamp();
+    atomic_store_explicit(&s->state, IOT_SLOT_ENTERED, memory_order_release);
+    return s;
 }
 
-static inline void end(struct call_ctx *c, int64_t ret, int err)
+static inline void end(struct iot_slot *s, int64_t ret, int err)
 {
-    c->r.t_exit_ns = stamp();
-    c->r.result = ret < 0 ? -(int64_t)err : ret;
-    struct tbuf *b = c->b;
-    b->active = c->prev_active;
-    if (c->r.call == IOT_CALL_CONNECT || (!c->r.desc_id && c->r.call != IOT_CALL_CLOSE))
-        c->r.desc_id = describe(c->r.fd);  /* connected now: its 4-tuple */
-    b->recs[b->n++] = c->r;
-    if (b->n == REC_CAP)
-        flush_buf(b, 0);
-    else if (use_tsc && (uint64_t)c->r.t_exit_ns - b->a_tsc > ANCHOR_TICKS)
-        anchor(b);
+    int64_t t = stamp();
+    s->r.t_exit_ns = t;
+    s->r.result = ret < 0 ? -(int64_t)err : ret;
+    if (s->r.call == IOT_CALL_CONNECT || (!s->r.desc_id && s->r.call != IOT_CALL_CLOSE))
+        s->r.desc_id = describe(s->r.fd);  /* connected now: its 4-tuple */
+    atomic_store_explicit(&s->state, IOT_SLOT_DONE, memory_order_release);
+    if (use_tsc)
+        anchor((uint64_t)t);
 }
 
 static int64_t iov_total(const struct iovec *iov, int n)
@@ -341,15 +290,15 @@ static int64_t iov_total(const struct iovec *iov, int n)
     return s;
 }
 
-/* WRAP(call id, fd, requested bytes, expression calling the real function) */
+/* WRAP(type, call id, fd, requested bytes, expression calling the real function) */
 #define WRAP(type, call, fd, req, expr)                                                            \
     do {                                                                                           \
-        struct call_ctx c_;                                                                        \
-        if (!TRACED(call) || !begin(&c_, call, fd, req))                                           \
+        struct iot_slot *s_;                                                                       \
+        if (!TRACED(call) || !(s_ = begin(call, fd, req, describe(fd))))                          \
             return expr;                                                                           \
         type ret_ = expr;                                                                          \
         int err_ = errno;                                                                          \
-        end(&c_, (int64_t)ret_, err_);                                                             \
+        end(s_, (int64_t)ret_, err_);                                                              \
         errno = err_;                                                                              \
         return ret_;                                                                               \
     } while (0)
@@ -384,29 +333,24 @@ IOT_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
     WRAP(ssize_t, IOT_CALL_WRITEV, fd, iov_total(iov, n), real_writev(fd, iov, n));
 }
 
+/* glibc's large-file name of a call (pread64 beside pread, open64 beside open, ...) is the same
+ * function where off_t has 64 bits: one body under both names. */
+_Static_assert(sizeof(off_t) == 8, "the large-file calls are the plain ones");
+#define LFS_ALIAS(type, name64, params, name) IOT_EXPORT type name64 params __attribute__((alias(#name)))
+
 IOT_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
     NEED(real_pread);
     WRAP(ssize_t, IOT_CALL_PREAD64, fd, (int64_t)n, real_pread(fd, buf, n, off));
 }
-
-IOT_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
-{
-    NEED(real_pread);
-    WRAP(ssize_t, IOT_CALL_PREAD64, fd, (int64_t)n, real_pread(fd, buf, n, off));
-}
+LFS_ALIAS(ssize_t, pread64, (int, void *, size_t, off_t), pread);
 
 IOT_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
     NEED(real_pwrite);
     WRAP(ssize_t, IOT_CALL_PWRITE64, fd, (int64_t)n, real_pwrite(fd, buf, n, off));
 }
-
-IOT_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
-{
-    NEED(real_pwrite);
-    WRAP(ssize_t, IOT_CALL_PWRITE64, fd, (int64_t)n, real_pwrite(fd, buf, n, off));
-}
+LFS_ALIAS(ssize_t, pwrite64, (int, const void *, size_t, off_t), pwrite);
 
 IOT_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
@@ -465,12 +409,7 @@ IOT_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
     NEED(real_sendfile);
     WRAP(ssize_t, IOT_CALL_SENDFILE, out, (int64_t)n, real_sendfile(out, in, off, n));
 }
-
-IOT_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
-{
-    NEED(real_sendfile);
-    WRAP(ssize_t, IOT_CALL_SENDFILE, out, (int64_t)n, real_sendfile(out, in, off, n));
-}
+LFS_ALIAS(ssize_t, sendfile64, (int, int, off_t *, size_t), sendfile);
 
 IOT_EXPORT ssize_t splice(int in, __off64_t *oin, int out, __off64_t *oout, size_t n, unsigned int flags)
 {
@@ -500,19 +439,18 @@ IOT_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 IOT_EXPORT int close(int fd)
 {
     NEED(real_close);
-    struct call_ctx c;
     if (!TRACED(IOT_CALL_CLOSE)) {
         forget(fd);
         return real_close(fd);
     }
     uint32_t id = describe(fd);  /* while it exists */
     forget(fd);
-    if (!begin(&c, IOT_CALL_CLOSE, fd, -1))
+    struct iot_slot *s = begin(IOT_CALL_CLOSE, fd, -1, id);
+    if (!s)
         return real_close(fd);
     int ret = real_close(fd);
     int err = errno;
-    c.r.desc_id = id;
-    end(&c, ret, err);
+    end(s, ret, err);
     errno = err;
     return ret;
 }
@@ -597,167 +535,101 @@ static mode_t open_mode(int flags, va_list ap)
     return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
 }
 
+/* open and openat: the mode argument is there only with O_CREAT or O_TMPFILE. */
+#define OPEN_AT(dir, path, flags)                                                                  \
+    do {                                                                                           \
+        va_list ap;                                                                                \
+        va_start(ap, flags);                                                                       \
+        mode_t mode = open_mode(flags, ap);                                                        \
+        va_end(ap);                                                                                \
+        NEED(real_openat);                                                                         \
+        return fresh(real_openat(dir, path, flags, mode));                                         \
+    } while (0)
+
 IOT_EXPORT int open(const char *path, int flags, ...)
 {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = open_mode(flags, ap);
-    va_end(ap);
-    NEED(real_open);
-    return fresh(real_open(path, flags, mode));
+    OPEN_AT(AT_FDCWD, path, flags);
 }
-
-IOT_EXPORT int open64(const char *path, int flags, ...)
-{
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = open_mode(flags, ap);
-    va_end(ap);
-    NEED(real_open);
-    return fresh(real_open(path, flags, mode));
-}
+LFS_ALIAS(int, open64, (const char *, int, ...), open);
 
 IOT_EXPORT int openat(int dir, const char *path, int flags, ...)
 {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = open_mode(flags, ap);
-    va_end(ap);
-    NEED(real_openat);
-    return fresh(real_openat(dir, path, flags, mode));
+    OPEN_AT(dir, path, flags);
 }
+LFS_ALIAS(int, openat64, (int, const char *, int, ...), openat);
 
-IOT_EXPORT int openat64(int dir, const char *path, int flags, ...)
+/* ---- attaching to the region ---- */
+
+/* The region open on fd, mapped; NULL when fd is not one (closed, or its number reused by the
+ * program: only a file whose head says it is a region of its own size is taken). */
+static struct iot_region *map_region(int fd)
 {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = open_mode(flags, ap);
-    va_end(ap);
-    NEED(real_openat);
-    return fresh(real_openat(dir, path, flags, mode));
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)IOT_REGION_HEAD)
+        return NULL;
+    struct iot_region *r = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (r == MAP_FAILED)
+        return NULL;
+    if (r->magic != IOT_REGION_MAGIC || r->size != (uint64_t)sb.st_size ||
+        iot_region_size(r->nslots, r->ndescs) != r->size) {
+        munmap(r, (size_t)sb.st_size);
+        return NULL;
+    }
+    return r;
 }
 
-/* ---- ends of the process: flush first ---- */
-
-IOT_EXPORT void _exit(int status)
+/* The inherited descriptor first; else the path, which the library opens and closes with raw
+ * system calls so that it records nothing of its own. */
+static struct iot_region *attach(void)
 {
-    flush_all(0, 0);
-    NEED(real_exit);
-    real_exit(status);
+    const char *num = getenv("HWIOWRAP_FD"), *path = getenv("HWIOWRAP_REGION");
+    struct iot_region *r = map_region(num ? atoi(num) : -1);
+    if (!r && path) {
+        int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CLOEXEC);
+        r = map_region(fd);
+        if (fd >= 0)
+            syscall(SYS_close, fd);
+    }
+    return r;
 }
 
-IOT_EXPORT void _Exit(int status)
-{
-    flush_all(0, 0);
-    NEED(real_exit);
-    real_exit(status);
-}
-
-IOT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
-{
-    flush_all(0, 0);
-    NEED(real_execve);
-    return real_execve(path, argv, envp);
-}
-
-IOT_EXPORT int execv(const char *path, char *const argv[])
-{
-    flush_all(0, 0);
-    NEED(real_execve);
-    return real_execve(path, argv, environ);
-}
-
-IOT_EXPORT int execvp(const char *file, char *const argv[])
-{
-    flush_all(0, 0);
-    NEED(real_execvp);
-    return real_execvp(file, argv);
-}
-
-IOT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
-{
-    flush_all(0, 0);
-    NEED(real_execvpe);
-    return real_execvpe(file, argv, envp);
-}
-
-static void on_signal(int sig)
-{
-    flush_all(1, 1);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-/* fork: the child keeps only the calling thread, and the parent writes the records it had */
+/* fork: the child is a process image of its own (its own description ids, the fds it describes
+ * again), and takes slots of its own: the parent goes on filling the ones it had claimed. */
 static void after_fork_child(void)
 {
     cur_pid = (pid_t)syscall(SYS_getpid);
-    struct tbuf *mine = tls_buf;
-    struct tbuf *b = all_bufs;
-    all_bufs = NULL;
-    pthread_mutex_init(&bufs_lock, NULL);
+    image = atomic_fetch_add_explicit(&region->images, 1, memory_order_relaxed) + 1;
+    ts.next = ts.end = ts.run = 0;
+    ts.tid = 0;
     pthread_mutex_init(&desc_lock, NULL);
-    /* its own description ids from now on: the spool keys them by pid */
     iot_desc_free(&descs);
     memset((void *)fd_cache, 0, sizeof(fd_cache));
-    while (b) {
-        struct tbuf *next = b->next;
-        if (b != mine) {
-            munmap(b->recs, REC_CAP * sizeof(struct iot_rec));
-            munmap(b, sizeof(*b));
-        }
-        b = next;
-    }
-    if (mine) {
-        mine->n = 0;
-        mine->seg = 0;
-        mine->active = NULL;
-        mine->tid = cur_pid;
-        mine->next = NULL;
-        all_bufs = mine;
-    }
 }
 
 __attribute__((constructor)) static void hwiowrap_init(void)
 {
     resolve_all();
-    const char *out = getenv("HWIOWRAP_SPOOL");
-    if (!out || !*out || strlen(out) >= sizeof(out_path))
-        return;
+    if (!getenv("HWIOWRAP_FD") && !getenv("HWIOWRAP_REGION"))
+        return;   /* not started by hw-iotrace */
     char bad[64];
     if (iot_calls_parse(getenv("HWIOWRAP_CALLS"), &mask, bad, sizeof(bad)) < 0) {
         dprintf(2, "libhwiowrap: unknown call '%s' in HWIOWRAP_CALLS; not tracing\n", bad);
         return;
     }
-    strcpy(out_path, out);
-#if defined(__x86_64__)
-    char cs[32] = "";
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-                          O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        long n = syscall(SYS_read, fd, cs, sizeof(cs) - 1);
-        cs[n > 0 ? n : 0] = '\0';
-        syscall(SYS_close, fd);
+    struct iot_region *r = attach();
+    if (!r) {
+        dprintf(2, "libhwiowrap: cannot map hw-iotrace's region (HWIOWRAP_FD, HWIOWRAP_REGION); "
+                "not tracing pid %d\n", (int)getpid());
+        return;
     }
-    use_tsc = !strcmp(cs, "tsc\n") && !getenv("HWIOWRAP_NO_TSC");
-#endif
+    page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
+    nslots = r->nslots;
+    ndescs = r->ndescs;
+    slots = iot_region_slots(r, ndescs);
+    desc_slots = iot_region_descs(r);
+    use_tsc = (int)r->use_tsc;
     cur_pid = (pid_t)syscall(SYS_getpid);
-    pthread_key_create(&buf_key, thread_end);
+    image = atomic_fetch_add_explicit(&r->images, 1, memory_order_relaxed) + 1;
     pthread_atfork(NULL, NULL, after_fork_child);
-    int sigs[] = {SIGINT, SIGTERM};
-    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
-        struct sigaction old;
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
-            struct sigaction sa;
-            memset(&sa, 0, sizeof(sa));
-            sa.sa_handler = on_signal;
-            sigaction(sigs[i], &sa, NULL);
-        }
-    }
-    enabled = 1;
-}
-
-__attribute__((destructor)) static void hwiowrap_fini(void)
-{
-    flush_all(0, 0);
+    region = r;  /* last: the wrappers trace from here on */
 }

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "hwerr.h"
+#include "hwsyscalls.h"
 
 #define IOT_VERSION "1.0"
 
@@ -67,25 +68,17 @@ struct iot_rec {
 
 extern const char *const iot_fd_kind_names[];
 
-/* The column-header line of syscalls.tsv (no newline). */
-extern const char iot_tsv_columns[];
-
-/* Writes the `#` metadata lines and the column line: backend "ptrace" | "preload"; extra is
- * NULL or more "# key: value\n" lines. Returns the number of bytes written into buf, or -1
- * when buf is too small. */
+/* Writes the `#` metadata lines and the column line of syscalls.tsv (common/hwsyscalls.h): backend
+ * "ptrace" | "preload"; extra is NULL or more "# key: value\n" lines. Returns the number of bytes
+ * written into buf, or -1 when buf is too small. */
 int iot_tsv_header(char *buf, size_t len, const char *backend, uint32_t mask, const char *extra);
 
 /* Formats one record as a TSV line into buf (at least IOT_LINE_MAX bytes); returns its length.
- * kind and desc are the fd's description (desc is escaped: tab, newline, CR, backslash). */
-#define IOT_DESC_MAX 256
-#define IOT_LINE_MAX (IOT_DESC_MAX * 2 + 256)
+ * kind and desc are the fd's description (desc is escaped: tab, newline, CR, backslash). The last
+ * line of the file is common/'s hw_sys_trailer or hw_sys_damaged. */
+#define IOT_DESC_MAX HW_SYS_DESC_MAX
+#define IOT_LINE_MAX HW_SYS_LINE_MAX
 size_t iot_rec_format(char *buf, const struct iot_rec *r, int kind, const char *desc);
-/* The last line of syscalls.tsv (docs/formats.md, "Completeness"), into buf (at least
- * IOT_LINE_MAX bytes); returns its length. A complete file ends with the trailer
- * "# end: records=N"; a file whose writer failed with "# damaged: REASON" (reason escaped as
- * fd_desc, at most IOT_DESC_MAX bytes of it), so that no reader takes it for whole. */
-size_t iot_tsv_trailer(char *buf, uint64_t records);
-size_t iot_tsv_damaged(char *buf, const char *reason);
 
 /* ---- descriptions of fds, interned (desc.c) ---- */
 struct iot_desc_tab {
@@ -153,29 +146,9 @@ enum { IOT_BOOKKEEP = 0x100, IOT_BK_CLOSE = 0, IOT_BK_DUP2, IOT_BK_DUP3, IOT_BK_
 int iot_bookkeep_by_nr(long nr, uint32_t mask);
 int iot_seccomp_install(uint32_t mask);
 
-/* ---- the LD_PRELOAD spool (spool.c) ----
- * libhwiowrap.so formats nothing in the traced process: it appends binary blocks (a header and
- * its payload, one write each, to an O_APPEND file): records, and each fd description once per
- * process (before any record naming it). hw-iotrace --preload turns the spool into syscalls.tsv
- * after the command ends. Same machine, same build: the records are struct iot_rec as is. */
-#define IOT_SPOOL_MAGIC 0x50535748u /* "HWSP" */
-enum { IOT_SPOOL_RECS = 1, IOT_SPOOL_DESC = 2 };
-struct iot_spool_hdr {
-    uint32_t magic;
-    uint16_t type;
-    uint16_t kind;      /* DESC: enum iot_fd_kind */
-    int32_t pid;
-    uint32_t count;     /* RECS: number of records; DESC: the description id */
-    uint32_t len;       /* payload bytes */
-    uint32_t reserved;
-};
-/* Converts a spool into syscalls.tsv (header included); counts records and unfinished ones. On
- * a damaged block, writes what precedes it and returns -EBADMSG with its byte offset in err. */
-int iot_spool_convert(const char *spool, const char *tsv, uint32_t mask, struct iot_trace_stats *st,
-                      struct hw_err *err);
-
-/* ---- the LD_PRELOAD runner (preload_run.c) ---- */
-/* Runs argv with libhwiowrap.so preloaded, writing out_path; fills st from the file. */
+/* ---- the LD_PRELOAD runner (preload_run.c; the region the library writes: region.h) ---- */
+/* Runs argv with libhwiowrap.so preloaded, then writes out_path from what the library recorded;
+ * fills st. */
 int iot_preload_run(const struct iot_trace_opts *o, const char *lib_path, struct iot_trace_stats *st,
                     struct hw_err *err);
 

@@ -738,7 +738,7 @@ int iot_trace_run(const struct iot_trace_opts *o, struct iot_trace_stats *st, st
     /* the last line: the trailer when every record is in the file, else what went wrong */
     if (!tr.write_err) {
         char *end = tr.out + tr.out_len;  /* empty: recs_flush flushed it */
-        tr.out_len += ret ? iot_tsv_damaged(end, err->msg) : iot_tsv_trailer(end, st->records_written);
+        tr.out_len += ret ? hw_sys_damaged(end, err->msg) : hw_sys_trailer(end, st->records_written);
         out_flush(&tr);
     }
     if (tr.write_err && !ret) {

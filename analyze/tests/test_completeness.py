@@ -347,9 +347,9 @@ def test_resource_samples_without_their_trailer_are_refused(tmp_path: Path) -> N
 
 # ---------------------------------------------------------------- syscalls.tsv (hw-iotrace)
 
-def test_iotrace_marks_a_damaged_spool_and_the_reader_refuses_it(build_dir: Path, tmp_path: Path) -> None:
-    """The preload backend converts its spool after the command: a damaged block used to leave a
-    syscalls.tsv that ended cleanly on a line. Now its last line says what happened."""
+def test_iotrace_marks_a_damaged_region_and_the_reader_refuses_it(build_dir: Path, tmp_path: Path) -> None:
+    """The preload backend reads the region it shares with the command after the command: a
+    region the command wrote over gives a syscalls.tsv whose last line says what happened."""
     hw_iotrace = str(build_dir / "bin" / "hw-iotrace")
     out = tmp_path / "syscalls.tsv"
     proc = subprocess.run([hw_iotrace, "--preload", "-o", str(out), "--", "sh", "-c", "cat /etc/hostname"],
@@ -361,13 +361,14 @@ def test_iotrace_marks_a_damaged_spool_and_the_reader_refuses_it(build_dir: Path
     out.write_bytes(b"".join(lines[:-1]))
     with pytest.raises(InputError, match=re.escape(f"{out}:{len(lines)}: no '# end: records=N' trailer")):
         read_syscalls(out)
-    # garbage in the spool after the command's first records (the command writes it itself)
-    script = 'cat /etc/hostname >/dev/null; printf "not a spool block, and long enough" >>"$HWIOWRAP_SPOOL"'
+    # the command writes over the region's head through its inherited descriptor
+    script = ('cat /etc/hostname >/dev/null; printf "not a region head, and long enough" '
+              '| dd of=/proc/self/fd/$HWIOWRAP_FD conv=notrunc status=none')
     proc = subprocess.run([hw_iotrace, "--preload", "-o", str(out), "--", "sh", "-c", script],
                           capture_output=True, text=True, timeout=TIMEOUT)
-    assert proc.returncode == 1 and "damaged block at byte" in proc.stderr
+    assert proc.returncode == 1 and "its head was overwritten" in proc.stderr, proc.stderr
     last = lines_of(out)[-1].decode()
-    assert last.startswith("# damaged: failed to read ") and "damaged block at byte" in last
+    assert last.startswith("# damaged: failed to read the shared region: its head was overwritten")
     with pytest.raises(InputError, match=re.escape(f"{out}:{len(lines_of(out))}: the writer marked the file "
                                                    "damaged: failed to read")):
         read_syscalls(out)

@@ -1,5 +1,5 @@
 /* Unit tests of common/: JSON strings, whole transfers on pipes, value parsing, the error
- * convention and the gated start. */
+ * convention, the gated start and the syscalls.tsv writer. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -18,6 +18,7 @@
 #include "hwgate.h"
 #include "hwio.h"
 #include "hwjson.h"
+#include "hwsyscalls.h"
 #include "hwtest.h"
 
 /* hw_json_str(s) as a C string. */
@@ -309,5 +310,52 @@ static void test_gate(void)
     rmdir(dir);
 }
 
+static void test_syscalls_tsv(void)
+{
+    char line[HW_SYS_LINE_MAX], head[1024];
+    struct hw_sys_line l = {.t_enter_ns = 1000000000123LL, .t_exit_ns = 1000000000456LL, .pid = 42, .tid = 43,
+                            .call = "write", .fd = 4, .req_bytes = 5000, .result = -11, .has_result = 1,
+                            .fd_kind = "pipe", .fd_desc = "pipe:[77]"};
+    size_t n = hw_sys_format(line, &l);
+    line[n] = '\0';
+    CHECK(!strcmp(line, "1000000000123\t1000000000456\t42\t43\twrite\t4\t5000\t-11\tpipe\tpipe:[77]\t0\n"));
+    /* unfinished: no result; the description escaped so that it cannot break the line */
+    l.unfinished = 1, l.has_result = 0, l.req_bytes = -1, l.call = "accept", l.fd_kind = "file";
+    l.fd_desc = "/a\tb\\c\nd";
+    n = hw_sys_format(line, &l);
+    line[n] = '\0';
+    CHECK(!strcmp(line, "1000000000123\t1000000000456\t42\t43\taccept\t4\t-1\t\tfile\t/a\\tb\\\\c\\nd\t1\n"));
+    l.t_enter_ns = INT64_MIN, l.fd_desc = NULL, l.fd_kind = "unknown";
+    n = hw_sys_format(line, &l);
+    line[n] = '\0';
+    CHECK(!strncmp(line, "-9223372036854775808\t", 21) && strstr(line, "\tunknown\t\t1\n") != NULL);
+    /* a description longer than the limit is cut, and the line still fits */
+    char big[2 * HW_SYS_DESC_MAX];
+    memset(big, '\\', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    l.t_enter_ns = l.t_exit_ns = l.pid = l.tid = l.fd = l.req_bytes = INT64_MIN, l.fd_desc = big;
+    CHECK(hw_sys_format(line, &l) <= sizeof(line));
+    int hl = hw_sys_header(head, sizeof(head), "tracefs", "hw-schedtrace", "read,write", "# mode: seccomp\n");
+    CHECK(hl > 0 && (size_t)hl == strlen(head));
+    CHECK(!strcmp(head, "# format: hostwire-tsv 2\n# kind: syscalls\n# backend: tracefs\n# clock: CLOCK_MONOTONIC\n"
+                        "# tool: hw-schedtrace\n# calls: read,write\n# mode: seccomp\nt_enter_ns\tt_exit_ns\tpid\ttid\t"
+                        "call\tfd\treq_bytes\tresult\tfd_kind\tfd_desc\tunfinished\n"));
+    CHECK_EQ_LL(hw_sys_header(head, 10, "ptrace", "hw-iotrace 1.0", "read", NULL), -1);
+    /* the last line: a trailer with the record count, or the reason the file is not whole */
+    n = hw_sys_trailer(line, 12345);
+    line[n] = '\0';
+    CHECK(!strcmp(line, "# end: records=12345\n"));
+    n = hw_sys_trailer(line, 0);
+    line[n] = '\0';
+    CHECK(!strcmp(line, "# end: records=0\n"));
+    n = hw_sys_damaged(line, "failed to read x.spool: damaged block at byte 96\nsecond line");
+    line[n] = '\0';
+    CHECK(!strcmp(line, "# damaged: failed to read x.spool: damaged block at byte 96\\nsecond line\n"));
+    n = hw_sys_damaged(line, "");
+    line[n] = '\0';
+    CHECK(!strcmp(line, "# damaged: the tracer failed\n"));
+}
+
 HW_TEST_MAIN(test_json(); test_write_all_partial(); test_ready_notify(); test_numbers(); test_sizes();
-             test_durations(); test_ready_fd(); test_getopt_error(); test_err(); test_gate();)
+             test_durations(); test_ready_fd(); test_getopt_error(); test_err(); test_gate();
+             test_syscalls_tsv();)

@@ -1,5 +1,7 @@
-/* Unit tests of the pure parts of hw-iotrace: call lists, record formatting, fd descriptions. */
+/* Unit tests of the pure parts of hw-iotrace: call lists, record formatting, fd descriptions, the
+ * preload region read back into syscalls.tsv. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #include "hwtest.h"
 #include "../iotrace.h"
+#include "../region.h"
 
 static void test_calls(void)
 {
@@ -57,19 +60,6 @@ static void test_format(void)
     CHECK(!strncmp(head, "# format: hostwire-tsv 2\n# kind: syscalls\n# backend: ptrace\n", 59));
     CHECK(strstr(head, "# calls: read\n# mode: seccomp\nt_enter_ns\t") != NULL);
     CHECK_EQ_LL(iot_tsv_header(head, 10, "ptrace", 1, NULL), -1);
-    /* the last line: a trailer with the record count, or the reason the file is not whole */
-    n = iot_tsv_trailer(line, 12345);
-    line[n] = '\0';
-    CHECK(!strcmp(line, "# end: records=12345\n"));
-    n = iot_tsv_trailer(line, 0);
-    line[n] = '\0';
-    CHECK(!strcmp(line, "# end: records=0\n"));
-    n = iot_tsv_damaged(line, "failed to read x.spool: damaged block at byte 96\nsecond line");
-    line[n] = '\0';
-    CHECK(!strcmp(line, "# damaged: failed to read x.spool: damaged block at byte 96\\nsecond line\n"));
-    n = iot_tsv_damaged(line, "");
-    line[n] = '\0';
-    CHECK(!strcmp(line, "# damaged: the tracer failed\n"));
 }
 
 static void test_describe(void)
@@ -157,4 +147,84 @@ static void test_intern(void)
     iot_desc_free(&t);
 }
 
-HW_TEST_MAIN(test_calls(); test_format(); test_describe(); test_intern();)
+/* The file's lines after its header, joined. */
+static const char *body(const char *path)
+{
+    static char text[4096];
+    char all[8192];
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(all, 1, sizeof(all) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    all[n] = '\0';
+    const char *p = strstr(all, "unfinished\n");
+    snprintf(text, sizeof(text), "%s", p ? p + strlen("unfinished\n") : "");
+    return text;
+}
+
+static void put_slot(struct iot_slot *s, uint32_t state, uint32_t image, struct iot_rec r)
+{
+    s->image = image;
+    s->r = r;
+    atomic_store(&s->state, state);
+}
+
+static void test_region_drain(void)
+{
+    struct iot_region_run run;
+    struct iot_trace_stats st = {0};
+    struct hw_err err = {0};
+    char path[] = "/tmp/hw-iotrace-unit-XXXXXX";
+    int tmp = mkstemp(path);
+    CHECK(tmp >= 0);
+    close(tmp);
+    CHECK(iot_region_create(&run, 256, 1, &err) == 0);
+    struct iot_slot *s = iot_region_slots(run.map, run.head.ndescs);
+    struct iot_desc_slot *d = iot_region_descs(run.map);
+    d[0].image = 1, d[0].id = 1, d[0].kind = IOT_FD_PIPE, d[0].len = 8;
+    memcpy(d[0].text, "pipe:[9]", 8);
+    atomic_store(&d[0].state, 1);
+    atomic_store(&run.map->desc_cursor, 1);
+    /* TSC ticks: the anchors map 1000 -> 10000 ns, 1800 -> 11800 (a library's), 2000 -> 12000 */
+    struct iot_anchor start = {1000, 10000}, end = {2000, 12000};
+    put_slot(&s[0], IOT_SLOT_DONE, 1, (struct iot_rec){.t_enter_ns = 1500, .t_exit_ns = 1600, .req_bytes = 5,
+                                                        .result = 5, .pid = 7, .tid = 8, .fd = 3, .desc_id = 1,
+                                                        .call = IOT_CALL_WRITE});
+    /* slot 1 claimed but never written: the call was not made */
+    put_slot(&s[2], IOT_SLOT_ENTERED, 1, (struct iot_rec){.t_enter_ns = 1400, .t_exit_ns = 77, .req_bytes = -1,
+                                                           .result = 77, .pid = 7, .tid = 9, .fd = 4,
+                                                           .call = IOT_CALL_READ});
+    put_slot(&s[3], IOT_SLOT_ANCHOR, 1, (struct iot_rec){.t_enter_ns = 1800, .t_exit_ns = 11800});
+    put_slot(&s[4], IOT_SLOT_ENTERED, 2, (struct iot_rec){.t_enter_ns = 1900, .req_bytes = 1, .pid = 10, .tid = 10,
+                                                           .fd = 3, .desc_id = 1, .call = IOT_CALL_READ});
+    atomic_store(&run.map->cursor, 5);
+    atomic_store(&run.map->lost, 3);
+    CHECK_EQ_LL(iot_region_drain(&run, start, end, 99999, path, 1u << IOT_CALL_READ, &st, &err), 0);
+    /* in order of entry; an unfinished call ends at its image's last stamp (slot 0's exit), or at the
+     * command's end when its image did nothing after it; image 2 has no description 1 */
+    CHECK(!strcmp(body(path), "10900\t11350\t7\t9\tread\t4\t-1\t\tunknown\t\t1\n"
+                              "11125\t11350\t7\t8\twrite\t3\t5\t5\tpipe\tpipe:[9]\t0\n"
+                              "11900\t99999\t10\t10\tread\t3\t1\t\tunknown\t\t1\n"
+                              "# end: records=3\n"));
+    CHECK_EQ_LL(st.records_written, 3);
+    CHECK_EQ_LL(st.unfinished, 2);
+    CHECK_EQ_LL(st.calls_seen, 6);
+    /* a slot no library writes: the records of the slots before it, and the reason */
+    put_slot(&s[5], 9, 1, (struct iot_rec){.call = IOT_CALL_READ});
+    atomic_store(&run.map->cursor, 6);
+    memset(&st, 0, sizeof(st));
+    CHECK_EQ_LL(iot_region_drain(&run, start, end, 99999, path, 1, &st, &err), -EBADMSG);
+    CHECK(strstr(body(path), "\t1\n# damaged: failed to read the shared region: damaged slot 5 ") != NULL);
+    CHECK_EQ_LL(st.records_written, 3);
+    /* a head the program wrote over: hw-iotrace's own geometry still reads the slots */
+    atomic_store(&s[5].state, IOT_SLOT_FREE);
+    run.map->nslots = 1u << 30;
+    memset(&st, 0, sizeof(st));
+    CHECK_EQ_LL(iot_region_drain(&run, start, end, 99999, path, 1, &st, &err), -EBADMSG);
+    CHECK(strstr(body(path), "# damaged: failed to read the shared region: its head was overwritten") != NULL);
+    CHECK_EQ_LL(st.records_written, 3);
+    iot_region_close(&run);
+    unlink(path);
+}
+
+HW_TEST_MAIN(test_calls(); test_format(); test_describe(); test_intern(); test_region_drain();)
