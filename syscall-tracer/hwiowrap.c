@@ -26,7 +26,7 @@
 
 #include "hwclock.h"
 #include "iotrace.h"
-#include "region.h"
+#include "region_layout.h"
 
 #define IOT_EXPORT __attribute__((visibility("default")))
 #define FD_CACHE 65536
