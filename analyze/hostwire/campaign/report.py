@@ -268,27 +268,25 @@ class ReportBuilder:
                 "on a wire-limited link the median is the frame's time on the wire.</p>")
 
     def idc(self) -> None:
-        names, caption = self.per_setup_figures("idc", plots.plot_idc_curves, "idc")
-        if not names:
-            return
-        self.sections.append(Section(
-            "Index of dispersion for counts (paper figure 4)",
-            "<p>IDC(t) = Var(N_t)/E(N_t) of the frames of all streams, one panel per number of background "
-            "processes N, one curve per number of senders M (the mean over the runs of the point); the dashed "
-            "line is a Poisson stream's IDC of 1. The paper saw IDC rise with t for one sender (self-similar "
-            "looking) and flatten as processes were added.</p>" + caption, names))
+        self.curves("Index of dispersion for counts (paper figure 4)", "idc", plots.plot_idc_curves, "idc",
+                    "<p>IDC(t) = Var(N_t)/E(N_t) of the frames of all streams, one panel per number of background "
+                    "processes N, one curve per number of senders M (the mean over the runs of the point); the "
+                    "dashed line is a Poisson stream's IDC of 1. The paper saw IDC rise with t for one sender "
+                    "(self-similar looking) and flatten as processes were added.</p>")
 
     def contracts(self) -> None:
-        names, caption = self.per_setup_figures("contract", plots.plot_contract_curves, "contracts")
-        if not names:
-            return
-        self.sections.append(Section(
-            "Zero-loss traffic contracts",
-            "<p>The smallest maximum burst size (cells) that lets every cell conform, against the sustainable "
-            "cell rate, averaged over the streams (frames cut into ATM cells at the link rate); one panel per "
-            "number of background processes N, a colour per number of senders M, a line per run (each run's "
-            "SCRs start at its own smallest mean cell rate). A dot is a run whose mean rate is the peak rate: "
-            "no SCR below it exists.</p>" + caption, names))
+        self.curves("Zero-loss traffic contracts", "contract", plots.plot_contract_curves, "contracts",
+                    "<p>The smallest maximum burst size (cells) that lets every cell conform, against the "
+                    "sustainable cell rate, averaged over the streams (frames cut into ATM cells at the link "
+                    "rate); one panel per number of background processes N, a colour per number of senders M, a "
+                    "line per run (each run's SCRs start at its own smallest mean cell rate). A dot is a run whose "
+                    "mean rate is the peak rate: no SCR below it exists.</p>")
+
+    def curves(self, title: str, table: str, draw: Any, name: str, text: str) -> None:
+        """A section of one figure per setup of the runs' `table` (left out when no run has it)."""
+        names, caption = self.per_setup_figures(table, draw, name)
+        if names:
+            self.sections.append(Section(title, text + caption, names))
 
     def gap_causes(self) -> None:
         """The timeline's explanation of the long gaps (hostwire gaps), per grid point and setup:
