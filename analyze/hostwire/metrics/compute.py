@@ -187,7 +187,7 @@ def _contract(source: Source, labelled: pd.DataFrame | None, writes: pd.DataFram
         streams = cells.stream_cells_from_frames(by, rate, args.encap)
     for name, cs in streams.items():
         need = contract.pcr_tau(cs, pcr)
-        if need > args.cdvt:
+        if need >= args.cdvt + 1:  # below a nanosecond is the float arithmetic of the cell times
             log.warning(
                 "%s: the peak-rate bucket needs CDVT %.0f ns, more than --cdvt %d ns", name, need, args.cdvt)
     if args.mbs is not None:
