@@ -106,12 +106,16 @@ def test_report_renders_in_a_real_browser(quick_campaign: Path) -> None:
     probe.write_text((quick_campaign / "report.html").read_text().replace(
         "</body>", "<script>window.addEventListener('load', () => { const bad = [...document.images]"
         ".filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src); document.title = "
-        "'images:' + document.images.length + ':broken:' + bad.length; });</script></body>"))
-    dom = subprocess.run([*common, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120)
+        "'images:' + document.images.length + ':broken:' + bad.length + ':wide:' + "
+        "(document.documentElement.scrollWidth - document.documentElement.clientWidth); });</script></body>"))
+    dom = subprocess.run([*common, "--window-size=1200,3000", "--dump-dom", probe.as_uri()], capture_output=True,
+                         text=True, timeout=120)
     title = re.search(r"<title>([^<]*)</title>", dom.stdout)
     assert title is not None, dom.stderr[-2000:]
-    count, broken = re.fullmatch(r"images:(\d+):broken:(\d+)", title.group(1)).groups()  # type: ignore[union-attr]
+    count, broken, wide = re.fullmatch(r"images:(\d+):broken:(\d+):wide:(-?\d+)",  # type: ignore[union-attr]
+                                       title.group(1)).groups()
     assert int(count) >= 6 and int(broken) == 0, title.group(1)
+    assert int(wide) <= 0, f"the page is {wide} px wider than the window: a table or figure runs off its edge"
     console = [line for line in (shot.stderr + dom.stderr).splitlines() if "CONSOLE" in line or "ERR_FILE" in line]
     assert console == [], console
 

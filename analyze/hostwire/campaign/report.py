@@ -52,7 +52,8 @@ def _table_html(df: pd.DataFrame, classes: pd.Series | None = None, float_format
             cells.append(f"<td>{html.escape(text)}</td>")
         cls = f' class="{classes.iloc[i]}"' if classes is not None and classes.iloc[i] else ""
         rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    # a table wider than the page scrolls inside it instead of running off its edge
+    return f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
 
 
 class ReportBuilder:
@@ -404,6 +405,7 @@ class ReportBuilder:
 CSS = """
 body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
 table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0; }
+.scroll { overflow-x: auto; max-width: 100%; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 tr.bad td { background: #fdd; }
 .warn { color: #a00; font-weight: bold; }
