@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ MANIFEST_FORMAT = "hostwire-run 1"
 MANIFEST_NAME = "manifest.json"
 REGISTRY_DIR = Path(os.environ.get("HOSTWIRE_REGISTRY", "/run/hostwire/live"))
 KILLED_REASON = "runner killed"
+CAMPAIGN_FILE = "campaign.json"  # a campaign's own state, beside its runs (hostwire.campaign.batch)
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -177,9 +179,11 @@ def check_seal(path: Path, manifest: dict[str, Any]) -> None:
                          "after the run)")
 
 
-def check_raw_file(run_dir: Path, manifest: dict[str, Any], relative: str) -> str | None:
+def check_raw_file(run_dir: Path, manifest: dict[str, Any], relative: str,
+                   digest: Callable[[], str | None] | None = None) -> str | None:
     """Why a raw file differs from what the runner recorded (None when it matches, or when the run
-    recorded no digest for it)."""
+    recorded no digest for it). `digest` gives the file's sha256 when a caller keeps it (a Run
+    digests each file once); the size may tell a change without it, never sameness."""
     recorded = (manifest.get("raw_digests") or {}).get(relative)
     if not isinstance(recorded, dict):
         return None
@@ -191,6 +195,6 @@ def check_raw_file(run_dir: Path, manifest: dict[str, Any], relative: str) -> st
     if size != recorded.get("bytes"):
         return (f"{path}: {size} bytes, the run recorded {recorded.get('bytes')} (cut or changed after "
                 "the run)")
-    if file_digest(path) != recorded.get("sha256"):
+    if (digest() if digest is not None else file_digest(path)) != recorded.get("sha256"):
         return f"{path}: content differs from the sha256 the run recorded (damaged or changed after the run)"
     return None

@@ -21,6 +21,8 @@ This module imports nothing of the recording side (hostwire.record)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +32,7 @@ import pandas as pd
 
 from hostwire.read.bench import BenchResult
 from hostwire.errors import HostwireError, InputError
-from hostwire.manifest import MANIFEST_FORMAT, check_raw_file, check_seal, effective_status
+from hostwire.manifest import MANIFEST_FORMAT, check_raw_file, check_seal, effective_status, file_digest
 from hostwire.read.tsv import TsvLog
 from hostwire.versioned import read_json
 
@@ -105,8 +107,42 @@ class Run:
         recorded when the run completed; None when it matches or none was recorded."""
         key = ("digest", relative)
         if key not in self._kept:
-            self._kept[key] = check_raw_file(self.path, self.manifest, relative)
+            self._kept[key] = check_raw_file(self.path, self.manifest, relative,
+                                             digest=lambda: self.digest_of(relative))
         return self._kept[key]  # type: ignore[no-any-return]
+
+    def digest_of(self, relative: str) -> str | None:
+        """sha256 of a file of the run (path relative to it) as it is on disk, computed once for
+        this Run; None when the file cannot be read."""
+        key = ("sha256", relative)
+        if key not in self._kept:
+            try:
+                self._kept[key] = file_digest(self.path / relative)
+            except OSError:
+                self._kept[key] = None
+        return self._kept[key]  # type: ignore[no-any-return]
+
+    def sources(self) -> dict[str, str | None]:
+        """What a cache made from this run is made from: {path relative to the run: sha256 on disk,
+        None when missing} of every raw file on disk or in the manifest's raw_digests, and the
+        manifest's content under "manifest.json". Every file is digested (once per Run): a cache
+        is valid only while this equals what it recorded, and no size or time stands in for it."""
+        def make() -> dict[str, str | None]:
+            files = {str(p.relative_to(self.path)) for p in (self.path / "raw").rglob("*") if p.is_file()}
+            files |= set((self.manifest.get("raw_digests") or {}))
+            out: dict[str, str | None] = {rel: self.digest_of(rel) for rel in sorted(files)}
+            out["manifest.json"] = hashlib.sha256(json.dumps(self.manifest, sort_keys=True).encode()).hexdigest()
+            return out
+        return dict(self._keep("sources", make))
+
+    def sources_fingerprint(self) -> str:
+        """One sha256 over sources()."""
+        return hashlib.sha256(json.dumps(self.sources(), sort_keys=True).encode()).hexdigest()
+
+    def source_problems(self) -> list[str]:
+        """Each raw file the runner recorded a digest for that is missing or differs from it, in
+        one line each ([] when all match or the run recorded none)."""
+        return [p for rel in sorted(self.manifest.get("raw_digests") or {}) if (p := self.raw_damage(rel))]
 
     def verify(self, relative: str) -> None:
         """Raises InputError when a raw file differs from what its runner recorded."""

@@ -1,14 +1,18 @@
 """The timeline tables as methods of a Run: read from a hand-written raw/sched.tsv, kept as Parquet
-under the run's tables/, and rebuilt when a raw file is newer than the copy."""
+under the run's tables/, and rebuilt when a source's digest differs from the one the copy was made
+from or the copy does not read back."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from hostwire.run import Run
+from hostwire.timeline import cache
 from hostwire.timeline.build import Timeline
 
 COLUMNS = ["t_ns", "cpu", "event", "pid", "comm", "prev_comm", "prev_pid", "prev_state", "next_comm", "next_pid",
@@ -44,20 +48,34 @@ def test_run_methods_and_their_parquet_copies(tmp_path: Path) -> None:
         [100, "runnable"], [300, "running"]]
     assert Timeline.of(run).df_runqueue()[["t_ns", "nr_running", "nr_waiting"]].values.tolist() == [
         [100, 2, 1], [300, 2, 1], [500, 0, 0]]
-    copy = tmp_path / "tables" / "timeline-running-v1.parquet"
+    copy = cache.path_of(tmp_path, "running")
     assert copy.exists()
     pd.testing.assert_frame_equal(pd.read_parquet(copy), running, check_dtype=False)
-    # a second Run reads the copy (made unreadable as a table would show: replace it by a marker)
+    # a second Run reads the copy (told apart from a rebuild by a marker written as its copy)
     marker = running.assign(comm="from-copy")
-    marker.to_parquet(copy, index=False)
+    cache.write_copy(copy, marker, Run(tmp_path, {}).sources_fingerprint())
     assert Timeline.of(Run(tmp_path, {})).df_running()["comm"].tolist() == ["from-copy", "from-copy"]
-    # a raw file newer than the copy: rebuilt from the raw file
-    _write_sched(tmp_path, [_switch(100, 0, 0, 0, 10), _switch(400, 0, 10, 1, 0)])
-    future = copy.stat().st_mtime_ns + 10**9
-    os.utime(tmp_path / "raw" / "sched.tsv", ns=(future, future))
+    # a raw file changed under the same size and modification time: its digest tells, rebuilt
+    sched = tmp_path / "raw" / "sched.tsv"
+    before = sched.stat()
+    text = sched.read_text()
+    sched.write_text(text.replace("300", "301", 1))
+    assert sched.stat().st_size == before.st_size
+    os.utime(sched, ns=(before.st_atime_ns, before.st_mtime_ns))
     again = Timeline.of(Run(tmp_path, {})).df_running()
-    assert again[["t_start_ns", "t_end_ns", "pid"]].values.tolist() == [[100, 400, 10]]
-    assert pd.read_parquet(copy)["t_end_ns"].tolist() == [400]
+    assert again["comm"].tolist() != ["from-copy", "from-copy"]
+    assert pd.read_parquet(copy)["comm"].tolist() == again["comm"].tolist()
+
+
+def test_a_damaged_timeline_copy_is_rebuilt_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _write_sched(tmp_path, [_switch(100, 0, 0, 0, 10), _switch(300, 0, 10, 1, 0)])
+    Timeline.of(Run(tmp_path, {})).df_running()
+    copy = cache.path_of(tmp_path, "running")
+    copy.write_bytes(b"")  # a disk that filled
+    with caplog.at_level(logging.WARNING):
+        assert Timeline.of(Run(tmp_path, {})).df_running()["pid"].tolist() == [10]
+    assert any(str(copy) in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)
+    assert copy.stat().st_size > 0
 
 
 def test_read_only_run_still_builds(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@ the run directory (`metrics.json`, `tables/*.parquet`), and one row per run with
 parameter and metric in the campaign's `summary.parquet` and `summary.csv`.
 
 The same function, `analyze_run`, runs on a local process pool or on a Dask distributed
-cluster (`--dask ADDRESS`); a run's cache is valid while no raw file is newer than it."""
+cluster (`--dask ADDRESS`); a run's cache is valid only while the sha256 of every raw file and the
+manifest are those it recorded (metrics.json's `sources`) and the run's raw files match the
+digests in its manifest; a cache that does not read back whole is recomputed with a warning."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,7 @@ from hostwire.manifest import write_json_atomic
 
 log = logging.getLogger(__name__)
 
-METRICS_FORMAT = "hostwire-metrics 1"
+METRICS_FORMAT = "hostwire-metrics 2"
 METRICS_FILE = "metrics.json"
 TABLES = ("intervals_hist", "idc", "contract")
 IDC_AT_NS = 100_000_000  # the bin length quoted in the summary (100 ms)
@@ -58,47 +61,125 @@ def _being_recorded(run_dir: Path) -> bool:
     return isinstance(manifest, dict) and effective_status(manifest)[0] == "running"
 
 
-def _newest_raw_mtime(run_dir: Path) -> int:
-    newest = (run_dir / "manifest.json").stat().st_mtime_ns
-    for path in (run_dir / "raw").rglob("*"):
-        if path.is_file():
-            newest = max(newest, path.stat().st_mtime_ns)
-    return newest
+def _table_path(run_dir: Path, name: str) -> Path:
+    return run_dir / "tables" / f"{name}.parquet"
 
 
-def cache_is_fresh(run_dir: Path) -> bool:
+def cached_row(run: Any) -> dict[str, Any] | None:
+    """The run's row from its cache, when the cache was made from the sources the run has now
+    (Run.sources: every raw file's sha256 and the manifest) and no raw file differs from the
+    digest its runner recorded; None otherwise. A cache that does not read back whole (metrics.json
+    not JSON, a table whose digest differs or that Parquet cannot read) is named in a warning and
+    recomputed."""
+    run_dir = run.path
     path = run_dir / METRICS_FILE
-    if not path.exists() or any(not (run_dir / "tables" / f"{t}.parquet").exists() for t in TABLES):
-        return False
-    return path.stat().st_mtime_ns >= _newest_raw_mtime(run_dir)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        log.warning("%s: damaged cache (%s); recomputed", path, err)
+        return None
+    if not isinstance(data, dict) or data.get("format") != METRICS_FORMAT:
+        if not (isinstance(data, dict) and str(data.get("format", "")).startswith("hostwire-metrics ")):
+            log.warning("%s: damaged cache (not a %s file); recomputed", path, METRICS_FORMAT)
+        return None
+    row, sources, tables = data.get("row"), data.get("sources"), data.get("tables")
+    if not isinstance(row, dict) or not isinstance(sources, dict) or not isinstance(tables, dict):
+        log.warning("%s: damaged cache (row, sources or tables missing); recomputed", path)
+        return None
+    if run.source_problems() or sources != run.sources():
+        return None
+    from hostwire.manifest import file_digest
+
+    for name in TABLES:
+        table = _table_path(run_dir, name)
+        recorded = tables.get(name)
+        try:
+            digest = file_digest(table)
+            if not isinstance(recorded, dict) or digest != recorded.get("sha256"):
+                raise ValueError("content differs from the sha256 in metrics.json")
+            pd.read_parquet(table)
+        except FileNotFoundError:
+            log.warning("%s: cache incomplete (missing); recomputed", table)
+            return None
+        except Exception as err:  # noqa: BLE001 - whatever Parquet says of a damaged file
+            log.warning("%s: damaged cache (%s); recomputed", table, str(err).splitlines()[0] if str(err) else err)
+            return None
+    return dict(row)
 
 
 def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
-    """One run's summary row (grid parameters and metrics), from its cache when fresh. Writes
-    metrics.json and tables/*.parquet. Never raises for a damaged run: its row says why."""
-    run_dir = Path(run_dir)
-    if not force and cache_is_fresh(run_dir):
-        data = json.loads((run_dir / METRICS_FILE).read_text())
-        return dict(data["row"])
-    row, tables = _compute(run_dir)
-    (run_dir / "tables").mkdir(exist_ok=True)
-    for name in TABLES:
-        table = tables.get(name)
-        if table is None:
-            table = pd.DataFrame()
-        table.to_parquet(run_dir / "tables" / f"{name}.parquet", index=False)
-    write_json_atomic(run_dir / METRICS_FILE, {"format": METRICS_FORMAT, "row": row})
-    return row
-
-
-def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
-    """The summary row and tables of one run: the run is opened once and every metric reads the
-    same Run (its capture decoded once)."""
-    from hostwire.metrics.compute import table
-    from hostwire.metrics.needs import needs_of
+    """One run's summary row (grid parameters and metrics), from its cache when valid (see
+    cached_row; `force` recomputes). Writes metrics.json and tables/*.parquet while holding the
+    run directory's lock (hostwire.locks). Never raises for a damaged run: its row says why.
+    Raises LockedError when the run is being recorded."""
     from hostwire.run import load_run
 
-    run = load_run(run_dir)
+    run_dir = Path(run_dir)
+    with _run_lock(run_dir):
+        run = load_run(run_dir)
+        if not force:
+            row = cached_row(run)
+            if row is not None:
+                return row
+        row, tables = _compute(run)
+        (run_dir / "tables").mkdir(exist_ok=True)
+        digests: dict[str, dict[str, Any]] = {}
+        from hostwire.manifest import file_digest
+
+        for name in TABLES:
+            table = tables.get(name)
+            if table is None:
+                table = pd.DataFrame()
+            path = _table_path(run_dir, name)
+            table.to_parquet(path, index=False)
+            digests[name] = {"sha256": file_digest(path), "bytes": path.stat().st_size}
+        write_json_atomic(run_dir / METRICS_FILE, {"format": METRICS_FORMAT, "row": row, "sources": run.sources(),
+                                                   "tables": digests})
+        return row
+
+
+@contextmanager
+def _run_lock(run_dir: Path) -> Iterator[None]:
+    """Holds the run directory's lock: raises LockedError at once when another process records
+    into it, waits while another analysis computes it (its cache then serves)."""
+    from hostwire.locks import LockedError, locked
+
+    entered = False
+    try:
+        with locked(run_dir, "hostwire analyze"):
+            entered = True
+            yield
+            return
+    except LockedError as err:
+        if entered or not err.what.startswith("hostwire analyze"):
+            raise
+    with locked(run_dir, "hostwire analyze", wait_s=600.0):
+        yield
+
+
+def _analyze_or_skip(run_dir: str, force: bool) -> dict[str, Any]:
+    """analyze_run, or {"_skipped": why} for a run another process records (its lock is held)."""
+    from hostwire.locks import LockedError
+
+    try:
+        return analyze_run(run_dir, force)
+    except LockedError as err:
+        return {"_skipped": f"{run_dir}: left out: {err}"}
+
+
+def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """The summary row and tables of one run: the run is opened once and every metric reads the
+    same Run (its capture decoded once). A raw file missing or differing from the digest its
+    runner recorded marks the run, named in `errors`."""
+    from hostwire.metrics.compute import table
+    from hostwire.metrics.needs import needs_of
+    from hostwire.run import Run, load_run
+
+    if not isinstance(run, Run):
+        run = load_run(run)
+    run_dir = run.path
     point = run.manifest.get("point", {})
     config = run.manifest.get("config", {})
     row: dict[str, Any] = {
@@ -195,6 +276,7 @@ def _compute(run_dir: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     row.update(_host_load(run))
     row.update(_limit(run, row))
     row.update(_receiver_clock(run))
+    errors.extend(f"source: {problem}" for problem in run.source_problems())
     row["errors"] = "; ".join(errors)
     row["not_computed"] = ", ".join(cannot)  # metrics this run's sources cannot give
     if errors:
@@ -295,6 +377,12 @@ def analyze_campaign(campaign: str | Path, *, workers: int | None = None, dask_a
         rows = _on_dask(dask_address, paths, force)
     else:
         rows = list(_on_pool(paths, force, workers, progress))
+    for row in rows:
+        if "_skipped" in row:
+            log.warning("%s", row["_skipped"])
+    rows = [row for row in rows if "_skipped" not in row]
+    if not rows:
+        raise HostwireError(f"{campaign}: every run is locked by another process; nothing analysed")
     summary = pd.DataFrame(rows).sort_values(["senders", "background", "repetition", "run_id"],
                                              kind="stable").reset_index(drop=True)
     summary.to_parquet(campaign / "summary.parquet", index=False)
@@ -307,12 +395,12 @@ def _on_pool(paths: list[str], force: bool, workers: int | None,
     workers = workers or min(len(paths), os.cpu_count() or 1)
     if workers <= 1:
         for i, path in enumerate(paths):
-            yield analyze_run(path, force)
+            yield _analyze_or_skip(path, force)
             if progress:
                 progress(i + 1, len(paths))
         return
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for i, row in enumerate(pool.map(analyze_run, paths, [force] * len(paths))):
+        for i, row in enumerate(pool.map(_analyze_or_skip, paths, [force] * len(paths))):
             yield row
             if progress:
                 progress(i + 1, len(paths))
@@ -328,5 +416,5 @@ def _on_dask(address: str, paths: list[str], force: bool) -> list[dict[str, Any]
     except (OSError, TimeoutError) as err:
         raise HostwireError(f"--dask {address}: cannot reach the scheduler: {err}") from None
     with client:
-        futures = client.map(analyze_run, paths, [force] * len(paths), pure=False)
+        futures = client.map(_analyze_or_skip, paths, [force] * len(paths), pure=False)
         return list(client.gather(futures))

@@ -22,13 +22,14 @@ from typing import Any
 from hostwire import manifest as manifest_mod
 from hostwire.campaign.config import CampaignConfig
 from hostwire.errors import HostwireError, UsageError
+from hostwire.locks import locked
 from hostwire.metrics.regime import setup_label
 from hostwire.record.runner import RunPoint, host_facts, record_run
 
 log = logging.getLogger(__name__)
 
 CAMPAIGN_FORMAT = "hostwire-campaign 1"
-CAMPAIGN_FILE = "campaign.json"
+CAMPAIGN_FILE = manifest_mod.CAMPAIGN_FILE
 # A run's time beyond its warm-up, window and quiet time, for --dry-run's estimate: the runner's
 # own 0.5 s and hw-bench main's 1.4 s (perf/bench_campaign.py), rounded up.
 ESTIMATED_OVERHEAD_S = 2.5
@@ -139,6 +140,12 @@ def run_campaign(config: CampaignConfig, directory: Path, *, resume: bool = Fals
 
         vm.kernel_image(config.host["kernel"])  # one line naming 'make kernel' before any run
     directory.mkdir(parents=True, exist_ok=True)
+    with locked(directory, "hostwire run"):  # one writer at a time (hostwire.locks)
+        return _record_campaign(config, planned, directory, resume, progress)
+
+
+def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], directory: Path, resume: bool,
+                     progress: Callable[[PlannedRun, int, int], None] | None) -> CampaignResult:
     existing = [p for p in directory.iterdir() if not p.name.startswith(".") and p.name != CAMPAIGN_FILE]
     if existing and not resume:
         raise UsageError(f"{directory} holds runs already; --resume continues that campaign, "

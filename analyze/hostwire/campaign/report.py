@@ -110,10 +110,25 @@ class ReportBuilder:
             path = self.campaign / str(row.directory) / "tables" / f"{table}.parquet"
             if not path.exists():
                 continue
-            df = pd.read_parquet(path)
+            df = self._read_table(path)
             if len(df):
                 out.setdefault((int(row.senders), int(row.background)), []).append(df.assign(run=str(row.run_id)))
         return {k: pd.concat(v, ignore_index=True) for k, v in out.items()}
+
+    def _read_table(self, path: Path) -> pd.DataFrame:
+        """A run's cached table; one that does not read back (a 0-byte file, a copy cut short) is
+        recomputed by hostwire.campaign.analyze, with a warning naming it."""
+        try:
+            return pd.read_parquet(path)
+        except Exception as err:  # noqa: BLE001 - whatever Parquet says of a damaged file
+            log.warning("%s: damaged cache (%s); recomputed", path, str(err).splitlines()[0] if str(err) else err)
+        from hostwire.campaign.analyze import analyze_run
+
+        analyze_run(path.parent.parent, force=True)
+        try:
+            return pd.read_parquet(path)
+        except Exception as err:  # noqa: BLE001
+            raise InputError(f"{path}: cannot read after recomputing: {err}") from None
 
     # -- sections ------------------------------------------------------------------------------
 

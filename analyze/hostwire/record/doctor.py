@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hostwire.record import cpulimit, topology
 
 from hostwire import manifest
 from hostwire.errors import HostwireError
+from hostwire.locks import locked
 
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 LIBRARIES = ("libpcap", "libtracefs", "libtraceevent")
@@ -152,6 +154,61 @@ def mark_killed_run(run_dir: Path) -> str | None:
     return f"marked run {run_dir} partial ({reason})"
 
 
+def mark_killed() -> list[str]:
+    """Marks the runs of killed runners (mark_killed_run) and, in a campaign directory, its
+    campaign.json: the campaign `interrupted`, the run `partial`. Each campaign directory is
+    locked meanwhile (hostwire.locks): a runner that holds it raises LockedError naming its pid."""
+    done: list[str] = []
+    for entry, run_dir in killed_runs():
+        campaign = run_dir.parent
+        guard = locked(campaign, "hostwire doctor --cleanup", wait_s=1.0) if campaign.is_dir() else nullcontext()
+        with guard:
+            try:
+                line = mark_killed_run(run_dir)
+                if (campaign / manifest.CAMPAIGN_FILE).is_file():
+                    line = "; ".join(filter(None, [line, mark_campaign_interrupted(campaign, run_dir)]))
+            except (HostwireError, OSError) as err:
+                done.append(f"could not mark run {run_dir}: {getattr(err, 'strerror', None) or err}")
+                continue
+        if line:
+            done.append(line)
+        manifest.unregister_live(entry)
+    return done
+
+
+def mark_campaign_interrupted(campaign: Path, run_dir: Path) -> str | None:
+    """Gives campaign.json the state a killed runner could not write: the campaign `interrupted`
+    (when it says `running`), and the killed run's entry the status its manifest now has. The
+    caller holds the campaign's lock, so no runner is writing it."""
+    path = campaign / manifest.CAMPAIGN_FILE
+    try:
+        book = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        return f"could not read {path}: {getattr(err, 'strerror', None) or err}"
+    if not isinstance(book, dict):
+        return f"{path}: not a campaign file; left as it is"
+    changed = []
+    if book.get("state") in ("running", "pending"):
+        book["state"] = "interrupted"
+        changed.append("campaign interrupted")
+    run_id = run_dir.name.removesuffix(".partial")
+    final = campaign / run_id
+    where = final if final.is_dir() and not run_dir.is_dir() else run_dir
+    try:
+        data = json.loads((where / manifest.MANIFEST_NAME).read_text())
+        status, reason = manifest.effective_status(data)
+    except (OSError, ValueError, AttributeError):
+        status, reason = "partial", manifest.KILLED_REASON
+    for item in book.get("runs") or []:
+        if isinstance(item, dict) and item.get("run_id") == run_id and item.get("status") in ("running", "pending"):
+            item["status"], item["reason"] = status, reason
+            changed.append(f"run {run_id} {status}")
+    if not changed:
+        return None
+    manifest.write_json_atomic(path, book)
+    return f"{path}: " + ", ".join(changed)
+
+
 def cleanup() -> list[str]:
     """Remove stale hw* namespaces (their veths and qdiscs go with them) and tracefs instances;
     mark the runs of killed runners."""
@@ -159,15 +216,7 @@ def cleanup() -> list[str]:
     for group in cpulimit.stale_groups(topology._pid_alive):
         removed.append(f"cgroup {group}" if cpulimit.remove_group(group, wait_s=1.0)
                        else f"cgroup {group} (could not remove: processes in it)")
-    for entry, run_dir in killed_runs():
-        try:
-            done = mark_killed_run(run_dir)
-        except (HostwireError, OSError) as err:
-            removed.append(f"could not mark run {run_dir}: {getattr(err, 'strerror', None) or err}")
-            continue
-        if done:
-            removed.append(done)
-        manifest.unregister_live(entry)
+    removed += mark_killed()
     for inst in stale_instances():
         try:
             inst.rmdir()

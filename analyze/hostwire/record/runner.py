@@ -25,6 +25,7 @@ from hostwire.read.bench import BenchResult
 from hostwire.record.bench import run_benchmark
 from hostwire.record.cpulimit import CpuLimit
 from hostwire.errors import HostwireError, Terminated, UsageError
+from hostwire.locks import locked
 from hostwire.manifest import (MANIFEST_FORMAT, MANIFEST_NAME, raw_digests, register_live, runner_identity, seal,
                                unregister_live, write_json_atomic)
 from hostwire.paths import REPO_ROOT
@@ -158,6 +159,14 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
         "exit": {},
     }
     _create_run_dir(partial, manifest)
+    # Held until the run is renamed and marked (flock follows the directory's inode): an
+    # analysis skips a run whose lock a runner holds.
+    with locked(partial, f"hostwire run: recording {run_id}"):
+        return _record_into(partial, final, point, record, manifest)
+
+
+def _record_into(partial: Path, final: Path, point: RunPoint, record: RunRecord,
+                 manifest: dict[str, Any]) -> RunRecord:
     manifest_path = partial / MANIFEST_NAME
     live = register_live(partial)
     runner_log = _RunLog(partial / "raw" / "runner.log")

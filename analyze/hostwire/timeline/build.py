@@ -359,7 +359,8 @@ def received_aligned(tl: Timeline) -> pd.DataFrame:
 class Timeline:
     """The joined timeline of one run (docs/timeline.md), built from its Run: each table made
     once by a builder of this module and kept with the Run; the costly ones (cache.CACHED) also
-    stored as Parquet under the run's tables/ and read back while no raw file is newer.
+    stored as Parquet under the run's tables/ and read back while the run's sources are
+    those they were made from (their digests).
     `Timeline.of(run)` is the one Timeline of a Run, so every caller shares what was built."""
 
     def __init__(self, run: Run) -> None:
@@ -373,8 +374,10 @@ class Timeline:
         def make() -> pd.DataFrame:
             if name not in cache.CACHED:
                 return build()
-            newest = self.run.keep("timeline-newest-raw", lambda: cache.newest_raw_ns(self.run.path))
-            return cache.cached(self.run.path, name, newest, build)
+            # A copy is used only while the run's sources are those it was made from; a run
+            # whose files differ from their recorded digests is built from what is there.
+            sources = None if self.run.source_problems() else self.run.sources_fingerprint()
+            return cache.cached(self.run.path, name, sources, build)
 
         return self.run.keep(("timeline", name), make).copy(deep=False)
 

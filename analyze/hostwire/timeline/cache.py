@@ -1,54 +1,89 @@
-"""Parquet copies of a run's timeline tables under the run's tables/ (timeline-<name>-v<N>.parquet),
-used while no raw file is newer than the copy and rebuilt otherwise. A run directory that cannot
-be written to is read all the same: the table is then built on every load."""
+"""Parquet copies of a run's timeline tables under the run's tables/ (timeline-<name>-v<N>.parquet).
+
+A copy records, in its Parquet metadata (`hostwire.sources`), the fingerprint of the sources it
+was made from (hostwire.run.Run.sources_fingerprint: the sha256 of every raw file and of the
+manifest). It is used only while the run's fingerprint is the same, and never when a raw file
+differs from the digest its runner recorded; a copy that does not read back whole is rebuilt with
+a warning naming it. A run directory that cannot be written to is read all the same: the table
+is then built on every load."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-VERSION = 1  # raised when a cached table's columns or meaning change: older copies are then ignored
+log = logging.getLogger(__name__)
+
+VERSION = 2  # raised when a cached table's columns or meaning change: older copies are then ignored
 CACHED = ("switches", "wakeups", "migrations", "running", "task_states", "runqueue", "data_frames", "segments",
           "backlog")
-
-
-def newest_raw_ns(run_path: Path) -> int:
-    """The latest modification time of any file under the run's raw/ (0 when none)."""
-    newest = 0
-    for root, _, files in os.walk(run_path / "raw"):
-        for name in files:
-            try:
-                newest = max(newest, os.stat(os.path.join(root, name)).st_mtime_ns)
-            except OSError:
-                continue
-    return newest
+SOURCES_KEY = b"hostwire.sources"
+ATTRS_KEY = b"PANDAS_ATTRS"  # where pandas keeps DataFrame.attrs in Parquet
 
 
 def path_of(run_path: Path, name: str) -> Path:
     return run_path / "tables" / f"timeline-{name}-v{VERSION}.parquet"
 
 
-def cached(run_path: Path, name: str, newest_raw: int, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
-    """The table from its Parquet copy when that is at least as new as every raw file, else built
-    and written (atomically: a temporary file renamed)."""
-    path = path_of(run_path, name)
+def read_copy(path: Path, sources: str) -> pd.DataFrame | None:
+    """The table of a copy made from `sources`; None when there is none, it was made from other
+    sources, or it does not read back whole (then with a warning)."""
     try:
-        if path.stat().st_mtime_ns >= newest_raw:
-            return pd.read_parquet(path)
-    except (OSError, ValueError):
-        pass
-    table = build()
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, pa.ArrowException) as err:
+        log.warning("%s: damaged cache (%s); rebuilt", path, str(err).splitlines()[0] if str(err) else type(err).__name__)
+        return None
+    meta = table.schema.metadata or {}
+    if meta.get(SOURCES_KEY) != sources.encode():
+        return None
+    try:
+        df = table.to_pandas()
+        if ATTRS_KEY in meta:
+            df.attrs = json.loads(meta[ATTRS_KEY])
+    except (ValueError, TypeError, pa.ArrowException) as err:
+        log.warning("%s: damaged cache (%s); rebuilt", path, err)
+        return None
+    return df
+
+
+def write_copy(path: Path, df: pd.DataFrame, sources: str) -> None:
+    """Writes the copy (atomically: a temporary file renamed); a failure leaves no copy."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(exist_ok=True)
-        table.to_parquet(tmp, index=False)
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        meta = dict(table.schema.metadata or {})
+        meta[SOURCES_KEY] = sources.encode()
+        if df.attrs:
+            meta[ATTRS_KEY] = json.dumps(df.attrs).encode()
+        pq.write_table(table.replace_schema_metadata(meta), tmp)
         os.replace(tmp, path)
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, pa.ArrowException):
         try:
             tmp.unlink()
         except OSError:
             pass
+
+
+def cached(run_path: Path, name: str, sources: str | None, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """The table from its Parquet copy when that was made from `sources` (the run's
+    fingerprint), else built and written. `sources` None (a source differs from its recorded
+    digest): built, neither read from nor written to a copy."""
+    path = path_of(run_path, name)
+    if sources is not None:
+        df = read_copy(path, sources)
+        if df is not None:
+            return df
+    table = build()
+    if sources is not None:
+        write_copy(path, table, sources)
     return table
