@@ -24,6 +24,7 @@ import pandas as pd
 
 from hostwire.errors import HostwireError, InputError
 from hostwire.manifest import write_json_atomic
+from hostwire.paths import require_utf8_name
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,12 @@ IDC_AT_NS = 100_000_000  # the bin length quoted in the summary (100 ms)
 def run_directories(campaign: Path) -> list[Path]:
     """The campaign's run directories, complete or not (an attempt kept aside is left out, and so
     is a run a live runner is still recording: the runner renames it when it ends)."""
+    require_utf8_name(campaign)
     if not campaign.is_dir():
         raise InputError(f"{campaign}: no such campaign directory")
+    for p in campaign.iterdir():
+        if p.is_dir() and (p / "manifest.json").exists():
+            require_utf8_name(p)  # its name goes into summary.parquet's run_id
     runs = sorted(p for p in campaign.iterdir()
                   if p.is_dir() and not p.name.startswith(".") and (p / "manifest.json").exists()
                   and "partial-" not in p.name and p.name not in ("plots",))

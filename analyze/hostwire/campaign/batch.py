@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import random
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -199,6 +199,21 @@ def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], director
     return CampaignResult(directory=directory, runs=[runs[p.run_id] for p in planned])
 
 
+def estimated_seconds(config: CampaignConfig) -> float:
+    """--dry-run's estimate of a campaign's time in netns mode (tests/test_campaign_e2e.py checks
+    it against a short campaign's real time)."""
+    return sum(p.point.warmup_s + p.point.duration_s + p.point.quiet_s + ESTIMATED_OVERHEAD_S
+               for p in plan(config, facts={}))
+
+
+def format_estimate(total_s: float) -> str:
+    """H:MM:SS, with days in front past 24 hours ('3 days 01:00:00'), never wrapped."""
+    whole = int(math.ceil(total_s))
+    days, rest = divmod(whole, 86400)
+    clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return (f"{days} day{'s' if days != 1 else ''} " if days else "") + clock
+
+
 def dry_run_lines(config: CampaignConfig) -> list[str]:
     planned = plan(config)
     lines = [f"{len(planned)} runs of campaign {config.name!r} ({config.order}"
@@ -208,7 +223,7 @@ def dry_run_lines(config: CampaignConfig) -> list[str]:
         p = item.point
         total_s += p.warmup_s + p.duration_s + p.quiet_s + ESTIMATED_OVERHEAD_S
         lines.append(f"{item.index + 1:4d}  {item.run_id}  {item.describe()}")
-    lines.append(f"estimated time: {time.strftime('%H:%M:%S', time.gmtime(total_s))}"
+    lines.append(f"estimated time: {format_estimate(total_s)}"
                  + (f" plus a guest boot per run ({config.host['kernel']} kernel; minutes each without KVM)"
                     if config.host["mode"] == "vm" else ""))
     return lines

@@ -42,9 +42,15 @@ from pathlib import Path
 from typing import Any
 
 from hostwire.errors import UsageError
-from hostwire.record.point import RunPoint
+from hostwire.record.point import PointError, RunPoint
 
 CAMPAIGN_KEYS = {"name": str, "repetitions": int, "order": str, "seed": int}
+# Limits (docs/formats.md, "Campaign files"): a campaign's counts, and the guest's timeout.
+MAX_REPETITIONS = 1000
+MAX_RUNS = 100_000
+MAX_SEED = 2**63 - 1
+MAX_VM_TIMEOUT_S = 172800.0
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 ORDERS = ("as-written", "shuffled", "alternating")
 SECTIONS = ("campaign", "host", "defaults", "grid", "variants")
 HOST_KEYS = {"mode": str, "kernel": str, "vm_timeout_s": float}
@@ -64,15 +70,22 @@ class CampaignConfig:
     grid: dict[str, list[Any]] = field(default_factory=dict)
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=lambda: {"mode": "netns", "kernel": "stock", "vm_timeout_s": 900.0})
+    overrides: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE, also in defaults
 
     def points(self) -> list[RunPoint]:
         """The grid's points (defaults, then the variant, applied), in the order written, last key
         fastest, each variant in turn."""
+        return [point for point, _, _ in self.points_with_origin()]
+
+    def points_with_origin(self) -> list[tuple[RunPoint, str | None, dict[str, Any]]]:
+        """Each point with the variant it belongs to (None: no variants) and its grid values."""
         keys = list(self.grid)
         points = []
-        for variant in self.variants.values() or [{}]:
+        for name, variant in (self.variants.items() or [(None, {})]):
             base = replace(RunPoint(), **{**self.defaults, **variant})
-            points += [replace(base, **dict(zip(keys, values))) for values in itertools.product(*self.grid.values())]
+            for values in itertools.product(*self.grid.values()):
+                chosen = dict(zip(keys, values))
+                points.append((replace(base, **chosen), name, chosen))
         return points
 
     def resolved(self) -> dict[str, Any]:
@@ -98,19 +111,25 @@ class _Locator:
         current = None
         for number, raw in enumerate(self.lines, start=1):
             line = raw.strip()
-            header = re.fullmatch(r"\[\s*([A-Za-z0-9_.-]+)\s*\]\s*(#.*)?", line)
+            header = re.fullmatch(r"\[\s*([A-Za-z0-9_. \t-]+?)\s*\]\s*(#.*)?", line)
             if header:
-                current = header.group(1)
+                current = re.sub(r"\s*\.\s*", ".", header.group(1))
                 if key is None and current == section:
                     return number
                 continue
-            if key is not None and current == section and re.match(rf"{re.escape(key)}\s*=", line):
+            if key is not None and current == section and re.match(rf"(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')\s*=", line):
                 return number
         return 0
 
     def error(self, section: str | None, key: str | None, message: str) -> UsageError:
         # A top-level name is a [section] header, or a key written before any header.
         line = self.line_of(section, key) or (self.line_of(key) if section is None else 0)
+        if not line and section and "." in section:
+            # [variants] NAME = { ... }: the table is a key of its parent section
+            parent, _, child = section.rpartition(".")
+            line = self.line_of(parent, child)
+        if not line and section and key is not None:
+            line = self.line_of(section)  # at least the section's header
         where = f"{self.path}:{line}" if line else str(self.path)
         name = f"{section}.{key}" if section and key else (section or key or "")
         return UsageError(f"{where}: {name}: {message}" if name else f"{where}: {message}")
@@ -188,12 +207,16 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ca
         if isinstance(value, bool) or not isinstance(value, kind):
             raise loc.error("campaign", key, f"expected {_type_name(kind)}, got {value!r}")
         setattr(config, key, value)
-    if config.repetitions < 1:
-        raise loc.error("campaign", "repetitions", f"expected 1 or more, got {config.repetitions}")
+    if not 1 <= config.repetitions <= MAX_REPETITIONS:
+        raise loc.error("campaign", "repetitions", f"expected 1 to {MAX_REPETITIONS}, got {config.repetitions}")
+    if not 0 <= config.seed <= MAX_SEED:
+        raise loc.error("campaign", "seed", f"expected a whole number from 0 to 2**63 - 1, got {config.seed}")
     if config.order not in ORDERS:
         raise loc.error("campaign", "order", f"expected one of {', '.join(ORDERS)}, got {config.order!r}")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", config.name):
-        raise loc.error("campaign", "name", "expected 1 to 64 letters, digits, '_', '.' or '-'")
+    if not re.fullmatch(NAME_PATTERN, config.name):
+        # one path component: runs/<name>; never '.', '..', a hidden or an option-like name
+        raise loc.error("campaign", "name", f"{config.name!r}: expected one path component: 1 to 64 letters, "
+                        "digits, '_', '.' or '-', beginning with a letter or digit")
     for key, value in data.get("host", {}).items():
         if key not in HOST_KEYS:
             raise loc.error("host", key, "unknown key" + _closest(key, list(HOST_KEYS)))
@@ -207,8 +230,10 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ca
         raise loc.error("host", "mode", f"expected one of {', '.join(HOST_MODES)}, got {config.host['mode']!r}")
     if config.host["kernel"] not in KERNELS:
         raise loc.error("host", "kernel", f"expected one of {', '.join(KERNELS)}, got {config.host['kernel']!r}")
-    if not config.host["vm_timeout_s"] > 0:
-        raise loc.error("host", "vm_timeout_s", f"expected a positive number, got {config.host['vm_timeout_s']!r}")
+    timeout = config.host["vm_timeout_s"]
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_VM_TIMEOUT_S):
+        raise loc.error("host", "vm_timeout_s", f"expected a positive number of seconds, at most "
+                        f"{MAX_VM_TIMEOUT_S:g} (two days), got {timeout!r}")
     for key, value in data.get("defaults", {}).items():
         if key not in POINT_FIELDS:
             raise loc.error("defaults", key, "unknown key" + _closest(key, list(POINT_FIELDS)))
@@ -219,6 +244,11 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ca
         if not isinstance(values, list) or not values:
             raise loc.error("grid", key, f"expected a non-empty list of values, got {values!r}")
         config.grid[key] = [_check_value(loc, "grid", key, v) for v in values]
+        seen: list[Any] = []
+        for value in config.grid[key]:
+            if value in seen:  # two runs with one key
+                raise loc.error("grid", key, f"{value!r} is listed twice: each value once")
+            seen.append(value)
     for name, variant in data.get("variants", {}).items():
         section = f"variants.{name}"
         if not isinstance(variant, dict):
@@ -237,6 +267,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ca
             config.defaults[key] = _check_value(loc, "--set", key, value)
         except UsageError as err:
             raise UsageError(f"--set {key}: {str(err).rsplit(': ', 1)[-1]}") from None
+        config.overrides[key] = config.defaults[key]
         config.grid.pop(key, None)
         for variant in config.variants.values():
             variant.pop(key, None)
@@ -246,19 +277,38 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ca
 
 def _validate_points(loc: _Locator, config: CampaignConfig) -> None:
     """Every point is checked as the runner would, so that a bad one stops the campaign before
-    its first run; the error names the key the failing parameter came from."""
-    for point in config.points():
+    its first run; the error names where the failing parameter's value was written: --set, the
+    grid, the point's variant or [defaults] (the first of a combination's keys that is written).
+    Two points that are the same run, and a campaign of more than MAX_RUNS runs, are refused."""
+    points = config.points_with_origin()
+    if len(points) * config.repetitions > MAX_RUNS:
+        raise loc.error("grid" if config.grid else "campaign", next(iter(config.grid), "repetitions"),
+                        f"{len(points) * config.repetitions} runs: at most {MAX_RUNS} in a campaign")
+    seen: dict[str, str] = {}
+    for point, variant, chosen in points:
         try:
             point.validate()
-        except UsageError as err:
-            message = str(err)
-            name = message.split(" ", 1)[0]
-            in_variant = next((f"variants.{v}" for v, keys in config.variants.items()
-                               if name in keys and getattr(point, name) == keys[name]), None)
-            section = ("grid" if name in config.grid else in_variant or
-                       ("defaults" if name in config.defaults else None))
-            if section is None:  # a combination (senders + background) or a derived check
-                section = "grid" if config.grid else "defaults"
-                key = next((k for k in ("senders", "background") if k in config.grid or k in config.defaults), None)
-                raise loc.error(section, key, message) from None
-            raise loc.error(section, name, message.split(": ", 1)[-1]) from None
+        except PointError as err:
+            raise _point_error(loc, config, err, variant) from None
+        where = (f"variant {variant!r}, " if variant else "") + (
+            ", ".join(f"{k} = {v!r}" for k, v in chosen.items()) or "[defaults]")
+        described = repr(sorted(vars(point).items()))
+        if described in seen:
+            section = f"variants.{variant}" if variant else "grid"
+            raise loc.error(section, None, f"{where} is the same run as {seen[described]}: each point once "
+                            "(a collectors set overrides capture, kernel_trace and syscalls)")
+        seen[described] = where
+
+
+def _point_error(loc: _Locator, config: CampaignConfig, err: PointError, variant: str | None) -> UsageError:
+    message = str(err)
+    variant_keys = config.variants.get(variant, {}) if variant else {}
+    for key in err.keys:
+        if key in config.overrides:
+            return UsageError(f"--set {key}: {message.split(': ', 1)[-1]}")
+        for section, written in (("grid", config.grid), (f"variants.{variant}", variant_keys),
+                                 ("defaults", config.defaults)):
+            if key in written:
+                return loc.error(section, key, message.split(": ", 1)[-1])
+    # a built-in default at fault (e.g. sender_cpus = "1" on a one-CPU machine): name the key
+    return UsageError(f"{loc.path}: {message} (the built-in default; set {err.keys[0]} in [defaults])")

@@ -24,10 +24,25 @@ def duration(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def seconds(text: str) -> float:
+    """argparse's type for --from/--to: a finite number of seconds, 0 or more (never nan or inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds") from None
+    if not math.isfinite(value) or value < 0 or value > MAX_OFFSET_S:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number of seconds from 0 to {MAX_OFFSET_S:g}")
+    return value
+
+
+# --from/--to beyond this many seconds would overflow the nanosecond clock's 64 bits.
+MAX_OFFSET_S = 9.0e9
+
+
 def add_time_range(p: argparse.ArgumentParser, origin: str) -> None:
     """--from/--to SEC (from_s, to_s): a part of the window, in seconds after `origin`."""
-    p.add_argument("--from", dest="from_s", type=float, metavar="SEC", help=f"start, seconds after {origin}")
-    p.add_argument("--to", dest="to_s", type=float, metavar="SEC", help="end, seconds after the same origin")
+    p.add_argument("--from", dest="from_s", type=seconds, metavar="SEC", help=f"start, seconds after {origin}")
+    p.add_argument("--to", dest="to_s", type=seconds, metavar="SEC", help="end, seconds after the same origin")
 
 
 def add_options(p: argparse.ArgumentParser, options: Iterable[Any]) -> None:
@@ -38,7 +53,8 @@ def add_options(p: argparse.ArgumentParser, options: Iterable[Any]) -> None:
         elif o.kind == "append":
             p.add_argument(o.flag, dest=o.dest, action="append", metavar=o.metavar, help=o.help)
         else:
-            p.add_argument(o.flag, dest=o.dest, type=duration if o.kind == "duration" else o.kind,
+            kind = duration if o.kind == "duration" else seconds if o.dest in ("from_s", "to_s") else o.kind
+            p.add_argument(o.flag, dest=o.dest, type=kind,
                            default=o.default, metavar=o.metavar, choices=o.choices, help=o.help)
 
 

@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hostwire.errors import HostwireError, UsageError
+    from hostwire.errors import HostwireError, InputError, UsageError
     from hostwire.metrics.window import Window, narrow
     from hostwire.run import load_run
     from hostwire.timeline import perfetto_trace
@@ -58,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
         lines = perfetto_trace.text_lines(tables)
         inside = (lines["t_ns"] >= window.start_ns) & (lines["t_ns"] <= window.end_ns)
         lines = lines[inside.to_numpy()]  # a slice begun before the window is drawn, not listed
+        if len(lines) == 0:
+            raise InputError(f"{args.run}: no event begins in {window.describe()} (a slice that began before "
+                             "it is not listed); widen --from/--to")
         t = (lines["t_ns"] - start) / 1e9
         text = "".join((t.map("{:.9f}".format) + " " + lines["source"] + " " + lines["text"] + "\n").tolist())
         if args.output == "-":

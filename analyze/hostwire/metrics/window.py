@@ -3,6 +3,7 @@ first to its last frame. Both ends are inclusive; bins start at the window's sta
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,12 +37,12 @@ def narrow(default: Window, from_s: float | None, to_s: float | None) -> Window:
     """The part of `default` between from_s and to_s seconds after its start (--from, --to)."""
     start, end = default.start_ns, default.end_ns
     if from_s is not None:
-        if from_s < 0:
-            raise UsageError(f"--from {from_s}: expected seconds >= 0 after the window start")
+        if not (math.isfinite(from_s) and 0 <= from_s <= 9.0e9):
+            raise UsageError(f"--from {from_s}: expected a finite number of seconds >= 0 after the window start")
         start = default.start_ns + int(round(from_s * 1e9))
     if to_s is not None:
-        if to_s < 0:
-            raise UsageError(f"--to {to_s}: expected seconds >= 0 after the window start")
+        if not (math.isfinite(to_s) and 0 <= to_s <= 9.0e9):
+            raise UsageError(f"--to {to_s}: expected a finite number of seconds >= 0 after the window start")
         end = min(end, default.start_ns + int(round(to_s * 1e9)))
     if (from_s is not None or to_s is not None) and end <= start:
         raise UsageError(f"empty window: --from/--to leave nothing of {default.describe()}")

@@ -57,8 +57,38 @@ def read_resources(path: str | os.PathLike[str], *, keep_damaged: bool = False) 
         df = raw[list(COLUMNS)].astype("int64")
     except (TypeError, ValueError) as err:
         raise InputError(f"{path}: expected integers in every column: {err}") from None
+    _check_ranges(path, df)
     df.attrs.update(raw.attrs)
     return df
+
+
+MAX_CPU = 8191
+
+
+def _check_ranges(path: str | os.PathLike[str], df: pd.DataFrame) -> None:
+    """A flipped bit that still reads as a number: cpu from -1 to MAX_CPU, no negative counter,
+    and per CPU the stamps and the cumulative counters never go back. Raises InputError naming the
+    file, the data line and what was expected."""
+    cpu = df["cpu"].to_numpy()
+    bad = np.flatnonzero((cpu < -1) | (cpu > MAX_CPU))
+    if len(bad):
+        raise InputError(f"{path}: data line {bad[0] + 1}: cpu {cpu[bad[0]]}: expected -1 to {MAX_CPU}")
+    cumulative = ["t_ns", *(f"{name}_ns" for name in CPU_FIELDS), "ctxt"]
+    for column in cumulative + ["procs_running", "procs_blocked"]:
+        values = df[column].to_numpy()
+        bad = np.flatnonzero(values < 0)
+        if len(bad):
+            raise InputError(f"{path}: data line {bad[0] + 1}: {column} {values[bad[0]]}: expected 0 or more")
+    order = np.argsort(cpu, kind="stable")
+    same = np.zeros(len(df), dtype=bool)
+    same[1:] = cpu[order][1:] == cpu[order][:-1]
+    for column in cumulative:
+        values = df[column].to_numpy()[order]
+        back = np.flatnonzero(same[1:] & (values[1:] < values[:-1]))
+        if len(back):
+            line = order[back[0] + 1] + 1
+            raise InputError(f"{path}: data line {line}: {column} {values[back[0] + 1]} is below the CPU's "
+                             f"previous sample {values[back[0]]}: expected a cumulative count")
 
 
 def df_cpu_use(samples: pd.DataFrame) -> pd.DataFrame:

@@ -23,6 +23,10 @@ MAX_PROCESSES = 1024
 SIEVE_LOG2_RANGE = (1, 30)
 MAX_IO_SIZE = 64 << 20
 LOG_CAPACITY_RANGE = (1, 1 << 28)
+# hw-bench main's longest duration (common/hwargs.c, hw_parse_duration_ns): one day, for each of
+# warmup_s, duration_s, quiet_s, think_s and the receiver's pause; duration_s at least 1 ms.
+MAX_SECONDS = 86400.0
+MIN_DURATION_S = 0.001
 CAPTURE_SIDES = ("tx", "rx")
 # The collector sets a campaign can take as one factor (`collectors`): each sets capture,
 # kernel_trace and syscalls together (hostwire overhead measures what each costs).
@@ -40,6 +44,15 @@ COLLECTOR_SETS: dict[str, tuple[bool, bool, str]] = {
     "ptrace": (False, False, "ptrace"),
     "preload": (False, False, "preload"),
 }
+
+
+class PointError(UsageError):
+    """A parameter that cannot run: `keys` are the parameters at fault, the first the one to fix
+    (a combination such as senders + background names them all)."""
+
+    def __init__(self, keys: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.keys = keys
 
 
 @dataclass
@@ -108,9 +121,9 @@ class RunPoint:
         _whole(self, "senders", 0, MAX_PROCESSES_EACH)
         _whole(self, "background", 0, MAX_PROCESSES_EACH)
         if self.senders + self.background == 0:
-            raise UsageError("senders = 0 and background = 0: a run needs at least one process")
+            raise PointError(("senders", "background"), "senders = 0 and background = 0: a run needs at least one process")
         if self.senders + self.background > MAX_PROCESSES:
-            raise UsageError(f"senders + background = {self.senders + self.background}: "
+            raise PointError(("senders", "background"), f"senders + background = {self.senders + self.background}: "
                              f"at most {MAX_PROCESSES} processes in all")
         _whole(self, "sieve_log2", *SIEVE_LOG2_RANGE)
         _whole(self, "read_size", 1, MAX_IO_SIZE)
@@ -124,55 +137,64 @@ class RunPoint:
         for name in ("think_s", "receiver_pause_at_s", "receiver_pause_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise UsageError(f"{name} = {value!r}: expected a number of seconds, 0 or more")
+                raise PointError((name,), f"{name} = {value!r}: expected a number of seconds, 0 or more")
+            if value > MAX_SECONDS:
+                raise PointError((name,), f"{name} = {value!r}: at most {MAX_SECONDS:g} s (one day, hw-bench's limit), got {value!r}")
         _whole(self, "trace_buffer_kib", 0, 1 << 22)
         if self.kernel_source == "proc" and (self.trace_buffer_kib or not self.trace_drain):
-            raise UsageError("kernel_source = 'proc': trace_buffer_kib and trace_drain size and drain tracefs "
+            raise PointError(("kernel_source", "trace_buffer_kib", "trace_drain"), "kernel_source = 'proc': trace_buffer_kib and trace_drain size and drain tracefs "
                              "buffers; the ring of /proc/schedtrace has its own size")
         if not isinstance(self.trace_drain, bool):
-            raise UsageError(f"trace_drain = {self.trace_drain!r}: expected true or false")
+            raise PointError(("trace_drain",), f"trace_drain = {self.trace_drain!r}: expected true or false")
+        cpus = os.cpu_count() or 1
+        for name in ("sender_cpus", "receiver_cpus"):
+            try:
+                listed = parse_cpu_list(getattr(self, name))
+            except UsageError as err:
+                raise PointError((name,), f"{name} = {getattr(self, name)!r}: {str(err).split(': ', 1)[-1]}") from None
+            if not listed:
+                raise PointError((name,), f"{name} = {getattr(self, name)!r}: expected at least one CPU")
+            for cpu in listed:
+                if cpu >= cpus:
+                    raise PointError((name,), f"{name} = {getattr(self, name)!r}: this machine has CPUs 0..{cpus - 1}")
         share = self.sender_cpu_share
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) \
                 or not 0 <= share <= len(parse_cpu_list(self.sender_cpus) or [0]):
-            raise UsageError(f"sender_cpu_share = {share!r}: expected 0 (no cap) or a share of the sender's "
+            raise PointError(("sender_cpu_share", "sender_cpus"), f"sender_cpu_share = {share!r}: expected 0 (no cap) or a share of the sender's "
                              f"{len(parse_cpu_list(self.sender_cpus) or [0])} CPU(s), e.g. 0.25")
         if 0 < share < 0.01:
-            raise UsageError(f"sender_cpu_share = {share!r}: at least 0.01 (1 ms of CPU per 100 ms)")
+            raise PointError(("sender_cpu_share",), f"sender_cpu_share = {share!r}: at least 0.01 (1 ms of CPU per 100 ms)")
         for name, least in (("warmup_s", 0.0), ("duration_s", None), ("quiet_s", 0.0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise UsageError(f"{name} = {value!r}: expected a number of seconds")
+                raise PointError((name,), f"{name} = {value!r}: expected a number of seconds")
             if (least is None and value <= 0) or (least is not None and value < least):
-                raise UsageError(f"{name} = {value!r}: expected " + ("more than 0 s" if least is None else "0 s or more"))
+                raise PointError((name,), f"{name} = {value!r}: expected " + ("more than 0 s" if least is None else "0 s or more"))
+            if least is None and value < MIN_DURATION_S:
+                raise PointError((name,), f"{name} = {value!r}: at least {MIN_DURATION_S:g} s")
+            if value > MAX_SECONDS:
+                raise PointError((name,), f"{name} = {value!r}: at most {MAX_SECONDS:g} s (one day, hw-bench's limit), got {value!r}")
         if self.collectors and self.collectors not in COLLECTOR_SETS:
-            raise UsageError(f"collectors = {self.collectors!r}: expected one of {', '.join(COLLECTOR_SETS)} "
+            raise PointError(("collectors",), f"collectors = {self.collectors!r}: expected one of {', '.join(COLLECTOR_SETS)} "
                              "(or leave it out and set capture, kernel_trace and syscalls)")
         for name, allowed in (("syscalls", SYSCALL_BACKENDS), ("topology", ("netns", "loopback")),
                               ("capture_side", CAPTURE_SIDES), ("kernel_source", KERNEL_SOURCES)):
             if getattr(self, name) not in allowed:
-                raise UsageError(f"{name} = {getattr(self, name)!r}: expected one of {', '.join(allowed)}")
+                raise PointError((name,), f"{name} = {getattr(self, name)!r}: expected one of {', '.join(allowed)}")
         for name in ("capture", "kernel_trace"):
             if not isinstance(getattr(self, name), bool):
-                raise UsageError(f"{name} = {getattr(self, name)!r}: expected true or false")
+                raise PointError((name,), f"{name} = {getattr(self, name)!r}: expected true or false")
         try:
             parse_rate(self.link_rate)
         except UsageError as err:
-            raise UsageError(f"link_rate = {self.link_rate!r}: {str(err).split(': ', 1)[-1]}") from None
+            raise PointError(("link_rate",), f"link_rate = {self.link_rate!r}: {str(err).split(': ', 1)[-1]}") from None
         try:
             self.link().tc_args("x")
         except UsageError as err:
-            raise UsageError(f"link_qdisc = {self.link_qdisc!r}: {str(err).split(': ', 1)[-1]}") from None
-        cpus = os.cpu_count() or 1
-        for name in ("sender_cpus", "receiver_cpus"):
-            listed = parse_cpu_list(getattr(self, name))
-            if not listed:
-                raise UsageError(f"{name} = {getattr(self, name)!r}: expected at least one CPU")
-            for cpu in listed:
-                if cpu >= cpus:
-                    raise UsageError(f"{name} = {getattr(self, name)!r}: this machine has CPUs 0..{cpus - 1}")
+            raise PointError(("link_qdisc",), f"link_qdisc = {self.link_qdisc!r}: {str(err).split(': ', 1)[-1]}") from None
 
 
 def _whole(point: RunPoint, name: str, least: int, most: int) -> None:
     value = getattr(point, name)
     if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
-        raise UsageError(f"{name} = {value!r}: expected a whole number from {least} to {most}")
+        raise PointError((name,), f"{name} = {value!r}: expected a whole number from {least} to {most}")
