@@ -69,9 +69,61 @@ def read_sched_tsv(path: str | Path, columns: list[str] | None = None, *, keep_d
 
 
 def read_sched_json(path: str | Path) -> dict[str, Any]:
-    """sched.json as a dict; rejects other formats and newer versions."""
+    """sched.json as a dict; rejects other formats and newer versions, and a field that is not
+    what hw-schedtrace writes (a counter that is not a whole number >= 0, a CPU out of range, a
+    stop before the start): one line naming the file and the field."""
     path = Path(path)
-    return read_json(path, SCHED_JSON_FORMAT, SCHED_JSON_VERSION)
+    data = read_json(path, SCHED_JSON_FORMAT, SCHED_JSON_VERSION)
+    _check_sched_json(path, data)
+    return data
+
+
+_COUNTERS = ("entries", "overrun", "commit_overrun", "bytes", "dropped_events", "read_events")
+MAX_CPUS = 8192
+
+
+def _check_sched_json(path: Path, data: dict[str, Any]) -> None:
+    def bad(field: str, expected: str) -> InputError:
+        return InputError(f"{path}: {field}: expected {expected}")
+
+    def count(value: Any, field: str, none_ok: bool = False) -> None:
+        if value is None and none_ok:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise bad(field, "a whole number >= 0" + (" or null" if none_ok else "") + f", got {value!r}")
+
+    for key in ("start_mono_ns", "stop_mono_ns"):
+        count(data.get(key), key, none_ok=True)  # null: not known (a recording that never started)
+    if None not in (data.get("start_mono_ns"), data.get("stop_mono_ns")) and \
+            data["stop_mono_ns"] < data["start_mono_ns"]:
+        raise bad("stop_mono_ns", f"a stop after the start ({data['start_mono_ns']}), got {data['stop_mono_ns']}")
+    buffers = data.get("buffers", [])
+    if not isinstance(buffers, list):
+        raise bad("buffers", "a list")
+    for b, buf in enumerate(buffers):
+        where = f"buffers[{b}]"
+        if not isinstance(buf, dict) or not isinstance(buf.get("name"), str):
+            raise bad(where, "an object with a name")
+        count(buf.get("records", 0), f"{where}.records")
+        count(buf.get("lost_events"), f"{where}.lost_events", none_ok=True)
+        cpus = buf.get("cpus", [])
+        if not isinstance(cpus, list):
+            raise bad(f"{where}.cpus", "a list")
+        for c, cpu in enumerate(cpus):
+            at = f"{where}.cpus[{c}]"
+            if not isinstance(cpu, dict):
+                raise bad(at, "an object")
+            number = cpu.get("cpu")
+            if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < MAX_CPUS:
+                raise bad(f"{at}.cpu", f"a CPU number from 0 to {MAX_CPUS - 1}, got {number!r}")
+            for key in ("records", "missed_in_stream"):
+                count(cpu.get(key), f"{at}.{key}")
+            for phase in ("start", "end"):
+                counters = cpu.get(phase)
+                if not isinstance(counters, dict):
+                    raise bad(f"{at}.{phase}", "an object of counters")
+                for key in _COUNTERS:
+                    count(counters.get(key), f"{at}.{phase}.{key}", none_ok=True)
 
 
 def loss_table(summary: dict[str, Any]) -> pd.DataFrame:
