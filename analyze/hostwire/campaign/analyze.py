@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import HostwireError, InputError
-from hostwire.manifest import write_json_atomic
+from hostwire.manifest import seal, seal_holds, write_json_atomic
 from hostwire.paths import require_utf8_name
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,9 @@ def cached_row(run: Any) -> dict[str, Any] | None:
         if not (isinstance(data, dict) and str(data.get("format", "")).startswith("hostwire-metrics ")):
             log.warning("%s: damaged cache (not a %s file); recomputed", path, METRICS_FORMAT)
         return None
+    if not seal_holds(data):  # a flipped bit that still parses: a number of the row, a digest
+        log.warning("%s: damaged cache (its content does not match its digest); recomputed", path)
+        return None
     row, sources, tables = data.get("row"), data.get("sources"), data.get("tables")
     if not isinstance(row, dict) or not isinstance(sources, dict) or not isinstance(tables, dict):
         log.warning("%s: damaged cache (row, sources or tables missing); recomputed", path)
@@ -140,8 +143,8 @@ def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
             path = _table_path(run_dir, name)
             table.to_parquet(path, index=False)
             digests[name] = {"sha256": file_digest(path), "bytes": path.stat().st_size}
-        write_json_atomic(run_dir / METRICS_FILE, {"format": METRICS_FORMAT, "row": row, "sources": run.sources(),
-                                                   "tables": digests})
+        write_json_atomic(run_dir / METRICS_FILE, seal({"format": METRICS_FORMAT, "row": row,
+                                                        "sources": run.sources(), "tables": digests}))
         return row
 
 

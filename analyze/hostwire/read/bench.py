@@ -40,6 +40,8 @@ class BenchResult:
                 raise InputError(f"{path}: missing (did hw-bench main run to its end?)") from None
             except json.JSONDecodeError as err:
                 raise InputError(f"{path}: line {err.lineno}: not valid JSON: {err.msg}") from None
+            except UnicodeDecodeError as err:
+                raise InputError(f"{path}: byte {err.start}: not UTF-8 text") from None
         return self._summary
 
     @property
