@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import HostwireError, InputError
+from hostwire.lifeline import pool_worker_init, sigterm_unwinds
 from hostwire.manifest import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -294,7 +296,8 @@ def analyze_campaign(campaign: str | Path, *, workers: int | None = None, dask_a
     if dask_address:
         rows = _on_dask(dask_address, paths, force)
     else:
-        rows = list(_on_pool(paths, force, workers, progress))
+        with sigterm_unwinds():  # SIGTERM, as Ctrl-C, stops the pool's workers on the way out
+            rows = list(_on_pool(paths, force, workers, progress))
     summary = pd.DataFrame(rows).sort_values(["senders", "background", "repetition", "run_id"],
                                              kind="stable").reset_index(drop=True)
     summary.to_parquet(campaign / "summary.parquet", index=False)
@@ -311,11 +314,31 @@ def _on_pool(paths: list[str], force: bool, workers: int | None,
             if progress:
                 progress(i + 1, len(paths))
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    # Workers are forked from this (the main) thread, and die with this process (pool_worker_init).
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=pool_worker_init, initargs=(os.getpid(),))
+    try:
         for i, row in enumerate(pool.map(analyze_run, paths, [force] * len(paths))):
             yield row
             if progress:
                 progress(i + 1, len(paths))
+    except BaseException:  # Ctrl-C, SIGTERM, a failure: no worker goes on computing
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """SIGTERM to every worker of the pool (their tools follow by their parent-death signal), then
+    the pool is shut down without waiting for work that will not be used."""
+    workers = multiprocessing.active_children()
+    for child in workers:
+        child.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for child in workers:
+        child.join(timeout=2)
+        if child.is_alive():
+            child.kill()
+            child.join(timeout=1)
 
 
 def _on_dask(address: str, paths: list[str], force: bool) -> list[dict[str, Any]]:
