@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hostwire.safewrite import write_with
 from hostwire.errors import HostwireError, InputError
 from hostwire.lifeline import pool_worker_init, sigterm_unwinds
 from hostwire.manifest import write_json_atomic
@@ -83,12 +84,12 @@ def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
         data = json.loads((run_dir / METRICS_FILE).read_text())
         return dict(data["row"])
     row, tables = _compute(run_dir)
-    (run_dir / "tables").mkdir(exist_ok=True)
-    for name in TABLES:
+    for name in TABLES:  # the run folder and tables/ are not followed if symbolic links
         table = tables.get(name)
         if table is None:
             table = pd.DataFrame()
-        table.to_parquet(run_dir / "tables" / f"{name}.parquet", index=False)
+        write_with(run_dir / "tables" / f"{name}.parquet", lambda handle: table.to_parquet(handle, index=False),
+                   below=run_dir.parent, create=True)
     write_json_atomic(run_dir / METRICS_FILE, {"format": METRICS_FORMAT, "row": row})
     return row
 
@@ -300,8 +301,8 @@ def analyze_campaign(campaign: str | Path, *, workers: int | None = None, dask_a
             rows = list(_on_pool(paths, force, workers, progress))
     summary = pd.DataFrame(rows).sort_values(["senders", "background", "repetition", "run_id"],
                                              kind="stable").reset_index(drop=True)
-    summary.to_parquet(campaign / "summary.parquet", index=False)
-    summary.to_csv(campaign / "summary.csv", index=False)
+    write_with(campaign / "summary.parquet", lambda handle: summary.to_parquet(handle, index=False))
+    write_with(campaign / "summary.csv", lambda handle: summary.to_csv(handle, index=False))
     return summary
 
 

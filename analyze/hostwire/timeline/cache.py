@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from hostwire.errors import HostwireError
+from hostwire.safewrite import write_with
+
 VERSION = 1  # raised when a cached table's columns or meaning change: older copies are then ignored
 CACHED = ("switches", "wakeups", "migrations", "running", "task_states", "runqueue", "data_frames", "segments",
           "backlog")
@@ -41,14 +44,8 @@ def cached(run_path: Path, name: str, newest_raw: int, build: Callable[[], pd.Da
     except (OSError, ValueError):
         pass
     table = build()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(exist_ok=True)
-        table.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except (OSError, ValueError, TypeError):
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+    try:  # a copy that cannot be written (a symlinked tables/, a full disk) is only not kept
+        write_with(path, lambda handle: table.to_parquet(handle, index=False), below=run_path.parent, create=True)
+    except (HostwireError, ValueError, TypeError):
+        pass
     return table
