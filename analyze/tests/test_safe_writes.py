@@ -110,3 +110,31 @@ def test_helper_replaces_a_link_and_leaves_no_temporary_on_failure(tmp_path: Pat
     with pytest.raises(HostwireError, match="symbolic link"):
         write_text(linked / "deeper" / "x.txt", "x", below=tmp_path, create=True)
     assert not (tmp_path / "deeper").exists() and not (tmp_path / "x.txt").exists()
+
+
+def test_pcapcols_replaces_links_and_refuses_a_symlinked_folder(tmp_path: Path, victim: Path) -> None:
+    from hostwire.paths import tool
+
+    out = tmp_path / "cols"
+    out.mkdir()
+    for name in ("columns.json", ".columns.json.tmp"):
+        (out / name).symlink_to(victim)
+    done = subprocess.run([str(tool("hw-pcapcols")), str(FIXTURE / "raw" / "wire.pcap"), "-o", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert victim.read_bytes() == PRECIOUS
+    assert not (out / "columns.json").is_symlink() and '"hostwire-columns 1"' in (out / "columns.json").read_text()
+    (out / "t_ns.bin").unlink()
+    (out / "t_ns.bin").symlink_to(victim)  # a column file that is a link is refused, not followed
+    done = subprocess.run([str(tool("hw-pcapcols")), str(FIXTURE / "raw" / "wire.pcap"), "-o", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 or done.returncode == 1, done.stderr
+    assert "symbolic link" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert victim.read_bytes() == PRECIOUS
+    linked = tmp_path / "linked"
+    linked.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir()
+    done = subprocess.run([str(tool("hw-pcapcols")), str(FIXTURE / "raw" / "wire.pcap"), "-o", str(linked)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "symbolic link" in done.stderr, done.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == []
