@@ -16,6 +16,7 @@
 #include "damage.h"
 #include "hwio.h"
 #include "hwjson.h"
+#include "hwsafe.h"
 
 #define CHUNK 16384
 
@@ -135,15 +136,14 @@ static const char *file_precision(const char *path, int is_ng)
 static int write_json(const struct cap_pcapcols_opts *opts, struct state *s, struct cap_pcapcols_result *res,
                       pcap_t *p, const struct cap_damage *dmg, const char *damage)
 {
-    char path[4096], tmp[4096];
+    struct hw_safe_file sf;
     FILE *f;
     int is_ng, dlt = pcap_datalink(p);
     const char *fmt = format_name(p, &is_ng);
     const char *dlt_name = pcap_datalink_val_to_name(dlt);
 
-    snprintf(path, sizeof(path), "%s/columns.json", opts->outdir);
-    snprintf(tmp, sizeof(tmp), "%s/.columns.json.tmp", opts->outdir);
-    f = fopen(tmp, "w");
+    /* through a fresh temporary file, in the output folder not followed if it is a symbolic link */
+    f = hw_safe_open(&sf, opts->outdir, "columns.json");
     if (!f)
         return -1;
     fprintf(f, "{\n  \"format\": \"hostwire-columns 1\",\n  \"source\": ");
@@ -185,30 +185,40 @@ static int write_json(const struct cap_pcapcols_opts *opts, struct state *s, str
         fputs("null", f);
     }
     fputs("\n}\n", f);
-    if (fflush(f) != 0 || ferror(f)) {
-        fclose(f);
+    int rc = hw_safe_commit(&sf);
+    if (rc < 0) {
+        errno = -rc;
         return -1;
     }
-    if (fclose(f) != 0 || rename(tmp, path) < 0)
-        return -1;
     return 0;
 }
 
 static int open_columns(const struct cap_pcapcols_opts *opts, struct state *s, struct hw_err *err)
 {
-    char path[4096];
+    char name[64];
+    int dirfd;
     if (mkdir(opts->outdir, 0777) < 0 && errno != EEXIST) {
         hw_seterr(err, "failed to create %s: %s", opts->outdir, strerror(errno));
         return -1;
     }
+    /* neither the folder nor a column file is followed if it is a symbolic link */
+    dirfd = hw_open_dir_nofollow(opts->outdir);
+    if (dirfd < 0) {
+        hw_seterr(err, "%s: %s", opts->outdir, dirfd == -ELOOP || dirfd == -ENOTDIR
+                  ? "is a symbolic link or not a directory; refusing to write through it" : strerror(-dirfd));
+        return -1;
+    }
     for (int i = 0; i < C_NCOLS; i++) {
-        snprintf(path, sizeof(path), "%s/%s.bin", opts->outdir, cols[i].name);
-        s->fds[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        snprintf(name, sizeof(name), "%s.bin", cols[i].name);
+        s->fds[i] = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
         if (s->fds[i] < 0) {
-            hw_seterr(err, "failed to create %s: %s", path, strerror(errno));
+            hw_seterr(err, "failed to create %s/%s: %s", opts->outdir, name,
+                      errno == ELOOP ? "is a symbolic link; refusing to write through it" : strerror(errno));
+            close(dirfd);
             return -1;
         }
     }
+    close(dirfd);
     return 0;
 }
 

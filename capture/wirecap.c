@@ -15,6 +15,7 @@
 #include "hwclock.h"
 #include "hwio.h"
 #include "hwjson.h"
+#include "hwsafe.h"
 
 #define POLL_MS 100
 
@@ -158,11 +159,14 @@ fail:
 static int write_json(const struct cap_wirecap_opts *opts, const char *json_path, const struct cap_wirecap_result *res,
                       const char *error)
 {
-    char tmp[4200];
+    char dir[4096], base[4096];
+    struct hw_safe_file sf;
     FILE *f;
 
-    snprintf(tmp, sizeof(tmp), "%s.tmp", json_path);
-    f = fopen(tmp, "w");
+    /* through a fresh temporary file in a folder not followed if it is a symbolic link */
+    snprintf(dir, sizeof(dir), "%s", json_path);
+    snprintf(base, sizeof(base), "%s", json_path);
+    f = hw_safe_open(&sf, dirname(dir), basename(base));
     if (!f)
         return -1;
     fprintf(f, "{\n  \"format\": \"hostwire-wirecap 1\",\n  \"tool\": \"hw-wirecap\",\n  \"pcap\": ");
@@ -188,9 +192,9 @@ static int write_json(const struct cap_wirecap_opts *opts, const char *json_path
     hw_json_str(f, error);
     fputs("\n}\n", f);
     /* A half-written file (disk full) is removed, so nothing incomplete is left looking whole. */
-    int failed = fflush(f) != 0 || ferror(f);
-    if (fclose(f) != 0 || failed || rename(tmp, json_path) < 0) {
-        unlink(tmp);
+    int rc = hw_safe_commit(&sf);
+    if (rc < 0) {
+        errno = -rc;
         return -1;
     }
     return 0;
@@ -219,8 +223,11 @@ int cap_wirecap_run(const struct cap_wirecap_opts *opts, volatile sig_atomic_t *
     p = open_handle(opts, err);
     if (!p)
         goto cleanup;
-    out = fopen(opts->output, "wb");
+    fd = open(opts->output, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);  /* a link is refused */
+    out = fd < 0 ? NULL : fdopen(fd, "wb");
     if (!out) {
+        if (fd >= 0)
+            close(fd);
         hw_seterr(err, "failed to create %s: %s", opts->output, strerror(errno));
         goto cleanup;
     }

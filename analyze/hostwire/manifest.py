@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hostwire.errors import HostwireError, InputError
+from hostwire.safewrite import write_text
 
 MANIFEST_FORMAT = "hostwire-run 1"
 MANIFEST_NAME = "manifest.json"
@@ -30,23 +31,11 @@ CAMPAIGN_FILE = "campaign.json"  # a campaign's own state, beside its runs (host
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Writes data as JSON to path through a temporary file and a rename, so the path holds either
-    the old or the new content, never a half-written one. A failure (disk full, read-only) removes
-    the temporary file and raises HostwireError naming the path."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    text = json.dumps(data, indent=2) + "\n"
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise HostwireError(f"failed to write {path}: {err.strerror or err}") from None
+    """Writes data as JSON to path through a fresh temporary file and a rename (safewrite), so the
+    path holds either the old or the new content, never a half-written one, and no symbolic link
+    is followed. A failure (disk full, read-only) removes the temporary file and raises
+    HostwireError naming the path."""
+    write_text(path, json.dumps(data, indent=2) + "\n")
 
 
 def boot_id() -> str | None:

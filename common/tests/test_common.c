@@ -18,6 +18,7 @@
 #include "hwgate.h"
 #include "hwio.h"
 #include "hwjson.h"
+#include "hwsafe.h"
 #include "hwsyscalls.h"
 #include "hwtest.h"
 
@@ -356,6 +357,71 @@ static void test_syscalls_tsv(void)
     CHECK(!strcmp(line, "# damaged: the tracer failed\n"));
 }
 
+/* Reads path whole into buf (NUL-terminated): its length, or -1. */
+static long slurp(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, size - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return (long)n;
+}
+
+/* hw_write_file_atomic: a link at the target is replaced, never followed; a symlinked folder is
+ * refused; nothing temporary is left; a stream dropped with hw_safe_abort leaves the old file. */
+static void test_safe_write(void)
+{
+    char dir[] = "/tmp/hwsafe-XXXXXX", path[256], victim[256], link[256], buf[128];
+    struct hw_safe_file sf;
+    FILE *f;
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(victim, sizeof(victim), "%s/victim", dir);
+    snprintf(path, sizeof(path), "%s/out.json", dir);
+    CHECK(hw_write_file_atomic(dir, "victim", "precious\n", 9) == 0);
+    CHECK(symlink(victim, path) == 0);
+    CHECK(hw_write_file_atomic(dir, "out.json", "{}\n", 3) == 0);
+    CHECK(slurp(victim, buf, sizeof(buf)) == 9 && !strcmp(buf, "precious\n"));
+    struct stat st;
+    CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode));
+    CHECK(slurp(path, buf, sizeof(buf)) == 3 && !strcmp(buf, "{}\n"));
+    /* a dropped stream: the old file stays */
+    f = hw_safe_open(&sf, dir, "out.json");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("half", f);
+        hw_safe_abort(&sf);
+    }
+    CHECK(slurp(path, buf, sizeof(buf)) == 3);
+    /* a symlinked folder is refused */
+    snprintf(link, sizeof(link), "%s/linked", dir);
+    CHECK(symlink(dir, link) == 0);
+    int rc = hw_write_file_atomic(link, "x", "x", 1);
+    CHECK(rc == -ELOOP || rc == -ENOTDIR);
+    CHECK(hw_open_dir_nofollow(link) < 0);
+    int fd = hw_open_dir_nofollow(dir);
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    CHECK(hw_write_file_atomic(dir, "a/b", "x", 1) == -EINVAL);
+    /* only victim, out.json and linked are left: no temporary file */
+    int entries = 0;
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "ls -A %s | wc -l", dir);
+    FILE *ls = popen(cmd, "r");
+    if (ls) {
+        if (fscanf(ls, "%d", &entries) != 1)
+            entries = -1;
+        pclose(ls);
+    }
+    CHECK_EQ_LL(entries, 3);
+    unlink(path);
+    unlink(victim);
+    unlink(link);
+    rmdir(dir);
+}
+
 HW_TEST_MAIN(test_json(); test_write_all_partial(); test_ready_notify(); test_numbers(); test_sizes();
              test_durations(); test_ready_fd(); test_getopt_error(); test_err(); test_gate();
-             test_syscalls_tsv();)
+             test_syscalls_tsv(); test_safe_write();)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -22,7 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hostwire.safewrite import write_with
 from hostwire.errors import HostwireError, InputError
+from hostwire.lifeline import pool_worker_init, sigterm_unwinds
 from hostwire.manifest import seal, seal_holds, write_json_atomic
 from hostwire.paths import require_utf8_name
 
@@ -132,7 +135,6 @@ def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
             if row is not None:
                 return row
         row, tables = _compute(run)
-        (run_dir / "tables").mkdir(exist_ok=True)
         digests: dict[str, dict[str, Any]] = {}
         from hostwire.manifest import file_digest
 
@@ -141,7 +143,9 @@ def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
             if table is None:
                 table = pd.DataFrame()
             path = _table_path(run_dir, name)
-            table.to_parquet(path, index=False)
+            # the run folder and tables/ are not followed if symbolic links
+            write_with(path, lambda handle, table=table: table.to_parquet(handle, index=False),
+                       below=run_dir.parent, create=True)
             digests[name] = {"sha256": file_digest(path), "bytes": path.stat().st_size}
         write_json_atomic(run_dir / METRICS_FILE, seal({"format": METRICS_FORMAT, "row": row,
                                                         "sources": run.sources(), "tables": digests}))
@@ -384,7 +388,8 @@ def analyze_campaign(campaign: str | Path, *, workers: int | None = None, dask_a
     if dask_address:
         rows = _on_dask(dask_address, paths, force)
     else:
-        rows = list(_on_pool(paths, force, workers, progress))
+        with sigterm_unwinds():  # SIGTERM, as Ctrl-C, stops the pool's workers on the way out
+            rows = list(_on_pool(paths, force, workers, progress))
     for row in rows:
         if "_skipped" in row:
             log.warning("%s", row["_skipped"])
@@ -393,8 +398,8 @@ def analyze_campaign(campaign: str | Path, *, workers: int | None = None, dask_a
         raise HostwireError(f"{campaign}: every run is locked by another process; nothing analysed")
     summary = pd.DataFrame(rows).sort_values(["senders", "background", "repetition", "run_id"],
                                              kind="stable").reset_index(drop=True)
-    summary.to_parquet(campaign / "summary.parquet", index=False)
-    summary.to_csv(campaign / "summary.csv", index=False)
+    write_with(campaign / "summary.parquet", lambda handle: summary.to_parquet(handle, index=False))
+    write_with(campaign / "summary.csv", lambda handle: summary.to_csv(handle, index=False))
     return summary
 
 
@@ -407,11 +412,31 @@ def _on_pool(paths: list[str], force: bool, workers: int | None,
             if progress:
                 progress(i + 1, len(paths))
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    # Workers are forked from this (the main) thread, and die with this process (pool_worker_init).
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=pool_worker_init, initargs=(os.getpid(),))
+    try:
         for i, row in enumerate(pool.map(_analyze_or_skip, paths, [force] * len(paths))):
             yield row
             if progress:
                 progress(i + 1, len(paths))
+    except BaseException:  # Ctrl-C, SIGTERM, a failure: no worker goes on computing
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """SIGTERM to every worker of the pool (their tools follow by their parent-death signal), then
+    the pool is shut down without waiting for work that will not be used."""
+    workers = multiprocessing.active_children()
+    for child in workers:
+        child.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for child in workers:
+        child.join(timeout=2)
+        if child.is_alive():
+            child.kill()
+            child.join(timeout=1)
 
 
 def _on_dask(address: str, paths: list[str], force: bool) -> list[dict[str, Any]]:

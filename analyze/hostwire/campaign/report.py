@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hostwire.safewrite import write_text, write_with
 from hostwire.campaign import figure, plots, tables
 from hostwire.errors import HostwireError, InputError
 from hostwire.metrics.regime import WHY_WIRE_CANNOT_DEPEND, df_goodput_fit_by_limit
@@ -94,9 +95,11 @@ class ReportBuilder:
     def save(self, fig: Any, name: str) -> str:
         import matplotlib.pyplot as plt
 
-        self.plots.mkdir(exist_ok=True)
-        fig.savefig(self.plots / f"{name}.png", dpi=figure.DPI)  # at most figure.PAGE_WIDTH_PX wide
-        fig.savefig(self.plots / f"{name}.svg")
+        # plots/ is not followed if it is a symbolic link, nor any name in it
+        write_with(self.plots / f"{name}.png", lambda handle: fig.savefig(handle, format="png", dpi=figure.DPI),
+                   below=self.plots.parent, create=True)  # at most figure.PAGE_WIDTH_PX wide
+        write_with(self.plots / f"{name}.svg", lambda handle: fig.savefig(handle, format="svg"),
+                   below=self.plots.parent, create=True)
         plt.close(fig)
         return name
 
@@ -408,12 +411,7 @@ class ReportBuilder:
             parts.append("</section>")
         parts.append("</body></html>")
         out = self.campaign / "report.html"
-        tmp = out.with_name(".report.html.tmp")
-        try:
-            tmp.write_text("\n".join(parts), encoding="utf-8")
-            tmp.replace(out)
-        except OSError as err:
-            raise HostwireError(f"failed to write {out}: {err.strerror or err}") from None
+        write_text(out, "\n".join(parts))
         return out
 
 

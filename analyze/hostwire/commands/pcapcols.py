@@ -31,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hostwire.read.pcap import read_pcap, read_wirecap_json
+    from hostwire.safewrite import write_with
 
     if args.output and args.output.suffix not in (".parquet", ".csv"):
         raise UsageError(f"output {args.output}: expected a .parquet or .csv file name")
@@ -42,9 +43,9 @@ def run(args: argparse.Namespace) -> int:
         for col in ("src", "dst"):
             table[col] = table[col].astype(str)
         if args.output.suffix == ".parquet":
-            table.to_parquet(args.output, index=False)
+            write_with(args.output, lambda handle: table.to_parquet(handle, index=False))
         else:
-            table.to_csv(args.output, index=False)
+            write_with(args.output, lambda handle: table.to_csv(handle, index=False))
     attrs = df.attrs
     out.write(f"{args.file}: {attrs['file_format']}, link type {attrs['link_type']}, snap length "
               f"{attrs['snaplen']}, stamps {attrs['tstamp_precision']}\n")

@@ -36,9 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hostwire.errors import HostwireError, InputError, UsageError
+    from hostwire.errors import InputError, UsageError
     from hostwire.metrics.window import Window, narrow
     from hostwire.run import load_run
+    from hostwire.safewrite import write_bytes
     from hostwire.timeline import perfetto_trace
 
     run_ = load_run(args.run)
@@ -71,8 +72,5 @@ def run(args: argparse.Namespace) -> int:
         if args.output == "-":
             raise UsageError("-o -: a Perfetto trace is binary; name a file (or use --text)")
         data = perfetto_trace.build_trace(tables)
-    try:
-        Path(args.output).write_bytes(data)
-    except OSError as err:
-        raise HostwireError(f"{args.output}: cannot write: {err.strerror}") from None
+    write_bytes(Path(args.output), data)
     return 0

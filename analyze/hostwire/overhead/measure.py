@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from hostwire.lifeline import die_with_parent
 from hostwire import paths
 from hostwire.errors import HostwireError
 from hostwire.overhead.tools import CONFIGS, Config, ConfigFailed, Setup
@@ -170,7 +171,7 @@ def measure_probes(calls: int = 1_000_000, cpu: int | None = None) -> list[dict[
     argv = [str(paths.tool("hw-bench")), "probes", "--calls", str(calls)]
     if cpu is not None:
         argv = ["taskset", "-c", str(cpu), *argv]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, preexec_fn=die_with_parent)
     if proc.returncode != 0:
         raise HostwireError(f"hw-bench probes failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
     return parse_probes(proc.stdout)

@@ -4,6 +4,7 @@ hostwire's collectors against the peer tools measured in the same session."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import math
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from hostwire.safewrite import write_text, write_with
 from hostwire.overhead.measure import Result
 from hostwire.overhead.tools import CALLS_PER_RT, SWITCHES_PER_RT
 
@@ -83,13 +85,14 @@ CSV_FIELDS = ["name", "what", "unit", "per_rt", "status", "message", "median_rt_
 
 
 def write_csv(result: Result, path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        for r in result.rows:
-            d = asdict(r)
-            d["round_trips_us"] = " ".join(_f(x) for x in r.round_trips_us)
-            w.writerow({k: d[k] for k in CSV_FIELDS})
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=CSV_FIELDS)
+    w.writeheader()
+    for r in result.rows:
+        d = asdict(r)
+        d["round_trips_us"] = " ".join(_f(x) for x in r.round_trips_us)
+        w.writerow({k: d[k] for k in CSV_FIELDS})
+    write_text(path, text.getvalue())
 
 
 def plot(result: Result, path: Path) -> None:
@@ -115,7 +118,7 @@ def plot(result: Result, path: Path) -> None:
     ax.set_title(f"probe effect on hw-bench pingpong\n{result.runs} rounds of {result.loops} round trips",
                  fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    write_with(path, lambda handle: fig.savefig(handle, format="png", dpi=120))
     plt.close(fig)
 
 
@@ -125,10 +128,10 @@ def write_outputs(result: Result, out_dir: Path) -> list[Path]:
     text = markdown(result) if result.rows else ""
     if result.accuracy:
         text += "\n" + accuracy_markdown(result.accuracy, result.accuracy[0].get("repeats", 0) or 0)
-    md.write_text("# hostwire overhead\n\n" + text)
+    write_text(md, "# hostwire overhead\n\n" + text)
     write_csv(result, csv_path)
     plot(result, png)
-    (out_dir / "overhead.json").write_text(json.dumps(result.to_json(), indent=1) + "\n")
+    write_text(out_dir / "overhead.json", json.dumps(result.to_json(), indent=1) + "\n")
     return [md, csv_path, png]
 
 

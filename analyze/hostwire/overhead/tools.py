@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hostwire.lifeline import die_with_parent
 from hostwire import paths
 from hostwire.errors import HostwireError
 
@@ -60,7 +61,7 @@ def _round_trip(argv: list[str], setup: Setup, what: str, env: dict[str, str] | 
     timeout = max(120.0, setup.loops * 200e-6)
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=setup.work, env=env,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired:
         raise ConfigFailed(f"{what} did not finish within {timeout:.0f} s") from None
     except OSError as err:

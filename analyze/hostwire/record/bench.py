@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 from hostwire import paths
 from hostwire.errors import HostwireError
 from hostwire.read.bench import BenchResult
-from hostwire.record.proc import die_with_parent
+from hostwire.lifeline import die_with_parent
 
 if TYPE_CHECKING:
     from hostwire.record.cpulimit import CpuLimit

@@ -21,7 +21,7 @@ from typing import Any
 
 from hostwire import paths
 from hostwire.errors import HostwireError
-from hostwire.record.proc import die_with_parent
+from hostwire.lifeline import die_with_parent
 from hostwire.record.topology import taskset_prefix
 
 log = logging.getLogger(__name__)

@@ -9,12 +9,10 @@ import logging
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,24 +26,13 @@ from hostwire.errors import HostwireError, Terminated, UsageError
 from hostwire.locks import locked
 from hostwire.manifest import (MANIFEST_FORMAT, MANIFEST_NAME, raw_digests, register_live, runner_identity, seal,
                                unregister_live, write_json_atomic)
+from hostwire.lifeline import sigterm_unwinds
 from hostwire.paths import REPO_ROOT
 from hostwire.record.point import RunPoint  # defined apart so that reading a run never imports this module
 from hostwire.record.resources import ResourceSampler
 from hostwire.record.topology import Topology, run_cmd
 
 log = logging.getLogger(__name__)
-
-
-@contextmanager
-def sigterm_unwinds() -> Iterator[None]:
-    def raise_terminated(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def host_facts(topology: Topology | None) -> dict[str, Any]:

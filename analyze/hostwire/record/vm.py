@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hostwire import paths
+from hostwire.lifeline import die_with_parent
 from hostwire.errors import HostwireError, UsageError
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,8 @@ def boot(flavour: str, command: list[str] | str, share: Path, *, timeout_s: floa
     log.info("booting the %s kernel (%s): %s", flavour, "kvm" if kvm else "emulated", text)
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=open(share / "qemu.log", "wb"), start_new_session=True)
+                            stderr=open(share / "qemu.log", "wb"), start_new_session=True,
+                            preexec_fn=die_with_parent)
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)

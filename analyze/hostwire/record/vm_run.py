@@ -22,7 +22,7 @@ from hostwire.record import vm
 from hostwire.errors import HostwireError, Terminated
 from hostwire.manifest import MANIFEST_NAME, seal, write_json_atomic
 from hostwire.record.point import RunPoint
-from hostwire.record.runner import sigterm_unwinds
+from hostwire.lifeline import sigterm_unwinds
 
 BOOT_DIR = ".vm"
 

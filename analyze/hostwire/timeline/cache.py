@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from hostwire.errors import HostwireError
+from hostwire.safewrite import write_with
 
 log = logging.getLogger(__name__)
 
@@ -56,22 +58,19 @@ def read_copy(path: Path, sources: str) -> pd.DataFrame | None:
 
 
 def write_copy(path: Path, df: pd.DataFrame, sources: str) -> None:
-    """Writes the copy (atomically: a temporary file renamed); a failure leaves no copy."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Writes the copy through hostwire.safewrite (a fresh temporary file renamed; the run folder
+    and tables/ not followed if symbolic links); a copy that cannot be written (a symlinked
+    tables/, a full disk) is only not kept."""
     try:
-        path.parent.mkdir(exist_ok=True)
         table = pa.Table.from_pandas(df, preserve_index=False)
         meta = dict(table.schema.metadata or {})
         meta[SOURCES_KEY] = sources.encode()
         if df.attrs:
             meta[ATTRS_KEY] = json.dumps(df.attrs).encode()
-        pq.write_table(table.replace_schema_metadata(meta), tmp)
-        os.replace(tmp, path)
-    except (OSError, ValueError, TypeError, pa.ArrowException):
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        table = table.replace_schema_metadata(meta)
+        write_with(path, lambda handle: pq.write_table(table, handle), below=path.parent.parent.parent, create=True)
+    except (HostwireError, OSError, ValueError, TypeError, pa.ArrowException):
+        pass
 
 
 def cached(run_path: Path, name: str, sources: str | None, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
