@@ -48,11 +48,14 @@ def locked(directory: Path, what: str, *, wait_s: float = 0.0) -> Iterator[None]
     """Holds the exclusive lock of `directory` (which must exist) for the block. When another
     process holds it, waits up to `wait_s` seconds and then raises LockedError naming the
     holder's pid and what it does."""
+    from hostwire.safewrite import open_dir
+
     path = directory / LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as err:
-        raise HostwireError(f"cannot lock {directory}: {path}: {err.strerror or err}") from None
+    with open_dir(directory) as dir_fd:  # a symlinked folder is refused, not followed
+        try:
+            fd = os.open(LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+        except OSError as err:
+            raise HostwireError(f"cannot lock {directory}: {path}: {err.strerror or err}") from None
     try:
         deadline = time.monotonic() + wait_s
         while True:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -182,8 +183,9 @@ def test_compare_sets_says_which_set_changes_the_answer() -> None:
     assert "| kernel+ptrace | goodput_bit_s |" in text
 
 
-def test_loss_ledger_of_a_recorded_run() -> None:
-    run_dir = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "run-small"
+def test_loss_ledger_of_a_recorded_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run-small"  # a copy: the timeline keeps its tables beside the run
+    shutil.copytree(Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "run-small", run_dir)
     flows, frames = ledger.loss_ledger(run_dir)
     assert [f["role"] for f in flows] == ["send-0"]
     f = flows[0]

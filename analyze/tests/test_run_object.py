@@ -278,7 +278,7 @@ JSON_FILES: dict[str, tuple[str, str, Callable[[Run], dict[str, Any]]]] = {
 def test_every_json_file_is_read_once_through_the_versioned_reader(run_dir: Path, name: str) -> None:
     fmt, key, read = JSON_FILES[name]
     path = run_dir / name
-    data = json.loads(path.read_text()) if path.exists() else {key: 1}
+    data = json.loads(path.read_text()) if path.exists() else {key: [] if key == "buffers" else 1}
     data["format"] = f"{fmt} 1"
     path.write_text(json.dumps(data))
     run = load_run(run_dir)
