@@ -32,9 +32,25 @@ def pool_worker_init(parent_pid: int) -> None:
     its parent, even one killed with SIGKILL."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # forked with them blocked (held_signals)
     die_with_parent()
     if os.getppid() != parent_pid:  # the parent died before the signal was set
         os._exit(1)
+
+
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+@contextmanager
+def held_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT held back for the block (then delivered): a child forked inside starts
+    with them blocked, so none strikes its inherited handler before it has set its own
+    (pool_worker_init unblocks them), and none interrupts the parent in the middle of a fork."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 @contextmanager

@@ -25,7 +25,7 @@ import pandas as pd
 
 from hostwire.safewrite import write_with
 from hostwire.errors import HostwireError, InputError
-from hostwire.lifeline import pool_worker_init, sigterm_unwinds
+from hostwire.lifeline import held_signals, pool_worker_init, sigterm_unwinds
 from hostwire.manifest import seal, seal_holds, write_json_atomic
 from hostwire.paths import require_utf8_name
 
@@ -415,7 +415,9 @@ def _on_pool(paths: list[str], force: bool, workers: int | None,
     # Workers are forked from this (the main) thread, and die with this process (pool_worker_init).
     pool = ProcessPoolExecutor(max_workers=workers, initializer=pool_worker_init, initargs=(os.getpid(),))
     try:
-        for i, row in enumerate(pool.map(_analyze_or_skip, paths, [force] * len(paths))):
+        with held_signals():  # map() submits every run and forks the workers
+            rows = pool.map(_analyze_or_skip, paths, [force] * len(paths))
+        for i, row in enumerate(rows):
             yield row
             if progress:
                 progress(i + 1, len(paths))
