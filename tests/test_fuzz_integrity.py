@@ -128,6 +128,8 @@ def _copy_with(run_dir: Path, scratch: Path, relative: str, content: bytes) -> P
 
 @pytest.mark.privileged("netns", "tracefs")
 @pytest.mark.slow
+@pytest.mark.long  # every metric after each of 60 mutations of 13 files: minutes of CPU (the fast
+# in-process fuzz, analyze/tests/test_fuzz_fast.py, covers every format in make test)
 @pytest.mark.parametrize("relative", METRIC_FILES + READER_FILES)
 def test_damage_to_a_raw_file_is_named_or_marked(recorded_run: Path, tmp_path: Path, relative: str) -> None:
     rng = random.Random(f"hostwire-fuzz-{relative}")
