@@ -218,4 +218,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hostwire.lifeline import sigterm_unwinds
+
+    with sigterm_unwinds():  # a SIGTERM unwinds through the topologies' teardown, as Ctrl-C does
+        sys.exit(main())
