@@ -90,13 +90,14 @@ def _registry_entry(run_dir: Path) -> Path:
     return REGISTRY_DIR / f"{os.getpid()}-{digest}.json"
 
 
-def register_live(run_dir: Path) -> Path | None:
-    """Lists a run in progress in the registry; returns the entry (None when it cannot be written:
-    the run goes on, only doctor's search for it after a kill is lost)."""
+def register_live(run_dir: Path, kind: str = "run") -> Path | None:
+    """Lists a run (or, with kind "campaign", a campaign directory) in progress in the registry;
+    returns the entry (None when it cannot be written: the work goes on, only doctor's search for
+    it after a kill is lost)."""
     entry = _registry_entry(run_dir)
     try:
         REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(entry, {"run_dir": str(run_dir.resolve()), "runner": runner_identity()})
+        write_json_atomic(entry, {f"{kind}_dir": str(run_dir.resolve()), "runner": runner_identity()})
     except (OSError, HostwireError):
         return None
     return entry
@@ -110,15 +111,20 @@ def unregister_live(entry: Path | None) -> None:
             pass
 
 
-def registered_runs() -> list[tuple[Path, Path, dict[str, Any]]]:
-    """(entry, run directory, runner) of every registered run."""
+def registered_runs(kind: str = "run") -> list[tuple[Path, Path, dict[str, Any]]]:
+    """(entry, directory, runner) of every registered run (kind "campaign": campaign)."""
     found = []
     for entry in sorted(REGISTRY_DIR.glob("*.json")) if REGISTRY_DIR.is_dir() else []:
         try:
             data = json.loads(entry.read_text())
-            found.append((entry, Path(data["run_dir"]), data.get("runner", {})))
-        except (OSError, ValueError, KeyError, TypeError):
-            found.append((entry, Path(), {}))
+            if not isinstance(data, dict) or not any(k.endswith("_dir") for k in data):
+                raise ValueError("not an entry")
+        except (OSError, ValueError, TypeError):
+            if kind == "run":  # an unreadable entry: doctor names it with the runs
+                found.append((entry, Path(), {}))
+            continue
+        if f"{kind}_dir" in data:
+            found.append((entry, Path(data[f"{kind}_dir"]), data.get("runner", {})))
     return found
 
 

@@ -115,3 +115,31 @@ def test_doctor_cleanup_waits_for_no_runner_holding_the_campaign(tmp_path: Path,
         doctor.mark_killed()
     assert time.monotonic() - started < 2.0
     assert json.loads((campaign / "campaign.json").read_text())["state"] == "running"  # untouched
+
+
+def test_doctor_marks_a_campaign_killed_between_two_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No run was being recorded: only the campaign's own registry entry names it."""
+    from hostwire.record import doctor
+
+    campaign = tmp_path / "campaign"
+    shutil.copytree(FIXTURE, campaign / "r1")
+    manifest.write_json_atomic(campaign / "campaign.json", {
+        "format": "hostwire-campaign 1", "name": "c", "state": "running",
+        "runs": [{"run_id": "r1", "key": "k1", "status": "complete"}, {"run_id": "r2", "key": "k2", "status": "pending"}]})
+    registry = tmp_path / "registry"
+    monkeypatch.setattr(manifest, "REGISTRY_DIR", registry)
+    live = manifest.register_live(campaign, kind="campaign")
+    assert live is not None and doctor.killed_campaigns() == []  # its runner (this process) lives
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    entry = json.loads(live.read_text())
+    entry["runner"] = {"pid": gone.pid, "start_ticks": 1, "boot_id": manifest.boot_id()}
+    manifest.write_json_atomic(live, entry)
+    assert manifest.registered_runs() == []  # a campaign is not a run
+    assert f"campaign {campaign.resolve()} not marked (its runner was killed)" in doctor.leftovers()
+    lines = doctor.mark_killed()
+    assert any("campaign interrupted" in line for line in lines), lines
+    book = json.loads((campaign / "campaign.json").read_text())
+    assert book["state"] == "interrupted"
+    assert [(r["run_id"], r["status"]) for r in book["runs"]] == [("r1", "complete"), ("r2", "pending")]
+    assert not live.exists() and doctor.killed_campaigns() == []

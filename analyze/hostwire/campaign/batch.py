@@ -141,7 +141,12 @@ def run_campaign(config: CampaignConfig, directory: Path, *, resume: bool = Fals
         vm.kernel_image(config.host["kernel"])  # one line naming 'make kernel' before any run
     directory.mkdir(parents=True, exist_ok=True)
     with locked(directory, "hostwire run"):  # one writer at a time (hostwire.locks)
-        return _record_campaign(config, planned, directory, resume, progress)
+        # listed while it records, so that doctor finds it when the runner is killed between runs
+        live = manifest_mod.register_live(directory, kind="campaign")
+        try:
+            return _record_campaign(config, planned, directory, resume, progress)
+        finally:
+            manifest_mod.unregister_live(live)
 
 
 def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], directory: Path, resume: bool,

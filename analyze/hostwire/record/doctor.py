@@ -9,6 +9,7 @@ import subprocess
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hostwire.record import cpulimit, topology
 
@@ -173,13 +174,31 @@ def mark_killed() -> list[str]:
         if line:
             done.append(line)
         manifest.unregister_live(entry)
+    for entry, campaign in killed_campaigns():  # killed between two runs: no run names it
+        if (campaign / manifest.CAMPAIGN_FILE).is_file():
+            try:
+                with locked(campaign, "hostwire doctor --cleanup", wait_s=1.0):
+                    line = mark_campaign_interrupted(campaign, None)
+            except (HostwireError, OSError) as err:
+                done.append(f"could not mark campaign {campaign}: {getattr(err, 'strerror', None) or err}")
+                continue
+            if line:
+                done.append(line)
+        manifest.unregister_live(entry)
     return done
 
 
-def mark_campaign_interrupted(campaign: Path, run_dir: Path) -> str | None:
+def killed_campaigns() -> list[tuple[Path, Path]]:
+    """(registry entry, campaign directory) of campaigns whose runner is gone."""
+    return [(entry, campaign) for entry, campaign, runner in manifest.registered_runs("campaign")
+            if not manifest.runner_alive(runner)]
+
+
+def mark_campaign_interrupted(campaign: Path, run_dir: Path | None) -> str | None:
     """Gives campaign.json the state a killed runner could not write: the campaign `interrupted`
-    (when it says `running`), and the killed run's entry the status its manifest now has. The
-    caller holds the campaign's lock, so no runner is writing it."""
+    (when it says `running`), and the killed run's entry (None: the runner was killed between two
+    runs) the status its manifest now has. The caller holds the campaign's lock, so no runner is
+    writing it."""
     path = campaign / manifest.CAMPAIGN_FILE
     try:
         book = json.loads(path.read_text())
@@ -191,6 +210,16 @@ def mark_campaign_interrupted(campaign: Path, run_dir: Path) -> str | None:
     if book.get("state") in ("running", "pending"):
         book["state"] = "interrupted"
         changed.append("campaign interrupted")
+    if run_dir is not None:
+        changed += _mark_campaign_run(book, campaign, run_dir)
+    if not changed:
+        return None
+    manifest.write_json_atomic(path, book)
+    return f"{path}: " + ", ".join(changed)
+
+
+def _mark_campaign_run(book: dict[str, Any], campaign: Path, run_dir: Path) -> list[str]:
+    changed = []
     run_id = run_dir.name.removesuffix(".partial")
     final = campaign / run_id
     where = final if final.is_dir() and not run_dir.is_dir() else run_dir
@@ -203,10 +232,7 @@ def mark_campaign_interrupted(campaign: Path, run_dir: Path) -> str | None:
         if isinstance(item, dict) and item.get("run_id") == run_id and item.get("status") in ("running", "pending"):
             item["status"], item["reason"] = status, reason
             changed.append(f"run {run_id} {status}")
-    if not changed:
-        return None
-    manifest.write_json_atomic(path, book)
-    return f"{path}: " + ", ".join(changed)
+    return changed
 
 
 def cleanup() -> list[str]:
@@ -232,4 +258,6 @@ def leftovers() -> list[str]:
     lines += [f"stale tracefs instance {inst.name}" for inst in stale_instances()]
     lines += [f"stale CPU-cap cgroup {group}" for group in cpulimit.stale_groups(topology._pid_alive)]
     lines += [f"run {run_dir} not marked (its runner was killed)" for _, run_dir in killed_runs()]
+    lines += [f"campaign {campaign} not marked (its runner was killed)" for _, campaign in killed_campaigns()
+              if (campaign / manifest.CAMPAIGN_FILE).is_file()]
     return lines
