@@ -42,6 +42,11 @@ BENCH_JSON_VERSION = 1
 
 T = TypeVar("T")
 
+# What a reader takes for a run-point field that the manifest lacks: the recording side's own
+# defaults (hostwire.record.point.RunPoint; a test holds the two equal, since nothing of the
+# reading side imports the recording side).
+POINT_DEFAULTS: dict[str, Any] = {"sender_cpus": "0", "receiver_cpus": "1", "sender_cpu_share": 0.0}
+
 
 def _stream_name(src: str, dst: str) -> str:
     return f"{src}>{dst}"
@@ -203,6 +208,11 @@ class Run:
         """The run point the runner recorded (hostwire.record.point.RunPoint as a dict; {} when absent)."""
         point = self.manifest.get("point")
         return dict(point) if isinstance(point, dict) else {}
+
+    def point_value(self, name: str) -> Any:
+        """One run-point field as recorded, else its default (POINT_DEFAULTS)."""
+        value = self.point.get(name)
+        return POINT_DEFAULTS[name] if value is None else value
 
     # ------------------------------------------------------------------ declared needs
 

@@ -382,3 +382,15 @@ def test_a_recorded_run_is_decoded_once_by_the_summary_and_once_by_the_analysis(
     assert "goodput" in text and "Jain's fairness index" in text and len(decodes) == 1
     row, _ = _compute(done.directory)
     assert row["errors"] == "" and row["frames"] > 500 and len(decodes) == 2
+
+
+def test_a_readers_run_point_defaults_are_the_recording_sides() -> None:
+    """One rule per fact: a field an old manifest lacks reads as RunPoint's own default."""
+    from hostwire.record.point import RunPoint
+    from hostwire.run import POINT_DEFAULTS
+
+    assert POINT_DEFAULTS == {name: getattr(RunPoint(), name) for name in POINT_DEFAULTS}
+    run = Run(Path("."), {"point": {"sender_cpus": "1"}})
+    assert run.point_value("sender_cpus") == "1" and run.point_value("receiver_cpus") == "1"
+    assert run.point_value("sender_cpu_share") == 0.0
+

@@ -329,8 +329,7 @@ def _host_load(run: Any) -> dict[str, Any]:
     if len(use) == 0:
         return {}
     out: dict[str, Any] = {}
-    point = run.manifest.get("point", {})
-    for role, cpus in (("sender", point.get("sender_cpus", "0")), ("receiver", point.get("receiver_cpus", "1"))):
+    for role, cpus in (("sender", run.point_value("sender_cpus")), ("receiver", run.point_value("receiver_cpus"))):
         try:
             from hostwire.units import parse_cpu_list
 
@@ -350,7 +349,7 @@ def _limit(run: Any, row: dict[str, Any]) -> dict[str, Any]:
     from hostwire.metrics.regime import limit_of, setup_label, throttled_share
 
     link = link_rate(run.manifest)
-    capped = float(run.point.get("sender_cpu_share") or 0) > 0
+    capped = float(run.point_value("sender_cpu_share")) > 0
     throttled = throttled_share(run.manifest.get("cpu_cap"))
     return {"setup": setup_label(run.point), "cpu_throttled_share": throttled, "link_rate_bit_s": link.bps,
             "link_rate_source": link.source, "link_rate_enforced": int(link.enforced),

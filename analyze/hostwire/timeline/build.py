@@ -289,7 +289,7 @@ def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
         sources["sends"] = "raw/syscalls.tsv" if (writes["source"] == "syscalls").all() else "raw/bench/send-*.tsv"
     return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers, link=link,
                      states=states, running=running_, sends=sends, backlog=backlog_, window=window,
-                     late_acks=late_acks, cpu_quota=float(run.point.get("sender_cpu_share") or 0) > 0,
+                     late_acks=late_acks, cpu_quota=float(run.point_value("sender_cpu_share")) > 0,
                      sources=sources)
 
 

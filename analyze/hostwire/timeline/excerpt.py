@@ -55,7 +55,7 @@ def longest_off_period(run: Run, span_ns: int = SPAN_NS) -> Excerpt | None:
 def _running(run: Run, lo: int, hi: int) -> pd.DataFrame | None:
     if not run.has("raw/sched.tsv"):
         return None
-    cpus = parse_cpu_list(str(run.point.get("sender_cpus", "0")))
+    cpus = parse_cpu_list(str(run.point_value("sender_cpus")))
     r = Timeline.of(run).df_running()
     r = r[r["cpu"].isin(cpus).to_numpy() & (r["t_end_ns"] > lo).to_numpy() & (r["t_start_ns"] < hi).to_numpy()]
     r = r.sort_values("t_start_ns", kind="stable")
