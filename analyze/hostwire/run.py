@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +32,7 @@ import pandas as pd
 from hostwire.read.bench import BenchResult
 from hostwire.errors import HostwireError, InputError
 from hostwire.manifest import MANIFEST_FORMAT, check_raw_file, check_seal, effective_status, file_digest
+from hostwire.read.needs import Needs
 from hostwire.read.tsv import TsvLog
 from hostwire.versioned import read_json
 
@@ -50,34 +50,6 @@ POINT_DEFAULTS: dict[str, Any] = {"sender_cpus": "0", "receiver_cpus": "1", "sen
 
 def _stream_name(src: str, dst: str) -> str:
     return f"{src}>{dst}"
-
-
-@dataclass(frozen=True)
-class Need:
-    """One raw input of an analysis: any one of `files` will do (paths relative to the run
-    directory; glob patterns such as raw/bench/recv-*.tsv match when some file does). `what`
-    names the input in a message when there is a single file to name."""
-
-    files: tuple[str, ...]
-    what: str = ""
-
-    def message(self, name: str) -> str:
-        """'<name> needs a or b; this run has neither'."""
-        if len(self.files) == 1:
-            has = f"no {self.what}" if self.what else "no such file"
-        else:
-            has = "neither" if len(self.files) == 2 else "none of them"
-        return f"{name} needs {' or '.join(self.files)}; this run has {has}"
-
-
-@dataclass(frozen=True)
-class Needs:
-    """The raw files one analysis reads: one file of each `required` group, and the `optional`
-    ones when present (patterns relative to the run directory)."""
-
-    name: str
-    required: tuple[Need, ...] = ()
-    optional: tuple[str, ...] = ()
 
 
 class _RunBench(BenchResult):

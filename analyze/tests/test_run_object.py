@@ -28,7 +28,8 @@ from hostwire.errors import InputError
 from hostwire.metrics import synth
 from hostwire.metrics.compute import table
 from hostwire.metrics.needs import needs_of
-from hostwire.run import Need, Needs, Run, load_run
+from hostwire.read.needs import Need, Needs
+from hostwire.run import Run, load_run
 
 S = 10**9
 MS = 10**6

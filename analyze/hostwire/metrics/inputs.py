@@ -24,7 +24,8 @@ import pandas as pd
 from hostwire.errors import HostwireError, InputError
 from hostwire.metrics.damage import DamagedSource, damage_entries, partial_hint
 from hostwire.metrics.window import Window, frame_window
-from hostwire.run import Needs, Run, load_run
+from hostwire.read.needs import Needs
+from hostwire.run import Run, load_run
 
 
 @dataclass

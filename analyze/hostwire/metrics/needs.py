@@ -6,7 +6,7 @@ the frames themselves: these declarations concern run directories."""
 from __future__ import annotations
 
 from hostwire.errors import UsageError
-from hostwire.run import Need, Needs
+from hostwire.read.needs import Need, Needs
 
 WIRE = "raw/wire.pcap"
 WIRECAP = "raw/wirecap.json"
