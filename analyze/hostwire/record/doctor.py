@@ -160,31 +160,32 @@ def mark_killed() -> list[str]:
     campaign.json: the campaign `interrupted`, the run `partial`. Each campaign directory is
     locked meanwhile (hostwire.locks): a runner that holds it raises LockedError naming its pid."""
     done: list[str] = []
-    for entry, run_dir in killed_runs():
-        campaign = run_dir.parent
+
+    def killed_run(run_dir: Path) -> str | None:
+        line = mark_killed_run(run_dir)
+        if (run_dir.parent / manifest.CAMPAIGN_FILE).is_file():
+            line = "; ".join(filter(None, [line, mark_campaign_interrupted(run_dir.parent, run_dir)]))
+        return line
+
+    work = [(entry, run_dir.parent, f"run {run_dir}", lambda d=run_dir: killed_run(d))
+            for entry, run_dir in killed_runs()]
+    # a campaign killed between two runs: no run names it, its own entry does
+    work += [(entry, campaign, f"campaign {campaign}", lambda c=campaign: mark_campaign_interrupted(c, None))
+             for entry, campaign in killed_campaigns() if (campaign / manifest.CAMPAIGN_FILE).is_file()]
+    for entry, campaign, what, mark in work:
         guard = locked(campaign, "hostwire doctor --cleanup", wait_s=1.0) if campaign.is_dir() else nullcontext()
-        with guard:
+        with guard:  # a live holder raises LockedError naming its pid
             try:
-                line = mark_killed_run(run_dir)
-                if (campaign / manifest.CAMPAIGN_FILE).is_file():
-                    line = "; ".join(filter(None, [line, mark_campaign_interrupted(campaign, run_dir)]))
+                line = mark()
             except (HostwireError, OSError) as err:
-                done.append(f"could not mark run {run_dir}: {getattr(err, 'strerror', None) or err}")
+                done.append(f"could not mark {what}: {getattr(err, 'strerror', None) or err}")
                 continue
         if line:
             done.append(line)
         manifest.unregister_live(entry)
-    for entry, campaign in killed_campaigns():  # killed between two runs: no run names it
-        if (campaign / manifest.CAMPAIGN_FILE).is_file():
-            try:
-                with locked(campaign, "hostwire doctor --cleanup", wait_s=1.0):
-                    line = mark_campaign_interrupted(campaign, None)
-            except (HostwireError, OSError) as err:
-                done.append(f"could not mark campaign {campaign}: {getattr(err, 'strerror', None) or err}")
-                continue
-            if line:
-                done.append(line)
-        manifest.unregister_live(entry)
+    for entry, campaign in killed_campaigns():  # nothing to mark: the entry alone is stale
+        if not (campaign / manifest.CAMPAIGN_FILE).is_file():
+            manifest.unregister_live(entry)
     return done
 
 
