@@ -414,10 +414,12 @@ def _on_pool(paths: list[str], force: bool, workers: int | None,
     # Workers are forked from this (the main) thread, and die with this process (pool_worker_init).
     pool = ProcessPoolExecutor(max_workers=workers, initializer=pool_worker_init, initargs=(os.getpid(),))
     try:
-        with held_signals():  # map() submits every run and forks the workers
-            rows = pool.map(_analyze_or_skip, paths, [force] * len(paths))
-        for i, row in enumerate(rows):
-            yield row
+        # Submitted one by one, not through map(): map's iterator cancels the pending futures when
+        # it is left, and the pool's own thread then fails on them (see _stop_workers).
+        with held_signals():  # submitting forks the workers
+            futures = [pool.submit(_analyze_or_skip, path, force) for path in paths]
+        for i, future in enumerate(futures):
+            yield future.result()
             if progress:
                 progress(i + 1, len(paths))
     except BaseException:  # Ctrl-C, SIGTERM, a failure: no worker goes on computing
@@ -428,11 +430,15 @@ def _on_pool(paths: list[str], force: bool, workers: int | None,
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """SIGTERM to every worker of the pool (their tools follow by their parent-death signal), then
-    the pool is shut down without waiting for work that will not be used."""
+    the pool is shut down without waiting for work that will not be used.
+
+    No future is cancelled: the pool's own thread fails every pending future once it sees its
+    workers gone, and on Python before 3.11.9 it raises (and prints a traceback) when one of them
+    was cancelled meanwhile."""
     workers = multiprocessing.active_children()
     for child in workers:
         child.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
+    pool.shutdown(wait=False)
     for child in workers:
         child.join(timeout=2)
         if child.is_alive():
