@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <net/if.h>
 #include <pcap/pcap.h>
 #include <poll.h>
 #include <sched.h>
@@ -258,6 +259,8 @@ int cap_wirecap_run(const struct cap_wirecap_opts *opts, volatile sig_atomic_t *
         fflush(opts->log);
     }
     hw_ready_notify(&ready_fd);
+    /* 0 for the pseudo-device "any", which cannot disappear */
+    unsigned watched_ifindex = if_nametoindex(opts->iface);
     while (!*stop) {
         int timeout = POLL_MS;
         if (deadline) {
@@ -277,8 +280,18 @@ int cap_wirecap_run(const struct cap_wirecap_opts *opts, volatile sig_atomic_t *
             hw_seterr(err, "failed to poll %s: %s", opts->iface, strerror(errno));
             goto cleanup;
         }
-        if (rc == 0)
+        if (rc == 0) {
+            /* libpcap reports a deleted interface only when its read sees the socket error, and
+               the kernel raises that error once, at the interface's "down", when the interface
+               still exists: libpcap then waits for it to come back up, forever. */
+            if (watched_ifindex && if_nametoindex(opts->iface) != watched_ifindex) {
+                hw_seterr(err, "failed to read packets from %s: the interface disappeared", opts->iface);
+                res->stop_reason = "error";
+                failed = 1;
+                break;
+            }
             continue;
+        }
         if (pcap_dispatch(p, -1, on_packet, (u_char *)&sink) < 0) {
             /* the interface went away (its namespace deleted?): keep what was captured */
             hw_seterr(err, "failed to read packets from %s: %s", opts->iface, pcap_geterr(p));

@@ -103,8 +103,7 @@ def test_stop_by_signal_inside_netns(topology_pair, tmp_path: Path, sig: int) ->
 
 
 @pytest.mark.privileged("netns")
-@pytest.mark.timeout(120)
-@pytest.mark.long
+@pytest.mark.sanitized
 def test_interface_gone_keeps_the_capture(tmp_path: Path) -> None:
     """The veth deleted under a running capture (with the sender's namespace, which takes the pair
     with it; the receiver's lives on while hw-wirecap is inside it): hw-wirecap notices, still
