@@ -7,6 +7,8 @@ checks, the gap causes, the campaign summary), from the run's manifest.
   host facts. A veth pair has only a nominal speed (10 Gbit/s) and moves frames as fast as the
   CPU hands them over, so nothing there bounds the intervals or the goodput: the rate is not
   enforced, and no check holds a run against it. A physical interface enforces its speed.
+- A program recorded by `hostwire record`: the rate it found (--link-rate, a shaping qdisc, the
+  interface's speed; docs/record.md).
 - A loopback run, or a manifest that names no rate: the point's rate (else 10 Mbit/s) as a guess,
   not enforced.
 
@@ -52,6 +54,12 @@ def link_rate(manifest: Mapping[str, Any] | None, given: str | None = None) -> L
     point = manifest.get("point") if isinstance(manifest, Mapping) else None
     if not isinstance(point, Mapping):
         return LinkRate(parse_rate(GUESSED_RATE), False, "guess")
+    if point.get("kind") == "program":  # hostwire record: the rate it found (hostwire.record.netlink_facts)
+        bps, source = point.get("link_rate_bps"), str(point.get("link_rate_source", "unknown"))
+        if not isinstance(bps, int) or bps <= 0:
+            return LinkRate(parse_rate(GUESSED_RATE), False, "guess")
+        return LinkRate(bps, source in ("option", "shaper", "interface"),
+                        source if source in ("option", "shaper", "interface", "interface-nominal") else "guess")
     configured = point.get("link_rate")
     rate = parse_rate(str(configured)) if configured else parse_rate(GUESSED_RATE)
     if point.get("topology") == "loopback" or not configured:

@@ -446,6 +446,19 @@ class Run:
 
         return read_syscalls(path)
 
+    def df_sockets(self) -> pd.DataFrame:
+        """raw/sockets.tsv of a program recorded by hostwire record: which of its processes held
+        which socket (hostwire.read.sockets.read_sockets)."""
+        return self._mark("raw/sockets.tsv", self._keep("sockets", self._sockets), False).copy(deep=False)
+
+    def _sockets(self) -> pd.DataFrame:
+        path = self.path / "raw" / "sockets.tsv"
+        if not path.exists():
+            raise InputError(f"{path}: missing: this run is not a recorded program's")
+        from hostwire.read.sockets import read_sockets
+
+        return read_sockets(path)
+
     # ------------------------------------------------------------------ the wire
 
     def df_frames(self, *, keep_damaged: bool = False) -> pd.DataFrame:

@@ -70,6 +70,10 @@ class BackgroundTool(Collector):
     """A tool run in the background with its stderr in a log file, ready once it writes "ready"
     to the descriptor given by --ready-fd."""
 
+    # In a session of its own, a terminal's Ctrl-C does not reach the tool: the recorder stops it
+    # once the recorded program has ended (hostwire record).
+    own_session = False
+
     def __init__(self, name: str, argv: list[str], log_path: Path, *, cwd: Path | None = None,
                  stop_timeout_s: float = 120.0) -> None:
         self.name = name
@@ -92,7 +96,7 @@ class BackgroundTool(Collector):
             with open(self.log_path, "wb") as stderr:
                 self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                              stderr=stderr, preexec_fn=die_with_parent, cwd=self.cwd,
-                                             pass_fds=(ready_w,))
+                                             pass_fds=(ready_w,), start_new_session=self.own_session)
         except OSError as err:
             os.close(ready_r)
             raise HostwireError(f"{self.name} failed to start: {err.strerror or err}") from None
@@ -156,8 +160,11 @@ class BackgroundTool(Collector):
 class Wirecap(BackgroundTool):
     """hw-wirecap on the link: raw/wire.pcap and raw/wirecap.json; loses what libpcap drops."""
 
-    def __init__(self, raw: Path, interface: str, netns: str | None, cpus: str | None, buffer_kib: int = 0) -> None:
+    def __init__(self, raw: Path, interface: str, netns: str | None, cpus: str | None, buffer_kib: int = 0,
+                 capture_filter: str | None = None) -> None:
         argv = [*taskset_prefix(cpus), str(paths.tool("hw-wirecap")), "-i", interface, "-o", "wire.pcap"]
+        if capture_filter:
+            argv += ["-f", capture_filter]
         if netns:
             argv += ["-n", netns]
         if buffer_kib:

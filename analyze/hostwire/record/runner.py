@@ -145,7 +145,7 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
         "losses": {},
         "exit": {},
     }
-    _create_run_dir(partial, manifest)
+    create_run_dir(partial, manifest)
     # Held until the run is renamed and marked (flock follows the directory's inode): an
     # analysis skips a run whose lock a runner holds.
     with locked(partial, f"hostwire run: recording {run_id}"):
@@ -233,12 +233,13 @@ def _cpu_cap(point: RunPoint, topology: Topology | None) -> Any:
     return CpuLimit(point.sender_cpu_share, tag=topology.run_id if topology is not None else "lo")
 
 
-def _create_run_dir(partial: Path, manifest: dict[str, Any]) -> None:
-    """Makes `partial` with its first manifest inside: built under a hidden name and renamed, so
-    that no run directory ever exists without a manifest, even when the runner is killed."""
+def create_run_dir(partial: Path, manifest: dict[str, Any], inner: str = "raw/bench") -> None:
+    """Makes `partial` with its first manifest and `inner` inside: built under a hidden name and
+    renamed, so that no run directory ever exists without a manifest, even when the runner is
+    killed."""
     building = partial.with_name(f".{partial.name}.{os.getpid()}")
     try:
-        (building / "raw" / "bench").mkdir(parents=True)
+        (building / inner).mkdir(parents=True)
     except OSError as err:
         raise HostwireError(f"failed to create {partial}: {err.strerror or err}") from None
     try:

@@ -99,7 +99,8 @@ def _split(endpoint: str) -> tuple[str, int]:
 def streams_table(senders: pd.DataFrame, receivers: pd.DataFrame, sockets: pd.DataFrame,
                   send_fds: pd.DataFrame) -> pd.DataFrame:
     """Stream <-> pid <-> fd <-> 4-tuple <-> role. senders: role, pid, local, peer (the
-    benchmark's send logs: exact); receivers: role, pid, sender_pid; sockets: socket_owners();
+    benchmark's send logs: exact; or, with columns fd and source "sockets", the sockets a recorded
+    program's processes held: hostwire.timeline.program_streams); receivers: role, pid, sender_pid; sockets: socket_owners();
     send_fds: pid, fd, stream (from the tracer: the fd a pid sent on, with the stream its
     description names, "" when it names none). A stream is named local>remote in its data
     direction; evidence lists where each row's facts came from (bench, inet_sock_set_state,
@@ -115,10 +116,12 @@ def streams_table(senders: pd.DataFrame, receivers: pd.DataFrame, sockets: pd.Da
                             "receiver_role": "", "skaddr": "", "evidence": []}
         return rows[stream]
 
-    for s in senders.itertuples(index=False):  # one per sending process
+    for s in senders.itertuples(index=False):  # one per sending process (bench) or socket (sockets)
         r = row(f"{s.local}>{s.peer}")
         r.update(sender_pid=int(s.pid), sender_role=str(s.role))
-        r["evidence"].append("bench")
+        if int(getattr(s, "fd", -1)) >= 0:
+            r["sender_fd"] = int(s.fd)
+        r["evidence"].append(str(getattr(s, "source", "bench")))
     for s in sockets[sockets["active"].astype(bool)].itertuples(index=False):  # one per connection
         r = row(f"{s.local}>{s.remote}")
         r["skaddr"] = str(s.skaddr)

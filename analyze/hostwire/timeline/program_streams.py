@@ -1,0 +1,69 @@
+"""The streams of a program recorded by `hostwire record`, named and owned from the sockets its
+processes held (raw/sockets.tsv: hostwire.read.sockets): each stream of the capture, TCP or UDP,
+IPv4 or IPv6, in its data direction, with the process (pid, comm) and descriptor that sent it and,
+when the receiving end was the program's too (loopback), the process that received it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hostwire.metrics.streams import TCP, label_streams
+from hostwire.read.sockets import PROTO_NUMBERS, socket_keys
+
+UDP = 17
+SENDER_COLUMNS = ["role", "pid", "local", "peer", "fd"]
+RECEIVER_COLUMNS = ["role", "pid", "sender_pid"]
+
+
+def _host(addr: object) -> str:
+    text = str(addr)
+    return f"[{text}]" if ":" in text else text
+
+
+def stream_names(frames: pd.DataFrame) -> pd.DataFrame:
+    """Every stream of the capture: proto, stream (local>remote in the direction that carries the
+    payload; TCP as hostwire.metrics.streams names connections, UDP one stream per direction that
+    carries payload)."""
+    rows = []
+    if len(frames) and (frames["proto"].to_numpy() == TCP).any():
+        names = label_streams(frames)["stream"].cat.categories
+        rows += [(TCP, str(n)) for n in names]
+    udp = frames[(frames["proto"].to_numpy() == UDP) & (frames["payload_len"].to_numpy() > 0)]
+    if len(udp):
+        ends = udp[["src", "sport", "dst", "dport"]].drop_duplicates()
+        rows += [(UDP, f"{_host(s)}:{sp}>{_host(d)}:{dp}") for s, sp, d, dp in ends.itertuples(index=False)]
+    return pd.DataFrame(rows, columns=["proto", "stream"])
+
+
+def _socket_fds(sockets: pd.DataFrame) -> dict[tuple[int, int, str], int]:
+    """(pid, proto, local endpoint) -> the descriptor that held it last."""
+    out: dict[tuple[int, int, str], int] = {}
+    for row in sockets.itertuples(index=False):
+        out[(int(row.pid), PROTO_NUMBERS[row.proto], str(row.local))] = int(row.fd)
+    return out
+
+
+def owners(frames: pd.DataFrame, sockets: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The streams' senders (role = comm, pid, local, peer, fd) and receivers (role, pid,
+    sender_pid) among the program's processes, for hostwire.timeline.stream_tables.streams_table."""
+    senders, receivers = [], []
+    if len(sockets) == 0:
+        return pd.DataFrame(senders, columns=SENDER_COLUMNS), pd.DataFrame(receivers, columns=RECEIVER_COLUMNS)
+    keys = socket_keys(sockets)
+    fds = _socket_fds(sockets)
+    for proto, stream in stream_names(frames).itertuples(index=False):
+        local, _, remote = stream.partition(">")
+        port = ":" + local.rpartition(":")[2]
+        sender = next((keys[k] for k in ((proto, local, remote), (proto, local), (proto, port)) if k in keys), None)
+        if sender is not None:
+            fd = next((fds[(sender[0], proto, cand)] for cand in (local, "0.0.0.0" + port, "[::]" + port)
+                       if (sender[0], proto, cand) in fds), -1)
+            senders.append({"role": sender[1], "pid": sender[0], "local": local, "peer": remote, "fd": fd})
+        rport = ":" + remote.rpartition(":")[2]
+        receiver = next((keys[k] for k in ((proto, remote, local), (proto, remote), (proto, rport)) if k in keys),
+                        None)
+        if receiver is not None and sender is not None and receiver != sender:
+            receivers.append({"role": receiver[1], "pid": receiver[0], "sender_pid": sender[0]})
+    return (pd.DataFrame(senders, columns=SENDER_COLUMNS),
+            pd.DataFrame(receivers, columns=RECEIVER_COLUMNS).astype({"pid": np.int64, "sender_pid": np.int64}))
