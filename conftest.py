@@ -36,7 +36,7 @@ TIMING_MODULES = frozenset({
     "tests/test_gaps_e2e.py", "tests/test_run_e2e.py", "tests/test_run_integrity.py",
     "capture/tests/test_wirecap.py", "syscall-tracer/tests/test_iotrace.py", "analyze/tests/test_overhead.py",
     "analyze/tests/test_resources.py", "sched-trace/tests/test_schedtrace.py",
-    "analyze/tests/test_metrics_integrity.py", "analyze/tests/test_fuzz_fast.py",
+    "analyze/tests/test_metrics_integrity.py", "analyze/tests/test_fuzz_fast.py", "tests/test_record.py",
 })
 
 

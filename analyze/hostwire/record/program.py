@@ -393,6 +393,8 @@ class _Launch:
             if signals.received:
                 name = signal.Signals(signals.received).name
                 self.ended_by = name
+                if self.proc is None:  # --pid: Ctrl-C is how a recording of a running process ends
+                    return ""
                 self._stop_command(signals.received)
                 return f"interrupted ({name})"
             time.sleep(0.02)

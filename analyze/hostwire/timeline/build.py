@@ -101,14 +101,17 @@ def streams(run: Run) -> pd.DataFrame:
     if not receivers:
         for rec in summary.get("receivers", []):
             receivers.append({"role": rec.get("role", ""), "pid": int(rec.get("pid", -1)), "sender_pid": -1})
+    sockets = stream_tables.socket_owners(_sched(run)) if run.has("raw/sched.tsv") else pd.DataFrame(
+        columns=["skaddr", "local", "remote", "owner_pid", "active"])
     if run.has("raw/sockets.tsv"):  # a program recorded by hostwire record
-        from hostwire.timeline.program_streams import owners
+        from hostwire.timeline.program_streams import owners, stream_names
 
         held, receiving = owners(run.df_frames(), run.df_sockets())
         senders += held.assign(source="sockets").to_dict("records")
         receivers += receiving.to_dict("records")
-    sockets = stream_tables.socket_owners(_sched(run)) if run.has("raw/sched.tsv") else pd.DataFrame(
-        columns=["skaddr", "local", "remote", "owner_pid", "active"])
+        # the kernel trace saw the whole machine's connections: only the captured ones are streams
+        captured = set(stream_names(run.df_frames())["stream"])
+        sockets = sockets[(sockets["local"] + ">" + sockets["remote"]).isin(captured).to_numpy()]
     fds = stream_tables.main_send_fds(run.df_syscalls()) if run.has("raw/syscalls.tsv") else pd.DataFrame(
         columns=["pid", "fd", "stream"])
     return stream_tables.streams_table(pd.DataFrame(senders, columns=["role", "pid", "local", "peer", "fd", "source"]
