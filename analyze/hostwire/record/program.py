@@ -281,7 +281,7 @@ def _record_into(partial: Path, final: Path, req: RecordRequest, command: list[s
             manifest["losses"].update(counters)
             manifest.setdefault("loss_categories", {}).update({key: category for key in counters})
     manifest["sockets"] = sampler_stats
-    manifest["command"] = launch.summary()
+    manifest["command"] = launch.summary(sampler.processes)
     if launch.exit_status is not None:
         manifest["exit"]["command"] = launch.exit_status
         exit_status = launch.exit_status
@@ -444,8 +444,17 @@ class _Launch:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def summary(self) -> dict[str, Any]:
-        return {"argv": self.command, "pid": self.proc.pid if self.proc else self.req.pid,
+    def summary(self, seen: dict[int, str] | None = None) -> dict[str, Any]:
+        """The command's entry of the manifest. pid: the command's own (with ptrace or preload the
+        first process hw-iotrace started, as the socket sampler saw it); root_pid: the process
+        hostwire started (the hold, then the command or hw-iotrace, by exec); tasks: every process
+        and thread of the program the socket sampler saw, tid -> comm."""
+        root = self.proc.pid if self.proc else self.req.pid
+        pid = root
+        if self.proc is not None and self.req.syscalls in ("ptrace", "preload") and seen:
+            pid = next((p for p in seen if p != root), root)
+        return {"argv": self.command, "pid": pid, "root_pid": root,
+                "tasks": {str(t): c for t, c in (seen or {}).items()},
                 "exit_status": self.exit_status, "signal": self.signal_name, "stopped_by": self.ended_by,
                 "started_ns": self.started_ns, "ended_ns": self.ended_ns}
 

@@ -105,7 +105,7 @@ class SocketSampler:
         self.rounds = 0
         self.rows = 0
         self.errors = 0
-        self.processes: dict[int, str] = {}  # every process seen: pid -> comm
+        self.processes: dict[int, str] = {}  # every process and thread seen: pid or tid -> comm
         self._known: dict[tuple[int, int], tuple[int, SocketEntry | None]] = {}  # (pid, fd) -> (inode, entry)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -161,7 +161,8 @@ class SocketSampler:
             comm = self._comm(pid)
             if comm is None:
                 continue
-            self.processes.setdefault(pid, comm)
+            self.processes[pid] = comm  # the latest: a process that exec'd is named by what it runs now
+            self._threads(pid)
             for fd, inode in self._socket_fds(pid):
                 known = self._known.get((pid, fd))
                 if known is not None and known[0] == inode and known[1] is not None and _settled(known[1]):
@@ -183,10 +184,22 @@ class SocketSampler:
                 self.errors += 1
                 log.warning("sockets: failed to write %s: %s", self.path, err.strerror)
 
-    @staticmethod
-    def _comm(pid: int) -> str | None:
+    def _threads(self, pid: int) -> None:
+        """The process's threads too: the kernel trace and the calls name tasks by thread id."""
         try:
-            return Path(f"/proc/{pid}/comm").read_text().strip().replace("\t", " ") or "?"
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return
+        for tid in tids:
+            if int(tid) not in self.processes:
+                comm = self._comm(int(tid), f"/proc/{pid}/task/{tid}/comm")
+                if comm is not None:
+                    self.processes[int(tid)] = comm
+
+    @staticmethod
+    def _comm(pid: int, path: str | None = None) -> str | None:
+        try:
+            return Path(path or f"/proc/{pid}/comm").read_text().strip().replace("\t", " ") or "?"
         except OSError:
             return None
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from hostwire.errors import HostwireError, InputError
 from hostwire.timeline import cache, stream_tables, tables
+from hostwire.timeline.tables import is_event
 
 if TYPE_CHECKING:
     from hostwire.run import Run
@@ -42,7 +43,13 @@ def roles(run: Run) -> dict[int, str]:
     except HostwireError:
         summary = None
     sched = _sched(run) if run.has("raw/sched.tsv") else None
-    return tables.role_map(summary, sched)
+    roles = tables.role_map(summary, sched)
+    command = run.manifest.get("command")
+    if isinstance(command, dict) and isinstance(command.get("tasks"), dict):  # hostwire record: the program's tasks
+        for tid, comm in command["tasks"].items():
+            if str(tid).isdigit():
+                roles.setdefault(int(tid), str(comm))
+    return roles
 
 
 def switches(run: Run) -> pd.DataFrame:
@@ -71,8 +78,29 @@ def runqueue(tl: Timeline) -> pd.DataFrame:
     return tables.runqueue(tl.df_task_states())
 
 
+def _hold_end_ns(run: Run) -> tuple[int, int] | None:
+    """hostwire record starts its command through a shell that holds it until the collectors
+    record, then execs it: (the root pid, the stamp of that exec, the first after the release).
+    The hold's own calls (before it) are not the program's."""
+    command = run.manifest.get("command")
+    if (not isinstance(command, dict) or not isinstance(command.get("root_pid"), int)
+            or not isinstance(command.get("started_ns"), int) or not run.has("raw/sched.tsv")):
+        return None
+    root = int(command["root_pid"])
+    sched = _sched(run)
+    if "event" not in sched.columns:
+        return None
+    execs = sched[is_event(sched, "sched_process_exec") & (sched["pid"].to_numpy() == root)
+                  & (sched["t_ns"].to_numpy() >= int(command["started_ns"]))]
+    return (root, int(execs["t_ns"].iloc[0])) if len(execs) else None
+
+
 def calls(tl: Timeline) -> pd.DataFrame:
     syscalls = tl.run.df_syscalls()
+    hold = _hold_end_ns(tl.run)
+    if hold is not None:
+        root, exec_ns = hold
+        syscalls = syscalls[~((syscalls["pid"].to_numpy() == root) & (syscalls["t_enter_ns"].to_numpy() < exec_ns))]
     out = stream_tables.calls(syscalls, tl.roles(), tl.df_streams())
     out.attrs["backend"] = syscalls.attrs.get("meta", {}).get("backend", "")
     return out

@@ -35,6 +35,7 @@ class TraceTables:
     backlog: pd.DataFrame = field(default_factory=pd.DataFrame)     # stream, t_ns, backlog_bytes
     segments: pd.DataFrame = field(default_factory=pd.DataFrame)    # stream, frame_t_ns, seq_start, write_id
     writes: pd.DataFrame = field(default_factory=pd.DataFrame)      # index = write_id; pid, t_enter_ns
+    senders: dict[str, str] = field(default_factory=dict)            # stream -> "comm pid" of its sender
 
 
 def _cut(df: pd.DataFrame, start: int, end: int, t0: str, t1: str | None = None) -> pd.DataFrame:
@@ -64,6 +65,10 @@ def tables_of(run: Run, window: tuple[int, int]) -> TraceTables:
         out.backlog = _cut(tl.df_backlog(), start, end, "t_ns")
         out.segments = _cut(tl.df_segments(), start, end, "frame_t_ns")
         out.writes = tl.writes()
+        streams = tl.df_streams()
+        known = streams[streams["sender_pid"].to_numpy() > 0]
+        out.senders = {str(s): f"{r or 'pid'} {p}" for s, r, p in
+                       zip(known["stream"], known["sender_role"], known["sender_pid"])}
     if not any(len(t) for t in (out.running, out.calls, out.frames)):
         raise InputError(f"{run.path}: nothing to draw in the window: no kernel trace, system calls or frames")
     return out
@@ -143,7 +148,8 @@ def build_trace(t: TraceTables) -> bytes:
             event(e, uid, end_)
     # streams: frames as instants, backlog as a counter
     for name, f in t.frames.groupby("stream", sort=True) if len(t.frames) else []:
-        uid = track(f"stream {name}")
+        sender = t.senders.get(str(name))
+        uid = track(f"stream {name} ({sender})" if sender else f"stream {name}")
         labels = ("seq " + f["seq_start"].astype(str) + " +" + f["payload_len"].astype(str)).to_numpy()
         for ts, lab in zip(f["t_ns"].to_numpy(), labels):
             ends = frame_flows.get((str(name), int(ts)))
@@ -178,7 +184,8 @@ def text_lines(t: TraceTables) -> pd.DataFrame:
     if len(t.frames):
         f = t.frames
         parts.append(pd.DataFrame({"t_ns": f["t_ns"].to_numpy(), "source": "wire",
-                                   "text": (f["stream"].astype(str) + " seq " + f["seq_start"].astype(str) + " +"
+                                   "text": (f["stream"].astype(str).map(lambda s: f"{s} ({t.senders[s]})" if s in t.senders else s)
+                                            + " seq " + f["seq_start"].astype(str) + " +"
                                             + f["payload_len"].astype(str)
                                             + np.where(f["retransmit"].to_numpy(), " retransmit", "")).to_numpy()}))
     if not parts:

@@ -56,6 +56,22 @@ def _hex_ip(values: pd.Series) -> np.ndarray:
     return (parts[0] + "." + parts[1] + "." + parts[2] + "." + parts[3]).where(ok, "").to_numpy()
 
 
+def _hex_ip6(values: pd.Series) -> np.ndarray:
+    """inet_sock_set_state's saddr_v6/daddr_v6 (16 bytes, hex in memory order) as the capture
+    names them: "[2001:db8::1]", or the IPv4 address of an IPv4-mapped one."""
+    import ipaddress
+
+    out = []
+    for text in values.astype(str).str.lower():
+        try:
+            addr = ipaddress.IPv6Address(bytes.fromhex(text))
+        except ValueError:
+            out.append("")
+            continue
+        out.append(str(addr.ipv4_mapped) if addr.ipv4_mapped else f"[{addr.compressed}]")
+    return np.asarray(out, dtype=object)
+
+
 def socket_owners(sched: pd.DataFrame) -> pd.DataFrame:
     """Connections seen by inet_sock_set_state: one row per socket (skaddr) with both ports known,
     columns skaddr, local (ip:port), remote (ip:port), owner_pid (the process that moved the socket
@@ -69,13 +85,20 @@ def socket_owners(sched: pd.DataFrame) -> pd.DataFrame:
     if len(ev) == 0:
         return pd.DataFrame(columns=cols)
     family = as_int(ev["family"]) if "family" in ev.columns else np.full(len(ev), 2)
-    ev = ev[family == 2]
+    v6 = family == 10
+    if "saddr_v6" not in ev.columns:
+        v6[:] = False
+    ev, v6 = ev[(family == 2) | v6], v6[(family == 2) | v6]
     sport, dport = as_int(ev["sport"], 0), as_int(ev["dport"], 0)
     newstate = as_int(ev["newstate"], 0)
     pid = ev["pid"].to_numpy().astype(np.int64)
     skaddr = ev["skaddr"].astype(str).to_numpy()
-    local = pd.Series(_hex_ip(ev["saddr"])) + ":" + pd.Series(sport).astype(str)
-    remote = pd.Series(_hex_ip(ev["daddr"])) + ":" + pd.Series(dport).astype(str)
+    src, dst = _hex_ip(ev["saddr"]), _hex_ip(ev["daddr"])
+    if v6.any():
+        src[v6] = _hex_ip6(ev["saddr_v6"][v6])
+        dst[v6] = _hex_ip6(ev["daddr_v6"][v6])
+    local = pd.Series(src) + ":" + pd.Series(sport).astype(str)
+    remote = pd.Series(dst) + ":" + pd.Series(dport).astype(str)
     tab = pd.DataFrame({"skaddr": skaddr, "local": local.to_numpy(), "remote": remote.to_numpy(),
                         "ports": (sport > 0) & (dport > 0), "pid": pid, "syn_sent": newstate == 2})
     # connect() moves a socket to SYN_SENT in the connecting process; later changes come mostly
