@@ -88,6 +88,7 @@ def test_iperf3_tcp(topo: Topology, tmp_path: Path) -> None:
     assert left_behind(tmp_path / "run", [m["command"]["pid"]]) == []
 
 
+@pytest.mark.long
 def test_iperf3_udp(topo: Topology, tmp_path: Path) -> None:
     srv = server(topo.rx_ns, ["iperf3", "-s", "-1", "-B", SERVER])
     try:
@@ -102,6 +103,7 @@ def test_iperf3_udp(topo: Topology, tmp_path: Path) -> None:
     check_gaps(tmp_path / "run")
 
 
+@pytest.mark.long
 def test_ipv6_on_loopback(topo: Topology, tmp_path: Path) -> None:
     """One IPv6 flow: iperf3 over ::1 inside the sender's namespace (loopback, captured with the rest)."""
     srv = server(topo.tx_ns, ["iperf3", "-s", "-1", "-B", "::1"])
@@ -119,6 +121,7 @@ def test_ipv6_on_loopback(topo: Topology, tmp_path: Path) -> None:
     check_gaps(tmp_path / "run")
 
 
+@pytest.mark.long
 def test_grandchild_stream_found(topo: Topology, tmp_path: Path) -> None:
     """sh runs a child sh that runs iperf3: the grandchild's stream, with its own pid and comm."""
     srv = server(topo.rx_ns, ["iperf3", "-s", "-1", "-B", SERVER])
@@ -225,4 +228,39 @@ def test_ctrl_c_keeps_the_run(topo: Topology, tmp_path: Path) -> None:
     assert rec.returncode == m["exit"]["command"]
     assert m["attribution"]["processes"][0]["frames_sent"] > 100
     check_gaps(kept)
+    assert left_behind(out, [m["command"]["pid"]]) == []
+
+
+def test_ctrl_c_in_a_terminal(topo: Topology, tmp_path: Path) -> None:
+    """In a terminal the command's group is the foreground one: Ctrl-C (the tty's ^C) reaches the
+    command, hostwire outlives it, keeps the run marked interrupted and exits with its status."""
+    import pty
+
+    out = tmp_path / "run"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: hostwire inside the sender's namespace, on the pty
+        os.execvpe("ip", in_netns(topo.tx_ns, [*hostwire_argv(), "record", "-o", str(out), "--", "sleep", "30"]),
+                   env())
+    try:
+        deadline = time.monotonic() + 30
+        while not (out.with_name("run.partial") / "manifest.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.5)
+        os.write(fd, b"\x03")
+        text = b""
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            text += chunk
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 130, text
+    m = manifest(out.with_name("run.partial"))
+    assert m["status"] == "partial" and m["reason"] == "interrupted (SIGINT)"
+    assert m["command"]["signal"] == "SIGINT" and m["command"]["stopped_by"] == ""
     assert left_behind(out, [m["command"]["pid"]]) == []

@@ -382,7 +382,10 @@ class _Launch:
                 code = self.proc.poll()
                 if code is not None:
                     self._ended(code)
-                    return "" if not signals.received else f"interrupted ({signal.Signals(signals.received).name})"
+                    if signals.received:
+                        return f"interrupted ({signal.Signals(signals.received).name})"
+                    # a terminal's Ctrl-C reaches the command's group alone (it is the foreground)
+                    return "interrupted (SIGINT)" if code == -signal.SIGINT else ""
             elif req.pid is not None and not _alive(req.pid):
                 self.ended_by = "the process ended"
                 return ""
