@@ -75,6 +75,7 @@ def test_analysis_and_report_of_the_fixture(campaign: Path, build_dir: Path) -> 
     assert pd.read_csv(campaign / "summary.csv")["run_id"].tolist() == summary["run_id"].tolist()
     # the long gaps of the run, as `hostwire gaps --summary` gives them
     from hostwire.timeline import build, gaps
+    from hostwire.timeline.build import Timeline
 
     run = hostwire.load_run(campaign / "run-small")
     table_, _ = gaps.explain(build.gap_inputs(run), None, run.window_ns())
@@ -83,6 +84,11 @@ def test_analysis_and_report_of_the_fixture(campaign: Path, build_dir: Path) -> 
     shares = [row[f"gap_{c}_share"] for c in gaps.CAUSES]
     assert shares == [whole[f"{c}_share"] for c in gaps.CAUSES] and sum(shares) == pytest.approx(1.0)
     assert "Why the long gaps happen" in html and "plots/gap_causes.png" in html
+    # each gap names its stream's sender: the streams table's pid; the trace never saw it run in
+    # its short window, so its name is its benchmark role
+    sender = Timeline.of(run).df_streams().set_index("stream")["sender_pid"]
+    assert (table_["pid"].to_numpy() == sender[table_["stream"]].to_numpy()).all() and (table_["pid"] > 0).all()
+    assert set(table_["comm"]) == {"send-0"} and set(table_["proto"]) == {"tcp"}
 
 
 def test_analysis_leaves_out_a_run_still_being_recorded(campaign: Path, caplog: pytest.LogCaptureFixture) -> None:

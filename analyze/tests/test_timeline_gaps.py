@@ -65,7 +65,9 @@ def test_every_cause_of_a_known_gap() -> None:
         "blocked_in_call_ns": 1_500,    # [5500, 7000)
         "app_idle_ns": 4_500,           # [2000, 3000), [5000, 5500), [7000, 10000)
         "unexplained_ns": 1_200,        # [100, 1000), [1500, 1600), [1800, 2000): bytes queued, link free
+        "retransmit_timeout_ns": 0, "awaiting_ack_ns": 0,  # no acknowledgement or retransmission given
     }
+    assert (row["proto"], row["pid"], row["comm"]) == ("tcp", SENDER, "")
     got = pre[["pid", "role", "cpu", "ns"]].values.tolist()
     assert got == [[BG0, "bg-0", 0, 1_000], [BG1, "bg-1", 0, 1_000], [OTHER, "other", 1, 200]]
     assert pre["share"].round(4).tolist() == [round(1000 / 2200, 4), round(1000 / 2200, 4), round(200 / 2200, 4)]
@@ -82,7 +84,8 @@ def test_late_acknowledgements_take_only_what_nothing_else_explains() -> None:
     row = gaps.explain(_inputs(late_acks=late))[0].iloc[0]
     assert {c: int(row[c]) for c in PARTS} == {
         "on_wire_ns": 100, "receiver_window_ns": 200 + 700, "wire_busy_ns": 300, "preempted_ns": 2_200,
-        "blocked_in_call_ns": 1_500, "app_idle_ns": 4_500, "unexplained_ns": 1_200 - 700}
+        "blocked_in_call_ns": 1_500, "app_idle_ns": 4_500, "unexplained_ns": 1_200 - 700,
+        "retransmit_timeout_ns": 0, "awaiting_ack_ns": 0}
 
 
 def test_under_a_cpu_quota_waiting_on_an_idle_cpu_is_throttling() -> None:
@@ -266,10 +269,15 @@ def _brute(inputs: GapInputs, a: int, b: int) -> dict[str, int]:
     win = step(inputs.window, "window_bytes")
     in_call = inside(inputs.sends["t_enter_ns"].to_numpy(), inputs.sends["t_exit_ns"].to_numpy())
     waits = (state_of(SENDER, "runnable") & ~queued) | (state_of(KS, "runnable") & queued)
-    conds = [t[:, 0] < a + d_first, win < mine["payload_len"].max(), queued & busy, waits, in_call & ~queued,
-             ~queued, np.ones(len(t), dtype=bool)]
-    cause = np.select(conds, np.arange(len(gaps.CAUSES)))
-    return {c: int((cause == k).sum()) for k, c in enumerate(gaps.CAUSES)}
+    awaiting = inside(inputs.awaiting_acks["t_start_ns"].to_numpy(), inputs.awaiting_acks["t_end_ns"].to_numpy())
+    timer = inside(inputs.retransmit_timeouts["t_start_ns"].to_numpy(), inputs.retransmit_timeouts["t_end_ns"].to_numpy())
+    conds = {"on_wire": t[:, 0] < a + d_first, "receiver_window": win < mine["payload_len"].max(),
+             "retransmit_timeout": timer, "wire_busy": queued & busy, "preempted": waits,
+             "blocked_in_call": in_call & ~queued, "app_idle": ~queued, "awaiting_ack": awaiting & queued,
+             "unexplained": np.ones(len(t), dtype=bool)}
+    order = list(conds)  # the precedence (no late acknowledgements in these inputs)
+    cause = np.select(list(conds.values()), np.arange(len(order)))
+    return {c: int((cause == order.index(c)).sum()) for c in gaps.CAUSES}
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -304,7 +312,11 @@ def test_random_timelines_against_a_nanosecond_by_nanosecond_reference(seed: int
     ss, se = intervals(3, span)
     bt = np.sort(rng.integers(0, span, 5))
     wt = np.sort(rng.integers(0, span, 4))
+    aw_s, aw_e = intervals(2, span)
+    rt_s, rt_e = intervals(1, span)
     inputs = _inputs(data=data, states=states, running=running,
+                     awaiting_acks=pd.DataFrame({"stream": S, "t_start_ns": aw_s, "t_end_ns": aw_e}),
+                     retransmit_timeouts=pd.DataFrame({"stream": S, "t_start_ns": rt_s, "t_end_ns": rt_e}),
                      sends=pd.DataFrame({"stream": S, "t_enter_ns": ss, "t_exit_ns": se}),
                      backlog=pd.DataFrame({"stream": S, "t_ns": bt, "backlog_bytes": rng.integers(0, 2, 5) * 500}),
                      window=pd.DataFrame({"stream": S, "t_ns": wt, "window_bytes": rng.choice([10.0, 9e4], 4)}))

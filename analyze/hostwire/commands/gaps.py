@@ -12,17 +12,20 @@ EXAMPLES = """examples:
   hostwire gaps RUN --stream 50200 --min-gap 5ms --from 0.5 --to 1.5 --json
   hostwire gaps RUN --preempters                        the tasks that ran while a sender waited
 
-causes, in precedence (the first that holds takes the time): on-wire, receiver-window, wire-busy,
-preempted, blocked-in-call, app-idle, unexplained. Columns: stream, t_start_ns, t_end_ns, gap_ns,
-threshold_ns, <cause>_ns (they sum to gap_ns), preempted_by ("pid comm role share%; ...")."""
+causes, in precedence (the first that holds takes the time): on-wire, receiver-window,
+retransmit-timeout, wire-busy, preempted, blocked-in-call, app-idle, receiver-window (late
+acknowledgements), awaiting-ack, unexplained; a UDP flow never gets the TCP ones (receiver-window,
+retransmit-timeout, awaiting-ack). Columns: stream, proto (tcp/udp), pid, comm (the sending process;
+-1 and empty when unknown), t_start_ns, t_end_ns, gap_ns, threshold_ns, <cause>_ns (they sum to
+gap_ns), preempted_by ("pid comm role share%; ...")."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from hostwire.commands.common import add_time_range, duration
 
     p = subparsers.add_parser(
-        "gaps", help="every long gap of a stream, explained (preempted, blocked-in-call, wire-busy, ...)",
-        description="Split every gap between consecutive data frames of a stream that is longer than "
+        "gaps", help="every long gap of a stream, explained (preempted, blocked-in-call, wire-busy, awaiting-ack, ...)",
+        description="Split every gap between consecutive data frames of a TCP stream or UDP flow that is longer than "
         "--min-gap into causes that add up to the gap, from the run's capture, kernel trace and "
         "system calls. CSV on stdout (--json for JSON).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)

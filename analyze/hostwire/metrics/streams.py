@@ -1,5 +1,6 @@
 """Streams of a capture: one TCP connection named by its 4-tuple in the direction that carries its
-payload (DESIGN.md section 5). Names look like `198.18.0.1:40000>198.18.0.2:5001`."""
+payload (DESIGN.md section 5). Names look like `198.18.0.1:40000>198.18.0.2:5001`, IPv6 addresses
+in brackets (`[fd00::1]:40000>[fd00::2]:5001`). label_flows names UDP flows the same way."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pandas as pd
 from hostwire.errors import InputError
 
 TCP = 6
+UDP = 17
 FRAME_COLUMNS = ("t_ns", "ip_len", "proto", "src", "dst", "sport", "dport", "seq", "ack", "window",
                  "payload_len")
 
@@ -42,6 +44,34 @@ def label_streams(frames: pd.DataFrame) -> pd.DataFrame:
     tcp = frames[frames["proto"].to_numpy() == TCP]
     if len(tcp) == 0:
         raise InputError(f"no TCP frames among {len(frames)} frame(s): nothing to measure")
+    return _label(tcp)
+
+
+def label_flows(frames: pd.DataFrame) -> pd.DataFrame:
+    """The TCP and the UDP frames of a capture, labelled as label_streams labels TCP: a UDP flow is
+    its 4-tuple, named in the direction that carried more payload (the first frame's when neither
+    did). A UDP flow whose name a TCP stream already has is named with ` udp` appended, so the two
+    never merge. Raises when there is no TCP or UDP frame."""
+    check_columns(frames)
+    proto = frames["proto"].to_numpy()
+    parts = [_label(frames[proto == p]) for p in (TCP, UDP) if (proto == p).any()]
+    if not parts:
+        raise InputError(f"no TCP or UDP frames among {len(frames)} frame(s): nothing to measure")
+    if len(parts) == 1:
+        return parts[0]
+    tcp, udp = parts
+    taken = set(tcp["stream"].cat.categories)
+    udp = udp.assign(stream=udp["stream"].cat.rename_categories(
+        lambda n: f"{n} udp" if n in taken else n))
+    names = sorted(taken | set(udp["stream"].cat.categories))
+    both = pd.concat([tcp.assign(stream=tcp["stream"].astype(str)), udp.assign(stream=udp["stream"].astype(str))],
+                     ignore_index=True)
+    both = both.sort_values("t_ns", kind="stable").reset_index(drop=True)
+    return both.assign(stream=pd.Categorical(both["stream"], categories=names))
+
+
+def _label(tcp: pd.DataFrame) -> pd.DataFrame:
+    """label_streams' work on the frames of one protocol (at least one frame)."""
     tcp = tcp.sort_values("t_ns", kind="stable").reset_index(drop=True)
     src_codes, dst_codes, names = _address_codes(tcp)
     sport = tcp["sport"].to_numpy().astype(np.int64)

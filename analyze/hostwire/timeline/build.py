@@ -148,18 +148,25 @@ def streams(run: Run) -> pd.DataFrame:
 
 
 def data_frames(run: Run) -> pd.DataFrame:
-    """The capture's data frames (hostwire.metrics.streams.label_streams, data direction, payload
-    > 0) with seq_start, seq_end relative to each stream's first data byte (stream_tables.stream_bytes;
-    the ISN from the data direction's SYN when captured) and retransmit."""
-    from hostwire.metrics.streams import label_streams
+    """The capture's data frames, TCP and UDP (hostwire.metrics.streams.label_flows, data
+    direction, payload > 0) with seq_start, seq_end relative to each stream's first data byte
+    (stream_tables.stream_bytes; the ISN from the data direction's SYN when captured; a UDP flow's
+    bytes counted in the order they crossed the wire) and retransmit (never for UDP); proto is 6
+    (TCP) or 17 (UDP)."""
+    from hostwire.metrics.streams import TCP, label_flows
 
-    labelled = label_streams(run.df_frames())
-    syn = ((labelled["flags"].to_numpy().astype(np.int64) & TCP_SYN) != 0) & labelled["data_dir"].to_numpy()
+    labelled = label_flows(run.df_frames())
+    tcp = labelled["proto"].to_numpy() == TCP
+    syn = ((labelled["flags"].to_numpy().astype(np.int64) & TCP_SYN) != 0) & labelled["data_dir"].to_numpy() & tcp
     isn = labelled[syn].groupby("stream", observed=True)["seq"].last()
     data = labelled[labelled["is_data"].to_numpy()]
     data = data.assign(stream=data["stream"].astype(str))
-    data.attrs = {"isn": {str(k): int(v) for k, v in isn.items()}}
-    return stream_tables.stream_bytes(data)
+    is_tcp = data["proto"].to_numpy() == TCP
+    tcp_data = data[is_tcp]
+    tcp_data.attrs = {"isn": {str(k): int(v) for k, v in isn.items()}}
+    parts = [stream_tables.stream_bytes(tcp_data), stream_tables.datagram_bytes(data[~is_tcp])]
+    out = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
+    return out.sort_values(["stream", "t_ns"], kind="stable").reset_index(drop=True)
 
 
 def stream_writes(tl: Timeline) -> pd.DataFrame:
@@ -215,6 +222,7 @@ class SequenceSteps:
     is_data_dir: np.ndarray
     position: np.ndarray
     window: np.ndarray
+    payload: np.ndarray  # the frame's payload bytes (0 for the receiver's acknowledgements)
 
 
 def sequence_steps(labelled: pd.DataFrame) -> SequenceSteps:
@@ -230,12 +238,13 @@ def sequence_steps(labelled: pd.DataFrame) -> SequenceSteps:
     code = code[order]
     dd = data_dir[keep][order]
     seq = labelled["seq"].to_numpy().astype(np.int64)[keep][order]
-    sent_end = seq + labelled["payload_len"].to_numpy().astype(np.int64)[keep][order] \
-        + ((flags[keep][order] & TCP_SYN) != 0)
+    payload = labelled["payload_len"].to_numpy().astype(np.int64)[keep][order]
+    sent_end = seq + payload + ((flags[keep][order] & TCP_SYN) != 0)
     ack = labelled["ack"].to_numpy().astype(np.int64)[keep][order]
     return SequenceSteps(code=code, names=labelled["stream"].astype(str).to_numpy()[keep][order],
                          t_ns=labelled["t_ns"].to_numpy().astype(np.int64)[keep][order], is_data_dir=dd,
-                         position=unwrap_seq(np.where(dd, sent_end, ack), code), window=scaled[keep][order])
+                         position=unwrap_seq(np.where(dd, sent_end, ack), code), window=scaled[keep][order],
+                         payload=np.where(dd, payload, 0))
 
 
 def usable_window(labelled: pd.DataFrame, steps: SequenceSteps | None = None) -> pd.DataFrame:
@@ -297,20 +306,26 @@ def late_acknowledgements(labelled: pd.DataFrame, steps: SequenceSteps | None = 
 def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
     """Everything hostwire.timeline.gaps.explain reads, from what this run recorded: the capture
     (required), the kernel trace, the system calls or the benchmark's writes when present."""
-    from hostwire.metrics.streams import label_streams
+    from hostwire.metrics.streams import TCP, label_flows
     from hostwire.timeline.gaps import GapInputs
+    from hostwire.timeline.tcp_waits import sender_waits
 
     if not run.has("raw/wire.pcap"):
         raise InputError(f"{run.path}: gaps needs raw/wire.pcap; this run has no wire capture")
     tl = Timeline.of(run)
     data = tl.data_frames()
-    labelled = label_streams(run.df_frames())
+    labelled = label_flows(run.df_frames())
     sender_side = set(data["src"].astype(str)) if len(data) else set()
     link = labelled[labelled["src"].astype(str).isin(sender_side).to_numpy()]
     link = link.assign(stream=link["stream"].astype(str))
-    steps = sequence_steps(labelled)
-    window = usable_window(labelled, steps)
-    late_acks = late_acknowledgements(labelled, steps)
+    tcp = labelled[labelled["proto"].to_numpy() == TCP]
+    tcp = tcp.assign(stream=tcp["stream"].cat.remove_unused_categories())
+    steps = sequence_steps(tcp)
+    window = usable_window(tcp, steps)
+    late_acks = late_acknowledgements(tcp, steps)
+    awaiting, timeouts = sender_waits(steps)
+    protos = {str(s): "tcp" if int(p) == TCP else "udp" for s, p in
+              data.groupby("stream", sort=False)["proto"].first().items()} if len(data) else {}
     streams = tl.df_streams()
     senders = {str(s): int(p) for s, p in zip(streams["stream"], streams["sender_pid"]) if int(p) > 0}
     receivers = {str(s): int(p) for s, p in zip(streams["stream"], streams["receiver_pid"]) if int(p) > 0}
@@ -327,8 +342,20 @@ def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
         sources["sends"] = "raw/syscalls.tsv" if (writes["source"] == "syscalls").all() else "raw/bench/send-*.tsv"
     return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers, link=link,
                      states=states, running=running_, sends=sends, backlog=backlog_, window=window,
-                     late_acks=late_acks, cpu_quota=float(run.point_value("sender_cpu_share")) > 0,
-                     sources=sources)
+                     late_acks=late_acks, awaiting_acks=awaiting, retransmit_timeouts=timeouts, protos=protos,
+                     comms=process_names(tl, set(senders.values())),
+                     cpu_quota=float(run.point_value("sender_cpu_share")) > 0, sources=sources)
+
+
+def process_names(tl: Timeline, pids: set[int]) -> dict[int, str]:
+    """pid -> the process's name: the comm the kernel trace last saw it run under, else its
+    benchmark role, else none."""
+    names = {pid: role for pid, role in tl.roles().items() if pid in pids}
+    if tl.run.has("raw/sched.tsv") and pids:
+        running_ = tl.df_running()
+        mine = running_[running_["pid"].isin(list(pids)).to_numpy()]
+        names.update({int(p): str(c) for p, c in mine.groupby("pid", sort=False)["comm"].last().items()})
+    return names
 
 
 def receiver_reads(run: Run, received: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -7,10 +7,12 @@ first cause that holds, in this precedence:
 
 1. on-wire: the stream's own previous frame still occupies the link (its length at the link rate);
 2. receiver-window: the usable window (the right edge the receiver last advertised, minus the
-   highest byte sent) is below one segment; and, after the application's causes (see 7), the
+   highest byte sent) is below one segment; and, after the application's causes (see 8), the
    receiver acknowledging late;
-3. wire-busy: the stream has bytes in its backlog and the link carries another stream's frame;
-4. preempted: the backlog is empty and the sender is runnable but not running; or the backlog is
+3. retransmit-timeout: the gap ends with a retransmission that no acknowledgement released (a
+   timer sent it: hostwire.timeline.tcp_waits);
+4. wire-busy: the stream has bytes in its backlog and the link carries another stream's frame;
+5. preempted: the backlog is empty and the sender is runnable but not running; or the backlog is
    not empty and a task that moves the stream's bytes on is runnable but not running: the
    kernel's deferred network work (ksoftirqd), or the stream's receiver when it runs on this host
    (preempted inside recv, it holds its socket: the segments wait in the socket's backlog
@@ -18,15 +20,20 @@ first cause that holds, in this precedence:
    named, with its share, in the preempters table (a task that waits while its CPU runs idle is
    waking up, not preempted: that time goes to the later causes; unless the sender's host ran
    under a CPU quota, which then holds the task: preempted, by the idle task, role "throttled");
-5. blocked-in-call: the backlog is empty and the sender is inside a send call that has not returned;
-6. app-idle: the backlog is empty and the sender is outside any send call (running or asleep);
-7. receiver-window again: bytes in the backlog and the oldest byte in flight waiting for its
+6. blocked-in-call: the backlog is empty and the sender is inside a send call that has not returned;
+7. app-idle: the backlog is empty and the sender is outside any send call (running or asleep);
+8. receiver-window again: bytes in the backlog and the oldest byte in flight waiting for its
    acknowledgement longer than twice the stream's shortest round trip (the congestion window is
    full and the receiver delays its acknowledgements, as a Linux receiver whose application
    stopped reading does);
-8. unexplained: anything else (bytes in the backlog, window open, link free: the stack held them).
+9. awaiting-ack: bytes in the backlog, the bytes in flight at the gap's start as many as the
+   acknowledgements had let the stream put in flight before, and the next frame sent right after an
+   acknowledgement arrived: until that acknowledgement the congestion window or the ACK clock held
+   the bytes (hostwire.timeline.tcp_waits);
+10. unexplained: anything else (bytes in the backlog, window open, link free: the stack held them).
 
-The application's causes (4 to 6) need an empty backlog: while the stack has bytes to send, the
+The TCP causes (receiver-window, retransmit-timeout, awaiting-ack) never hold for a UDP flow. The
+application's causes (5 to 7) need an empty backlog: while the stack has bytes to send, the
 sender's own state does not hold the stream back. Without a backlog (no writes known) that gating
 is left out and the table says so. All stamps are int64 ns, so the parts sum exactly to the gap."""
 
@@ -44,10 +51,14 @@ from hostwire.errors import InputError
 from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, ascending, covered, numeric, steps,
                                          union, unique_sorted, within)
 
-CAUSES = ("on_wire", "receiver_window", "wire_busy", "preempted", "blocked_in_call", "app_idle", "unexplained")
+CAUSES = ("on_wire", "receiver_window", "retransmit_timeout", "wire_busy", "preempted", "blocked_in_call", "app_idle",
+          "awaiting_ack", "unexplained")
 CAUSE_NAMES = {c: c.replace("_", "-") for c in CAUSES}
-GAP_COLUMNS = ["stream", "t_start_ns", "t_end_ns", "gap_ns", "threshold_ns", *[f"{c}_ns" for c in CAUSES],
-               "preempted_by"]
+# the TCP causes: a UDP flow has no window, acknowledgements or retransmissions
+TCP_CAUSES = ("receiver_window", "retransmit_timeout", "awaiting_ack")
+GAP_COLUMNS = ["stream", "proto", "pid", "comm", "t_start_ns", "t_end_ns", "gap_ns", "threshold_ns",
+               *[f"{c}_ns" for c in CAUSES], "preempted_by"]
+TEXT_COLUMNS = ("stream", "proto", "comm", "preempted_by")
 PREEMPTER_COLUMNS = ["stream", "t_start_ns", "pid", "comm", "role", "cpu", "ns", "share"]
 
 
@@ -61,7 +72,9 @@ class GapInputs:
     None; backlog: stream, t_ns, backlog_bytes, or None; window: stream, t_ns, window_bytes (the
     usable window from each frame on: build.usable_window; NaN when unknown), or None; late_acks:
     stream, t_start_ns, t_end_ns where the oldest byte in flight waits for its acknowledgement
-    (build.late_acknowledgements), or None. rate_bps: the link rate."""
+    (build.late_acknowledgements), or None; awaiting_acks and retransmit_timeouts: stream,
+    t_start_ns, t_end_ns where each holds (tcp_waits.sender_waits), or None. protos: stream ->
+    "tcp" or "udp" (default: "tcp"); comms: pid -> the process's name. rate_bps: the link rate."""
 
     data: pd.DataFrame
     rate_bps: float
@@ -74,6 +87,10 @@ class GapInputs:
     backlog: pd.DataFrame | None = None
     window: pd.DataFrame | None = None
     late_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: build.late_acknowledgements
+    awaiting_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: tcp_waits.sender_waits
+    retransmit_timeouts: pd.DataFrame | None = None  # the same
+    protos: dict[str, str] = field(default_factory=dict)
+    comms: dict[int, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # what each input was built from
     transmit_pids: list[int] | None = None  # kernel threads sending for any socket (default: ksoftirqd/*)
     # The sender's host ran under a CPU quota (cgroup cpu.max): a runnable task waiting while its CPU
@@ -100,7 +117,8 @@ class GapInputs:
                        "from app-idle")
         if self.backlog is None:
             out.append("without the writes the backlog is unknown: wire-busy holds whenever another stream "
-                       "holds the link, and the application's causes are not gated on an empty backlog")
+                       "holds the link, awaiting-ack whenever an acknowledgement released a full window, and "
+                       "the application's causes are not gated on an empty backlog")
         if self.window is None or not np.isfinite(pd.to_numeric(self.window["window_bytes"],
                                                                 errors="coerce")).any():
             out.append("the receiver's window is unknown (no handshake captured): receiver-window is never told")
@@ -176,17 +194,30 @@ def late_acknowledgement(s: Segments) -> np.ndarray:
     return s.holds["late_ack"] & s.backlog_queued
 
 
+def retransmit_timeout(s: Segments) -> np.ndarray:
+    """The gap ends with a retransmission that a timer, not an acknowledgement, sent."""
+    return s.holds["retransmit_timeout"]
+
+
+def awaiting_ack(s: Segments) -> np.ndarray:
+    """Bytes are queued, the window was full and an acknowledgement released the next frame."""
+    return s.holds["awaiting_ack"] & s.backlog_queued
+
+
 def unexplained(s: Segments) -> np.ndarray:
     return np.ones(len(s.start), dtype=bool)
 
 
 # Each segment goes to the first cause whose condition holds. The receiver holds the sender back
-# twice: by its window (first), and by acknowledging late when nothing else holds the queued bytes
-# (last before unexplained).
+# twice: by its window (second), and by acknowledging late when nothing of the host holds the
+# queued bytes. A retransmission timer holds the bytes whatever the host does (its silence comes
+# before the host's causes); waiting for the acknowledgements that the congestion window needs
+# counts only where nothing else holds the queued bytes (last before unexplained).
 PRECEDENCE: tuple[tuple[str, Callable[[Segments], np.ndarray]], ...] = (
-    ("on_wire", on_wire), ("receiver_window", receiver_window), ("wire_busy", wire_busy),
-    ("preempted", preempted), ("blocked_in_call", blocked_in_call), ("app_idle", app_idle),
-    ("receiver_window", late_acknowledgement), ("unexplained", unexplained))
+    ("on_wire", on_wire), ("receiver_window", receiver_window), ("retransmit_timeout", retransmit_timeout),
+    ("wire_busy", wire_busy), ("preempted", preempted), ("blocked_in_call", blocked_in_call),
+    ("app_idle", app_idle), ("receiver_window", late_acknowledgement), ("awaiting_ack", awaiting_ack),
+    ("unexplained", unexplained))
 
 
 def classify(s: Segments) -> np.ndarray:
@@ -215,6 +246,8 @@ class _Explainer:
         self.window = ByStream(numeric(inputs.window, "window_bytes"), ("t_ns", "value"), order_by="t_ns")
         self.backlog = ByStream(numeric(inputs.backlog, "backlog_bytes"), ("t_ns", "value"), order_by="t_ns")
         self.late_acks = ByStream(inputs.late_acks, ("t_start_ns", "t_end_ns"))
+        self.awaiting_acks = ByStream(inputs.awaiting_acks, ("t_start_ns", "t_end_ns"))
+        self.retransmit_timeouts = ByStream(inputs.retransmit_timeouts, ("t_start_ns", "t_end_ns"))
         self.sends = ByStream(inputs.sends, ("t_enter_ns", "t_exit_ns"))
 
     def gaps(self, name: str, min_gap_ns: int | None,
@@ -241,6 +274,7 @@ class _Explainer:
         other = self.link_code != self.link_code_of.get(name, -2)
         late = self.late_acks.get(name)
         sends = self.sends.get(name)
+        tcp = self.inputs.protos.get(name, "tcp") == "tcp"
         sets = {
             "on_wire": union(first, first + np.minimum(on_link, nxt - first)),
             "receiver_window": steps(self.window.get(name), lambda v: v < mss, last),
@@ -248,7 +282,12 @@ class _Explainer:
             "busy": union(self.link_t[other], self.link_t[other] + self.link_busy_ns[other]),
             "backlog": steps(self.backlog.get(name), lambda v: v > 0, last),
             "in_call": union(sends["t_enter_ns"], sends["t_exit_ns"]) if sends is not None else NONE,
+            "awaiting_ack": _intervals(self.awaiting_acks.get(name)),
+            "retransmit_timeout": _intervals(self.retransmit_timeouts.get(name)),
         }
+        if not tcp:  # no window, acknowledgements or retransmissions to hold a UDP flow
+            for key in ("receiver_window", "late_ack", "awaiting_ack", "retransmit_timeout"):
+                sets[key] = NONE
         waiting = self.runnable.of(self.inputs.senders.get(name, -1))
         sets["waiting"] = waiting[:2]
         for k, (starts, ends, _) in enumerate(self.helpers(name)):
@@ -309,7 +348,10 @@ class _Explainer:
         cause = classify(seg)
         parts = np.zeros((len(first), len(CAUSES)), dtype=np.int64)
         np.add.at(parts, (seg.gap, cause), seg.end - seg.start)
-        table = pd.DataFrame({"stream": name, "t_start_ns": first, "t_end_ns": nxt, "gap_ns": nxt - first,
+        pid = int(self.inputs.senders.get(name, -1))
+        table = pd.DataFrame({"stream": name, "proto": self.inputs.protos.get(name, "tcp"), "pid": pid,
+                              "comm": self.inputs.comms.get(pid, "") if pid > 0 else "",
+                              "t_start_ns": first, "t_end_ns": nxt, "gap_ns": nxt - first,
                               "threshold_ns": threshold})
         for k, c in enumerate(CAUSES):
             table[f"{c}_ns"] = parts[:, k]
@@ -347,12 +389,16 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
                 gap_tables.append(result[0])
                 pre_tables.append(result[1])
     gaps = pd.concat(gap_tables, ignore_index=True) if gap_tables else pd.DataFrame(
-        {c: pd.Series(dtype="object" if c in ("stream", "preempted_by") else "int64") for c in GAP_COLUMNS})
+        {c: pd.Series(dtype="object" if c in TEXT_COLUMNS else "int64") for c in GAP_COLUMNS})
     pre = pd.concat(pre_tables, ignore_index=True) if pre_tables else pd.DataFrame(columns=PREEMPTER_COLUMNS)
     gaps = gaps[GAP_COLUMNS]
     gaps.attrs["cannot_tell"] = inputs.cannot_tell()
     gaps.attrs["sources"] = dict(inputs.sources)
     return gaps, pre
+
+
+def _intervals(rows: dict[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
+    return union(rows["t_start_ns"], rows["t_end_ns"]) if rows is not None else NONE
 
 
 def _idle_on(cpus: Cpus, cpu: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -227,6 +227,18 @@ def stream_bytes(data: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+def datagram_bytes(data: pd.DataFrame) -> pd.DataFrame:
+    """UDP data frames (columns t_ns, stream, payload_len) with seq_start and seq_end, the flow's
+    payload bytes before and through each datagram in the order they crossed the wire (a datagram
+    has no sequence number; the capture's order is the only one there is), and retransmit (never).
+    Ordered by stream, then time."""
+    d = data.assign(_s=data["stream"].astype(str)).sort_values(["_s", "t_ns"], kind="stable")
+    payload = d["payload_len"].to_numpy().astype(np.int64)
+    end = d.groupby("_s", sort=False)["payload_len"].cumsum().to_numpy().astype(np.int64) if len(d) else payload
+    return d.drop(columns="_s").assign(seq_start=end - payload, seq_end=end,
+                                       retransmit=np.zeros(len(d), bool)).reset_index(drop=True)
+
+
 def writes_offset(frames: pd.DataFrame, writes: pd.DataFrame) -> int:
     """The bytes a stream carried before its first known write: the least that keeps every frame
     after the writes that could have supplied its bytes (a frame at t carries no byte beyond what
