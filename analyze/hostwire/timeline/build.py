@@ -353,7 +353,7 @@ def process_names(tl: Timeline, pids: set[int]) -> dict[int, str]:
     names = {pid: role for pid, role in tl.roles().items() if pid in pids}
     if tl.run.has("raw/sched.tsv") and pids:
         running_ = tl.df_running()
-        mine = running_[running_["pid"].isin(list(pids)).to_numpy()]
+        mine = running_[running_["pid"].isin(list(pids)).to_numpy()].sort_values("t_start_ns", kind="stable")
         names.update({int(p): str(c) for p, c in mine.groupby("pid", sort=False)["comm"].last().items()})
     return names
 
