@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
-from hostwire.read.tsv import open_tsv, read_records
+from hostwire.read.tsv import open_tsv_of_kind, read_records
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +46,7 @@ def read_resources(path: str | os.PathLike[str], *, keep_damaged: bool = False) 
     whole (cut, no trailer, counts that disagree: see hostwire.read.tsv) raises InputError naming file
     and line; keep_damaged=True returns its complete records with df.attrs["damage"] set (None for
     a whole file)."""
-    tsv = open_tsv(path)
-    if tsv.meta.get("kind") != "resources":
-        raise InputError(f"{path}: '# kind: {tsv.meta.get('kind', '')}', expected 'resources'")
-    missing = [c for c in COLUMNS if c not in tsv.columns]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
+    tsv = open_tsv_of_kind(path, "resources", COLUMNS)
     raw = read_records(tsv, keep_damaged=keep_damaged, usecols=list(COLUMNS), na_filter=False)
     try:
         df = raw[list(COLUMNS)].astype("int64")

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
-from hostwire.read.tsv import open_tsv, read_records
+from hostwire.read.tsv import open_tsv_of_kind, read_records
 
 FORMAT_LINE = "# format: hostwire-tsv 2\n"
 COLUMNS = ("t_ns", "pid", "comm", "fd", "inode", "proto", "local", "remote", "state")
@@ -28,12 +28,7 @@ OWNER_COLUMNS = ["pid", "comm", "direction"]  # direction: "out" (sent by the ow
 
 def read_sockets(path: str | os.PathLike[str], *, keep_damaged: bool = False) -> pd.DataFrame:
     """sockets.tsv as a DataFrame with COLUMNS (t_ns, pid, fd, inode int64; the rest text)."""
-    tsv = open_tsv(path)
-    if tsv.meta.get("kind") != "sockets":
-        raise InputError(f"{path}: '# kind: {tsv.meta.get('kind', '')}', expected 'sockets'")
-    missing = [c for c in COLUMNS if c not in tsv.columns]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
+    tsv = open_tsv_of_kind(path, "sockets", COLUMNS)
     raw = read_records(tsv, keep_damaged=keep_damaged, usecols=list(COLUMNS), na_filter=False, dtype=str)
     df = raw[list(COLUMNS)].copy()
     for column in ("t_ns", "pid", "fd", "inode"):

@@ -13,6 +13,8 @@ hostwire.read.pcap.read_pcap does for a cut capture."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import io
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -117,6 +119,18 @@ def open_tsv(path: str | os.PathLike[str], *, tail: bool = True) -> TsvFile:
                       version=version, data_start=data_start, data_end=size, size=size)
         if tail:
             _inspect_tail(tsv, handle)
+    return tsv
+
+
+def open_tsv_of_kind(path: str | os.PathLike[str], kind: str, columns: Sequence[str]) -> TsvFile:
+    """open_tsv for a log of one `# kind:` with the columns it must have (InputError naming the
+    file and what was expected otherwise)."""
+    tsv = open_tsv(path)
+    if tsv.meta.get("kind") != kind:
+        raise InputError(f"{path}: '# kind: {tsv.meta.get('kind', '')}', expected '{kind}'")
+    missing = [c for c in columns if c not in tsv.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
     return tsv
 
 
