@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hostwire.timeline.cache import VERSION as CACHE_VERSION
+
 import pytest
 
 from hostwire.errors import HostwireError
@@ -50,7 +52,7 @@ def test_links_at_every_output_name_are_replaced_not_followed(campaign: Path, vi
         (campaign / run / "tables").mkdir()
         names += [campaign / run / n for n in ("metrics.json", ".metrics.json.tmp")]
         names += [campaign / run / "tables" / n for n in ("idc.parquet", "contract.parquet", "intervals_hist.parquet",
-                                                          "timeline-switches-v2.parquet")]
+                                                          f"timeline-switches-v{CACHE_VERSION}.parquet")]
     (campaign / "plots").mkdir()
     names += [campaign / "plots" / n for n in ("idc.png", "idc.svg")]
     for name in names:
