@@ -11,12 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hostwire.timeline.cache import VERSION as CACHE_VERSION
-
 import pytest
 
 from hostwire.errors import HostwireError
 from hostwire.safewrite import write_text, write_with
+from hostwire.timeline.cache import VERSION as CACHE_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "run-small"
