@@ -16,6 +16,7 @@ import pytest
 
 from hostwire.paths import REPO_ROOT
 from hostwire.record.topology import list_namespaces
+from hostwire.timeline.gaps import CAUSES
 
 # One worker records the quick campaign for every test of this module (pytest-xdist's loadgroup).
 pytestmark = pytest.mark.xdist_group("quick_campaign")
@@ -74,7 +75,7 @@ def test_quick_campaign_records_every_point_and_reports(quick_campaign: Path) ->
     assert alone > 2 * crowded, (alone, crowded)
     assert summary["jain"].between(0, 1).all()
     shares = summary[[c for c in summary.columns if c.startswith("gap_") and c.endswith("_share")]]
-    assert shares.shape[1] == 7
+    assert shares.shape[1] == len(CAUSES)
     assert shares[summary["gaps"] > 0].sum(axis=1).sub(1).abs().max() < 1e-9
     assert pd.read_csv(quick_campaign / "summary.csv")["run_id"].tolist() == summary["run_id"].tolist()
     html = (quick_campaign / "report.html").read_text()

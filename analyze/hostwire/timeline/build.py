@@ -142,8 +142,8 @@ def streams(run: Run) -> pd.DataFrame:
         sockets = sockets[(sockets["local"] + ">" + sockets["remote"]).isin(captured).to_numpy()]
     fds = stream_tables.main_send_fds(run.df_syscalls()) if run.has("raw/syscalls.tsv") else pd.DataFrame(
         columns=["pid", "fd", "stream"])
-    return stream_tables.streams_table(pd.DataFrame(senders, columns=["role", "pid", "local", "peer", "fd", "source"]
-                                                    ).fillna({"fd": -1, "source": "bench"}),
+    senders = [{"fd": -1, "source": "bench", **s} for s in senders]
+    return stream_tables.streams_table(pd.DataFrame(senders, columns=["role", "pid", "local", "peer", "fd", "source"]),
                                 pd.DataFrame(receivers, columns=["role", "pid", "sender_pid"]), sockets, fds)
 
 
