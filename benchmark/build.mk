@@ -6,3 +6,6 @@ BENCH_LIB := benchmark/sieve.c benchmark/wire.c benchmark/clocksync.c benchmark/
 
 $(eval $(call hw_program,hw-bench,benchmark/main.c benchmark/usage.c $(BENCH_LIB),,-lm))
 $(eval $(call hw_ctest,test-bench-units,benchmark/tests/test_units.c $(BENCH_LIB),,-lm))
+# The added-latency yardstick of `hostwire overhead --program`: one-byte TCP round trips between
+# the two namespaces (benchmark/tests/tcp_rr.c).
+$(eval $(call hw_test_prog,tcp-rr,benchmark/tests/tcp_rr.c))

@@ -1,5 +1,5 @@
-"""Statistics that more than one part of hostwire uses: the paired estimate of an added cost with
-its percentile-bootstrap interval (hostwire overhead), and the MSHN comparison of collector sets,
+"""Statistics that more than one part of hostwire uses: the paired estimate of an added cost (or
+of a ratio) with its percentile-bootstrap interval (hostwire overhead), and the MSHN comparison of collector sets,
 run for run, with Student's t interval of the mean difference (hostwire overhead --accuracy, the
 campaign report)."""
 
@@ -51,6 +51,20 @@ def paired_estimate(config: Sequence[float], bare: Sequence[float], per_rt: floa
     resampled = np.median(d[rng.integers(0, len(d), size=(BOOTSTRAP_RESAMPLES, len(d)))], axis=1)
     low, high = np.percentile(resampled, [2.5, 97.5])
     return Estimate(float(np.median(d)), float(low), float(high), float(np.mean(d)), int(len(d)))
+
+
+def paired_ratio(config: Sequence[float], base: Sequence[float], seed: int = 1997) -> Estimate:
+    """The ratio of `config` to `base` measured in the same rounds: r_i = config_i / base_i, the
+    median of r with a 95 % percentile-bootstrap interval (as paired_estimate). Rounds where either
+    value is missing (NaN) or base is not positive are left out."""
+    c = np.asarray(config, dtype=float)
+    b = np.asarray(base, dtype=float)
+    if c.shape != b.shape:
+        raise ValueError(f"paired rounds differ in number: {len(c)} and {len(b)}")
+    ok = np.isfinite(c) & np.isfinite(b) & (b > 0)
+    ratios = np.full(c.shape, np.nan)
+    ratios[ok] = c[ok] / b[ok]
+    return paired_estimate(ratios, np.zeros_like(ratios), 1.0, seed)
 
 
 ACCURACY_METRICS = ("goodput_bit_s", "jain", "idc_100ms", "sieve_rounds_per_s", "switches_per_s")

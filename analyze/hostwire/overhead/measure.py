@@ -29,6 +29,7 @@ import numpy as np
 from hostwire.lifeline import die_with_parent
 from hostwire import paths
 from hostwire.errors import HostwireError
+from hostwire.overhead.program import ProgramRow
 from hostwire.overhead.tools import CONFIGS, Config, ConfigFailed, Setup
 from hostwire.stats import paired_estimate
 
@@ -74,9 +75,14 @@ class Result:
     notes: list[str]
     rt_prio: int = 0
     accuracy: list[dict[str, Any]] = field(default_factory=list)
+    program_rows: list[ProgramRow] = field(default_factory=list)  # iperf3 and tcp-rr under each tool
+    program_settings: dict[str, Any] = field(default_factory=dict)  # runs, seconds, rr_loops
 
     def row(self, name: str) -> Row | None:
         return next((r for r in self.rows if r.name == name), None)
+
+    def program_row(self, name: str) -> ProgramRow | None:
+        return next((r for r in self.program_rows if r.name == name), None)
 
     def to_json(self) -> dict[str, Any]:
         def clean(v: Any) -> Any:
@@ -91,7 +97,8 @@ class Result:
                       "rt_prio": self.rt_prio,
                       "rows": [asdict(r) for r in self.rows], "probes": self.probes,
                       "campaign_switch_rates": self.campaign_rates, "notes": self.notes,
-                      "accuracy": self.accuracy})
+                      "accuracy": self.accuracy,
+                      "program": {**self.program_settings, "rows": [asdict(r) for r in self.program_rows]}})
 
 
 def other_cpu(cpu: int) -> int:

@@ -16,6 +16,7 @@ import numpy as np
 
 from hostwire.safewrite import write_text, write_with
 from hostwire.overhead.measure import Result
+from hostwire.overhead.program import IPERF_PORT, RR_PORT
 from hostwire.overhead.tools import CALLS_PER_RT, SWITCHES_PER_RT
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,9 @@ def write_outputs(result: Result, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     md, csv_path, png = out_dir / "overhead.md", out_dir / "overhead.csv", out_dir / "overhead.png"
     text = markdown(result) if result.rows else ""
+    if result.program_rows:
+        text += ("\n" if text else "") + program_markdown(result) + "\n" + "\n".join(program_ratio_lines(result)) + "\n"
+        write_program_csv(result, out_dir / "overhead-program.csv")
     if result.accuracy:
         text += "\n" + accuracy_markdown(result.accuracy, result.accuracy[0].get("repeats", 0) or 0)
     write_text(md, "# hostwire overhead\n\n" + text)
@@ -196,3 +200,77 @@ def accuracy_markdown(table: list[dict[str, Any]], repeats: int) -> str:
             elif run.get("note"):
                 lines.append(f"| {name} | all flows | | | | | {run['note']} |")
     return "\n".join(lines) + "\n"
+
+
+def _gbit(v: float) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v / 1e9:.3f}"
+
+
+def program_markdown(result: Result) -> str:
+    st = result.program_settings
+    lines = [f"program: `iperf3 -c 198.18.0.2 -p {IPERF_PORT} -t {st.get('seconds')} -J` (throughput) and "
+             f"`tcp-rr 198.18.0.2 {RR_PORT} {st.get('rr_loops')}` (one-byte TCP round trips, their mean), the "
+             "client in the sender's namespace, the servers untraced in the receiver's, over a bare veth "
+             f"(no shaper: the CPU limits); {st.get('runs')} rounds round-robin. Ratios: median over rounds of "
+             "configuration / alone in the same round, 95 % bootstrap interval; throughput on the receiver's "
+             "count.", "",
+             "| configuration | receiver Gbit/s (p25-p75) | sender Gbit/s | throughput / alone | 95 % CI | "
+             "round trip µs (p25-p75) | round trip / alone | 95 % CI | added µs/round trip | 95 % CI |",
+             "|---|---:|---:|---:|---|---:|---:|---|---:|---|"]
+    for r in result.program_rows:
+        if r.status != "ok":
+            lines.append(f"| {r.name} | {r.status}: {r.message} | | | | | | | | |")
+            continue
+        alone = r.name == "alone"
+        lines.append(
+            f"| {r.name} | {_gbit(r.median_receiver_bps)} ({_gbit(r.p25_receiver_bps)}-{_gbit(r.p75_receiver_bps)}) | "
+            f"{_gbit(r.median_sender_bps)} | {_f(r.throughput_ratio, 2)} | "
+            f"{'-' if alone else f'[{_f(r.throughput_ratio_low, 2)}, {_f(r.throughput_ratio_high, 2)}]'} | "
+            f"{_f(r.median_rr_us, 1)} ({_f(r.p25_rr_us, 1)}-{_f(r.p75_rr_us, 1)}) | {_f(r.rr_ratio, 2)} | "
+            f"{'-' if alone else f'[{_f(r.rr_ratio_low, 2)}, {_f(r.rr_ratio_high, 2)}]'} | "
+            f"{'-' if alone else _f(r.rr_added_us, 1)} | "
+            f"{'-' if alone else f'[{_f(r.rr_added_low_us, 1)}, {_f(r.rr_added_high_us, 1)}]'} |")
+    return "\n".join(lines) + "\n"
+
+
+PROGRAM_CSV_FIELDS = ["name", "what", "status", "message", "median_receiver_bps", "p25_receiver_bps",
+                      "p75_receiver_bps", "median_sender_bps", "throughput_ratio", "throughput_ratio_low",
+                      "throughput_ratio_high", "sender_ratio", "median_rr_us", "p25_rr_us", "p75_rr_us", "rr_ratio",
+                      "rr_ratio_low", "rr_ratio_high", "rr_added_us", "rr_added_low_us", "rr_added_high_us",
+                      "sender_bps", "receiver_bps", "rr_us", "rr_p50_us"]
+
+
+def write_program_csv(result: Result, path: Path) -> None:
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=PROGRAM_CSV_FIELDS)
+    w.writeheader()
+    for r in result.program_rows:
+        d = asdict(r)
+        for key in ("sender_bps", "receiver_bps", "rr_us", "rr_p50_us"):
+            d[key] = " ".join(_f(x) for x in d[key])
+        w.writerow({k: d[k] for k in PROGRAM_CSV_FIELDS})
+    write_text(path, text.getvalue())
+
+
+def program_ratio_lines(result: Result) -> list[str]:
+    """Each tool's cost on the program, and record against each peer on iperf3's throughput in
+    the same rounds (above 1: the program keeps more of its throughput under record)."""
+    from hostwire.stats import paired_ratio
+
+    out = []
+    for r in result.program_rows:
+        if r.name == "alone" or r.status != "ok":
+            continue
+        out.append(f"iperf3 under {r.name}: throughput {_f(r.throughput_ratio, 2)} of alone "
+                   f"[{_f(r.throughput_ratio_low, 2)}, {_f(r.throughput_ratio_high, 2)}]; round trip "
+                   f"{_f(r.rr_ratio, 2)} x alone, {r.rr_added_us:+.1f} µs")
+    for mine in ("record tracefs", "record ptrace"):
+        for peer in ("perf trace", "strace -f", "trace-cmd record -F"):
+            a, b = result.program_row(mine), result.program_row(peer)
+            label = f"ratio {mine} / {peer} iperf3 throughput (same rounds)"
+            if not a or not b or a.status != "ok" or b.status != "ok":
+                out.append(f"{label}: not measured ({mine if not a or a.status != 'ok' else peer} missing)")
+                continue
+            est = paired_ratio(a.receiver_bps, b.receiver_bps)
+            out.append(f"{label}: {_f(est.median, 2)} [{_f(est.low, 2)}, {_f(est.high, 2)}] (for information)")
+    return out

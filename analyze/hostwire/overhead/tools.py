@@ -9,7 +9,8 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,36 +155,51 @@ def _sched_events() -> list[str]:
     return events
 
 
-def run_tracecmd(setup: Setup) -> float:
-    """trace-cmd record with hw-schedtrace's event set, into its own tracefs instance. trace-cmd 3.1
-    writes /proc/sys/kernel/ftrace_enabled and the function-tracer files even when it records
-    events only, and this kernel refuses those writes ("Can't enable ftrace"): it runs in a private
-    mount namespace (unshare -m) where a scratch file is bind-mounted over each refused file;
-    nothing outside that namespace sees the mounts. Readers at SCHED_FIFO 1 (-r 1), clock mono."""
-    instance = f"hw-{os.getpid()}-tc"
-    inst_dir = TRACEFS / "instances" / instance
-    dummy = setup.work / "ftrace-dummy"
-    dummy.write_text("1\n")
-    files = ["/proc/sys/kernel/ftrace_enabled"]
-    for name in ("set_ftrace_filter", "set_ftrace_notrace", "set_ftrace_pid", "set_ftrace_notrace_pid"):
-        files += [str(TRACEFS / name), str(inst_dir / name)]
-    events = [arg for ev in _sched_events() for arg in ("-e", ev)]
-    script = ('dummy=$1; shift; n=$1; shift; i=0; while [ $i -lt "$n" ]; do [ -e "$1" ] && '
-              'mount --bind "$dummy" "$1"; shift; i=$((i+1)); done; exec "$@"')
+@contextmanager
+def tracefs_instance(name: str) -> Iterator[Path]:
+    """A tracefs instance for a peer tool (trace-cmd -B), removed after it (whatever happened)."""
+    inst_dir = TRACEFS / "instances" / name
     try:
         inst_dir.mkdir()
     except OSError as err:
         raise ConfigFailed(f"failed to create tracefs instance {inst_dir}: {err.strerror}") from None
     try:
-        argv = [*setup.on(setup.tracer_cpu), "unshare", "-m", "sh", "-c", script, "sh", str(dummy), str(len(files)),
-                *files, "trace-cmd", "record", "-q", "-B", instance, "-C", "mono", "-r", "1", *events, "-o",
-                str(setup.work / "tc.dat"), "--", *setup.pingpong()]
-        return _round_trip(argv, setup, "trace-cmd record")
+        yield inst_dir
     finally:
         try:
             inst_dir.rmdir()
         except OSError:
             pass
+
+
+def tracecmd_record(work: Path, instance: str, options: list[str], command: list[str]) -> list[str]:
+    """`trace-cmd record -q -B instance OPTIONS -- command`, made to run on this kernel. trace-cmd
+    3.1 writes /proc/sys/kernel/ftrace_enabled and the function-tracer files even when it records
+    events only, and this kernel refuses those writes ("Can't enable ftrace"): it runs in a private
+    mount namespace (unshare -m) where a scratch file is bind-mounted over each refused file;
+    nothing outside that namespace sees the mounts."""
+    inst_dir = TRACEFS / "instances" / instance
+    dummy = work / "ftrace-dummy"
+    dummy.write_text("1\n")
+    files = ["/proc/sys/kernel/ftrace_enabled"]
+    for name in ("set_ftrace_filter", "set_ftrace_notrace", "set_ftrace_pid", "set_ftrace_notrace_pid"):
+        files += [str(TRACEFS / name), str(inst_dir / name)]
+    script = ('dummy=$1; shift; n=$1; shift; i=0; while [ $i -lt "$n" ]; do [ -e "$1" ] && '
+              'mount --bind "$dummy" "$1"; shift; i=$((i+1)); done; exec "$@"')
+    return ["unshare", "-m", "sh", "-c", script, "sh", str(dummy), str(len(files)), *files,
+            "trace-cmd", "record", "-q", "-B", instance, *options, "--", *command]
+
+
+def run_tracecmd(setup: Setup) -> float:
+    """trace-cmd record with hw-schedtrace's event set, into its own tracefs instance (see
+    tracecmd_record). Readers at SCHED_FIFO 1 (-r 1), clock mono."""
+    instance = f"hw-{os.getpid()}-tc"
+    events = [arg for ev in _sched_events() for arg in ("-e", ev)]
+    with tracefs_instance(instance):
+        argv = [*setup.on(setup.tracer_cpu),
+                *tracecmd_record(setup.work, instance, ["-C", "mono", "-r", "1", *events, "-o",
+                                                        str(setup.work / "tc.dat")], setup.pingpong())]
+        return _round_trip(argv, setup, "trace-cmd record")
 
 
 def run_perf_sched(setup: Setup) -> float:
