@@ -19,6 +19,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -84,12 +85,26 @@ def _alone(setup: ProgramSetup, command: list[str], label: str) -> tuple[list[st
     return command, nullcontext()
 
 
+@contextmanager
+def _record_complete(out: Path) -> Iterator[None]:
+    """After the run: record must have left a complete run (a partial or failed one, the program
+    having run to its end, means record did not record it all, and its cost is not record's)."""
+    yield
+    if (out / "manifest.json").is_file():
+        return
+    partial = out.with_name(out.name + ".partial") / "manifest.json"
+    try:
+        manifest = json.loads(partial.read_text())
+    except (OSError, ValueError):
+        raise ConfigFailed(f"hostwire record left no manifest in {out}") from None
+    raise ConfigFailed(f"hostwire record left a {manifest.get('status')} run: {manifest.get('reason') or '-'}")
+
+
 def _record(syscalls: str) -> Wrapper:
     def wrap(setup: ProgramSetup, command: list[str], label: str) -> tuple[list[str], ContextManager[Any]]:
         out = setup.work / f"record-{label}"
-        shutil.rmtree(out, ignore_errors=True)
         return [sys.executable, "-m", "hostwire", "record", "-o", str(out), "--syscalls", syscalls, "--",
-                *command], nullcontext()
+                *command], _record_complete(out)
     return wrap
 
 
@@ -199,19 +214,73 @@ def parse_tcp_rr(stdout: str) -> tuple[float, float]:
 
 
 def _run(argv: list[str], setup: ProgramSetup, what: str, timeout: float) -> str:
+    """The configuration's command in a process group of its own, so that a timeout, Ctrl-C or
+    SIGTERM ends all of it (trace-cmd's per-CPU recorders outlive their parent otherwise): SIGTERM
+    first (hostwire record then stops its collectors and keeps its run), SIGKILL after."""
     # `hostwire record` is this hostwire, whether installed or run from the source tree
     source = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p))
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=setup.work, env=env,
-                              stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-    except subprocess.TimeoutExpired:
-        raise ConfigFailed(f"{what} did not finish within {timeout:.0f} s") from None
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                text=True, cwd=setup.work, env=env, preexec_fn=die_with_parent, process_group=0)
     except OSError as err:
         raise ConfigFailed(f"{what} failed to start: {err.strerror or err}") from None
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        running = group_processes(proc.pid)
+        end_group(proc)
+        raise ConfigFailed(f"{what} did not finish within {timeout:.0f} s (still running: {running})") from None
+    except BaseException:
+        end_group(proc)
+        raise
     if proc.returncode != 0:
-        raise ConfigFailed(f"{what} failed (exit {proc.returncode}): {_last_line(proc.stderr + proc.stdout)}")
-    return proc.stdout
+        raise ConfigFailed(f"{what} failed (exit {proc.returncode}): {_last_line(stderr + stdout)}")
+    return stdout
+
+
+def group_processes(pgid: int) -> str:
+    """The processes of a process group, each as name[pid] state wchan: what a timeout names."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)
+            name = fields[0].split(" (", 1)[1]
+            state, _, pgrp = fields[1].split()[:3]
+            wchan = (stat.parent / "wchan").read_text().strip() or "-"
+        except (OSError, IndexError, ValueError):
+            continue
+        if int(pgrp) == pgid:
+            found.append(f"{name}[{stat.parent.name}] {state} {wchan}")
+    return ", ".join(sorted(found)) or "nothing"
+
+
+def end_group(proc: subprocess.Popen[str], grace_s: float = 30.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.communicate(timeout=grace_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # a member that outlived the leader
+    except ProcessLookupError:
+        pass
+
+
+def _remove_outputs(setup: ProgramSetup, label: str) -> None:
+    """The tools' output of one run: kept no longer than the run (a record of iperf3 is some
+    150 MB per second)."""
+    for leftover in (f"record-{label}", f"record-{label}.partial", "perf-trace.txt", "strace.txt", "tc.dat"):
+        path = setup.work / leftover
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def run_config(cfg: ProgramConfig, setup: ProgramSetup) -> tuple[float, float, float, float]:
@@ -221,15 +290,14 @@ def run_config(cfg: ProgramConfig, setup: ProgramSetup) -> tuple[float, float, f
     for label, command, parse in (("iperf3", setup.iperf3(), parse_iperf3), ("tcp-rr", setup.tcp_rr(), parse_tcp_rr)):
         argv, around = cfg.wrap(setup, command, label)
         timeout = 120.0 + 4 * setup.seconds + setup.rr_loops * 2e-3
-        with around:
-            stdout = _run(setup.in_sender(argv), setup, f"{label} under {cfg.name}", timeout)
         try:
+            with around:
+                stdout = _run(setup.in_sender(argv), setup, f"{label} under {cfg.name}", timeout)
             figures.extend(parse(stdout))
         except ValueError as err:
             raise ConfigFailed(f"{label} under {cfg.name}: {err}") from None
-        for leftover in (f"record-{label}", "perf-trace.txt", "strace.txt", "tc.dat"):
-            path = setup.work / leftover
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        finally:
+            _remove_outputs(setup, label)
     return figures[0], figures[1], figures[2], figures[3]
 
 

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -166,10 +167,18 @@ def tracefs_instance(name: str) -> Iterator[Path]:
     try:
         yield inst_dir
     finally:
-        try:
-            inst_dir.rmdir()
-        except OSError:
-            pass
+        # busy while a recorder that was just ended still has its files open
+        for _ in range(100):
+            try:
+                inst_dir.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            log.warning("tracefs instance %s could not be removed ('hostwire doctor --cleanup' removes it)",
+                        inst_dir)
 
 
 def tracecmd_record(work: Path, instance: str, options: list[str], command: list[str]) -> list[str]:
