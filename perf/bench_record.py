@@ -9,10 +9,11 @@ then per tool the throughput kept and the round trip added, and record's through
 peer's in the same rounds (above 1: iperf3 keeps more of its throughput under record).
 
 Rerun by hand:
-    TMPDIR=<a tmpfs> hostwire overhead --no-pingpong --program --program-runs 7 -o build/perf/record
+    TMPDIR=<a tmpfs> hostwire overhead --no-pingpong --program --program-runs 7 -r 1 -o build/perf/record
 
 Environment: REPS (rounds, default 7), SECONDS_PER_RUN (iperf3 -t, default 3), RR_LOOPS (default
-10000), RECORD_OUT (where overhead.md/.csv/-program.csv go, default build/perf/record),
+10000), RT_PRIO (SCHED_FIFO priority of the program, its tool and the servers, default 1, as the
+ping-pong's in bench_overhead.py; 0: the normal scheduler), RECORD_OUT (where overhead.md/.csv/-program.csv go, default build/perf/record),
 HOSTWIRE_BUILD. The tools write their traces under TMPDIR (removed after each run): a capture of
 iperf3 is some 150 MB per second, so TMPDIR wants room (a tmpfs measures the tools, not a disk)."""
 
@@ -31,10 +32,11 @@ def main() -> int:
     reps = os.environ.get("REPS", "7")
     seconds = os.environ.get("SECONDS_PER_RUN", "3")
     loops = os.environ.get("RR_LOOPS", "10000")
+    rt = os.environ.get("RT_PRIO", "1")
     out = Path(os.environ.get("RECORD_OUT", ROOT / "build" / "perf" / "record"))
     env = dict(os.environ, PYTHONPATH=str(ROOT / "analyze"))
     argv = [sys.executable, "-m", "hostwire", "overhead", "--no-pingpong", "--program", "--program-runs", reps,
-            "--program-seconds", seconds, "--rr-loops", loops, "-o", str(out), "--json"]
+            "--program-seconds", seconds, "--rr-loops", loops, "--rt-prio", rt, "-o", str(out), "--json"]
     print("command: " + " ".join(["hostwire", *argv[3:]]))
     proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=env)
     if proc.returncode != 0:

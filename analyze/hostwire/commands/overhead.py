@@ -18,7 +18,7 @@ EXAMPLES = """examples:
   hostwire overhead
   hostwire overhead --loops 100000 --runs 5 --cpu 0 -o out/overhead
   hostwire overhead --json > overhead.json
-  hostwire overhead --no-pingpong --program --program-runs 7    iperf3 under hostwire record and the peers"""
+  hostwire overhead --no-pingpong --program --program-runs 7 -r 1    iperf3 under hostwire record and the peers"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,8 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--runs", type=int, default=15, help="rounds (default 15)")
     parser.add_argument("--cpu", type=int, default=0, help="the ping-pong's CPU (default 0)")
     parser.add_argument("-r", "--rt-prio", type=int, default=0, metavar="PRIO",
-                        help="run the ping-pong at SCHED_FIFO PRIO (1-99), so that other load on a shared "
-                             "machine cannot preempt it (default: the normal scheduler)")
+                        help="run the ping-pong (with --program: the program, its tool and the servers) at "
+                             "SCHED_FIFO PRIO (1-99), so that other load on a shared machine cannot preempt it "
+                             "(default: the normal scheduler)")
     parser.add_argument("--probe-calls", type=int, default=1000000, help="calls per probe (default 1000000)")
     parser.add_argument("--runs-dir", type=Path, default=None, help="where campaigns live (default runs/)")
     parser.add_argument("--accuracy", type=int, default=0, metavar="R",
@@ -104,9 +105,9 @@ def run(args: argparse.Namespace) -> int:
         from hostwire.overhead.program import measure_program
 
         result.program_rows = measure_program(args.program_runs, args.program_seconds, args.rr_loops,
-                                              progress=log.info)
+                                              rt_prio=args.rt_prio, progress=log.info)
         result.program_settings = {"runs": args.program_runs, "seconds": args.program_seconds,
-                                   "rr_loops": args.rr_loops}
+                                   "rr_loops": args.rr_loops, "rt_prio": args.rt_prio}
         result.notes += [r.message for r in result.program_rows if r.message]
     accuracy_text = ""
     if args.accuracy:

@@ -211,7 +211,9 @@ def program_markdown(result: Result) -> str:
     lines = [f"program: `iperf3 -c 198.18.0.2 -p {IPERF_PORT} -t {st.get('seconds')} -J` (throughput) and "
              f"`tcp-rr 198.18.0.2 {RR_PORT} {st.get('rr_loops')}` (one-byte TCP round trips, their mean), the "
              "client in the sender's namespace, the servers untraced in the receiver's, over a bare veth "
-             f"(no shaper: the CPU limits); {st.get('runs')} rounds round-robin. Ratios: median over rounds of "
+             f"(no shaper: the CPU limits); {st.get('runs')} rounds round-robin"
+             f"{'; the program, its tool and the servers at SCHED_FIFO ' + str(st['rt_prio']) if st.get('rt_prio') else ''}"
+             ". Ratios: median over rounds of "
              "configuration / alone in the same round, 95 % bootstrap interval; throughput on the receiver's "
              "count.", "",
              "| configuration | receiver Gbit/s (p25-p75) | sender Gbit/s | throughput / alone | 95 % CI | "

@@ -54,13 +54,17 @@ class ProgramSetup:
     work: Path
     seconds: int  # iperf3 -t
     rr_loops: int
+    rt_prio: int = 0  # > 0: the program, its tool and the servers at SCHED_FIFO of this priority
+
+    def _rt(self) -> list[str]:
+        return ["chrt", "-f", str(self.rt_prio)] if self.rt_prio > 0 else []
 
     def in_sender(self, argv: list[str]) -> list[str]:
         # nsenter changes the network namespace only: tracefs and every mount stay as they are
-        return ["nsenter", f"--net=/run/netns/{self.topology.tx_ns}", *argv]
+        return ["nsenter", f"--net=/run/netns/{self.topology.tx_ns}", *self._rt(), *argv]
 
     def in_receiver(self, argv: list[str]) -> list[str]:
-        return ["nsenter", f"--net=/run/netns/{self.topology.rx_ns}", *argv]
+        return ["nsenter", f"--net=/run/netns/{self.topology.rx_ns}", *self._rt(), *argv]
 
     def iperf3(self) -> list[str]:
         return ["iperf3", "-c", RECEIVER_ADDR, "-p", str(IPERF_PORT), "-t", str(self.seconds), "-J"]
@@ -352,15 +356,16 @@ class Servers:
 
 
 @contextmanager
-def program_setup(seconds: int, rr_loops: int) -> Iterator[ProgramSetup]:
+def program_setup(seconds: int, rr_loops: int, rt_prio: int = 0) -> Iterator[ProgramSetup]:
     """Two namespaces joined by a bare veth, a scratch directory (under TMPDIR) for the tools'
     output, removed after; SIGTERM unwinds it like Ctrl-C."""
     with sigterm_unwinds(), tempfile.TemporaryDirectory(prefix="hw-overhead-program-") as tmp, \
             Topology(link=LinkSpec(qdisc="none")) as topology:
-        yield ProgramSetup(topology, Path(tmp), seconds, rr_loops)
+        yield ProgramSetup(topology, Path(tmp), seconds, rr_loops, rt_prio)
 
 
 def measure_program(runs: int, seconds: int = 3, rr_loops: int = 10000, configs: Sequence[ProgramConfig] | None = None,
+                    rt_prio: int = 0,
                     progress: Callable[[str], None] | None = None) -> list[ProgramRow]:
     """Every configuration once per round, `runs` rounds, the order rotating by one each round. A
     configuration whose tool is missing, or that fails, gives one line and is left out of the later
@@ -377,7 +382,7 @@ def measure_program(runs: int, seconds: int = 3, rr_loops: int = 10000, configs:
         if c.needs and shutil.which(c.needs) is None:
             row.status, row.message = "not installed", f"{c.needs} is not installed: {c.name} not measured"
         row.sender_bps, row.receiver_bps, row.rr_us, row.rr_p50_us = ([math.nan] * runs for _ in range(4))
-    with program_setup(seconds, rr_loops) as setup, Servers(setup) as servers:
+    with program_setup(seconds, rr_loops, rt_prio) as setup, Servers(setup) as servers:
         for r in range(runs):
             for c in configs[r % len(configs):] + configs[:r % len(configs)]:
                 row = rows[c.name]
