@@ -119,7 +119,7 @@ def _check_rows(rows: list[program.ProgramRow], names: list[str]) -> None:
 @pytest.mark.privileged("netns", "tracefs")
 def test_program_rows_are_produced_and_well_formed(build_dir: Path, tmp_path: Path) -> None:
     """Two short rounds of iperf3 (1 s) and tcp-rr alone and under hostwire record, with a peer
-    that is not installed: the rows are well-formed (_check_rows), the missing peer is one line,
+    that is not installed (at SCHED_FIFO 1, so that other load does not stretch the test): the rows are well-formed (_check_rows), the missing peer is one line,
     the table, the CSV and the JSON carry every row, and nothing is left behind (namespaces,
     tracefs instances, the tools' output)."""
     if shutil.which("iperf3") is None:
@@ -129,7 +129,7 @@ def test_program_rows_are_produced_and_well_formed(build_dir: Path, tmp_path: Pa
                                     "hw-no-such-peer")
     configs = [by_name["alone"], by_name["record tracefs"], missing]
     before = set(Path(tempfile.gettempdir()).glob("hw-overhead-program-*"))
-    rows = program.measure_program(2, seconds=1, rr_loops=200, configs=configs)
+    rows = program.measure_program(2, seconds=1, rr_loops=200, configs=configs, rt_prio=1)
     _check_rows(rows, ["alone", "record tracefs", "no such peer"])
     assert set(Path(tempfile.gettempdir()).glob("hw-overhead-program-*")) == before
     assert rows[2].status == "not installed" and rows[2].message == (
