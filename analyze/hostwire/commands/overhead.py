@@ -35,8 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "the probes' costs (hw-bench probes).\n\n"
             "With --program, also a real program: iperf3 (throughput) and tcp-rr (one-byte TCP round\n"
             "trips) between two network namespaces joined by a bare veth, alone and under hostwire\n"
-            "record (tracefs, ptrace), perf trace, strace -f and trace-cmd record -F, in rounds; each\n"
-            "figure as a ratio to the program alone in the same round (docs/overhead.md)."),
+            "record (tracefs, ptrace), record's capture and its kernel trace alone, perf trace, strace -f\n"
+            "and trace-cmd record -F, in rounds; each figure as a ratio to the program alone in the same\n"
+            "round (docs/overhead.md)."),
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loops", type=int, default=50000, help="round trips per run (default 50000)")
     parser.add_argument("--runs", type=int, default=15, help="rounds (default 15)")

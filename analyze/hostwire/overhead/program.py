@@ -121,6 +121,37 @@ def _strace(setup: ProgramSetup, command: list[str], label: str) -> tuple[list[s
             *command], nullcontext()
 
 
+@contextmanager
+def _capture_beside(setup: ProgramSetup, label: str) -> Iterator[None]:
+    """hw-wirecap as record runs it (every interface of the sender's namespace through "any",
+    headers only), started before the program and stopped after it; at the program's priority."""
+    from hostwire.record.collectors import BackgroundTool
+
+    rt = ["chrt", "-f", str(setup.rt_prio)] if setup.rt_prio > 0 else []
+    tool = BackgroundTool("hw-wirecap", [*rt, str(paths.tool("hw-wirecap")), "-i", "any", "-n", setup.topology.tx_ns,
+                                         "-o", str(setup.work / f"capture-{label}.pcap")],
+                          setup.work / "wirecap.log", stop_timeout_s=30.0)
+    try:
+        tool.start(timeout_s=30.0)
+    except HostwireError as err:
+        raise ConfigFailed(str(err)) from None
+    try:
+        yield
+    finally:
+        rc = tool.stop()
+    if rc not in (0, None):
+        raise ConfigFailed(f"hw-wirecap exited with status {rc}: {tool.last_message()}")
+
+
+def _capture(setup: ProgramSetup, command: list[str], label: str) -> tuple[list[str], ContextManager[Any]]:
+    return command, _capture_beside(setup, label)
+
+
+def _kernel_trace(setup: ProgramSetup, command: list[str], label: str) -> tuple[list[str], ContextManager[Any]]:
+    return [str(paths.tool("hw-schedtrace")), "-o", str(setup.work / f"kernel-{label}"), "-s", "--", *command], \
+        nullcontext()
+
+
 def tracecmd_events() -> list[str]:
     """hw-schedtrace's scheduler and network events and the system calls record traces."""
     # tracefs names sendfile by its 64-bit entry point, as hw-schedtrace enables it
@@ -148,6 +179,10 @@ PROGRAM_CONFIGS: list[ProgramConfig] = [
     ProgramConfig("record tracefs", "hostwire record -- CMD (wire, kernel trace, tracefs system calls)",
                   _record("tracefs")),
     ProgramConfig("record ptrace", "hostwire record --syscalls ptrace -- CMD", _record("ptrace")),
+    # record's two largest parts alone: where its cost comes from
+    ProgramConfig("record's capture", "hw-wirecap -i any in the sender's namespace, beside CMD", _capture),
+    ProgramConfig("record's kernel trace", "hw-schedtrace -s -- CMD (scheduler, network and system-call events)",
+                  _kernel_trace),
     ProgramConfig("perf trace", "perf trace -e <record's calls> -o FILE -- CMD", _perf_trace, "perf"),
     ProgramConfig("strace -f", "strace -f -ttt -e trace=<record's calls> -o FILE -- CMD", _strace, "strace"),
     ProgramConfig("trace-cmd record -F", "trace-cmd record -F -c -e <record's events and calls> -- CMD", _tracecmd,
@@ -279,7 +314,8 @@ def end_group(proc: subprocess.Popen[str], grace_s: float = 30.0) -> None:
 def _remove_outputs(setup: ProgramSetup, label: str) -> None:
     """The tools' output of one run: kept no longer than the run (a record of iperf3 is some
     150 MB per second)."""
-    for leftover in (f"record-{label}", f"record-{label}.partial", "perf-trace.txt", "strace.txt", "tc.dat"):
+    for leftover in (f"record-{label}", f"record-{label}.partial", f"capture-{label}.pcap", f"kernel-{label}",
+                     "perf-trace.txt", "strace.txt", "tc.dat"):
         path = setup.work / leftover
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
