@@ -4,10 +4,10 @@
 Debian's iperf3 between two network namespaces over a bare veth (no shaper: the CPU limits, so a
 tracer's cost shows in the throughput), in round-robin rounds of: iperf3 alone, under `hostwire
 record` (tracefs system calls, and ptrace), record's capture and its kernel trace alone, `perf
-trace`, `strace -f` and `trace-cmd record -F`;
-beside it tcp-rr's one-byte TCP round trip under the same tools. Printed: the command's table,
-then per tool the throughput kept and the round trip added, and record's throughput over each
-peer's in the same rounds (above 1: iperf3 keeps more of its throughput under record).
+trace`, `strace -f` and `trace-cmd record -F`; beside it tcp-rr's one-byte TCP round trip under
+the same tools. Printed: the command's table, then per tool the throughput kept and the round trip
+added, and record's throughput over each peer's in the same rounds (above 1: iperf3 keeps more of
+its throughput under record).
 
 Rerun by hand:
     TMPDIR=<a tmpfs> hostwire overhead --no-pingpong --program --program-runs 7 -r 1 -o build/perf/record

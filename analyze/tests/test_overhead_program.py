@@ -62,6 +62,18 @@ def test_parse_tcp_rr() -> None:
         program.parse_tcp_rr("tcp-rr: connect: Connection refused\n")
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--program", "--program-runs", "1"], "--program-runs must be at least 2 (an interval needs two paired rounds)"),
+    (["--program", "--program-seconds", "0"], "--program-seconds must be at least 1"),
+    (["--program", "--rr-loops", "0"], "--rr-loops must be at least 1"),
+])
+def test_program_options_are_checked_in_one_line(capsys, args: list[str], message: str) -> None:
+    from hostwire.cli import main as cli_main
+
+    assert cli_main(["overhead", "--no-pingpong", *args]) == 2
+    assert capsys.readouterr().err.strip() == f"hostwire: {message}"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
