@@ -13,33 +13,36 @@ FRAME = 14 + 20 + 32  # Ethernet, IPv4, TCP with timestamps: what a 128-byte sna
 WIRE = 1514
 
 
-def write_synthetic_pcap(path: str, n: int, flows: int = 4, t0_ns: int = 1_700_000_000_000_000_000) -> None:
+def write_synthetic_pcap(path: str, n: int, flows: int = 4, t0_ns: int = 1_700_000_000_000_000_000,
+                         block: int = 1 << 20) -> None:
+    """n frames of `flows` interleaved streams, written `block` frames at a time (a capture of
+    any size in bounded memory)."""
     rec = np.dtype([("sec", "<u4"), ("nsec", "<u4"), ("caplen", "<u4"), ("len", "<u4"), ("data", "u1", FRAME)])
-    recs = np.zeros(n, dtype=rec)
-    t = t0_ns + np.arange(n, dtype=np.int64) * 1_211_400
-    recs["sec"] = t // 10**9
-    recs["nsec"] = t % 10**9
-    recs["caplen"] = FRAME
-    recs["len"] = WIRE
     template = bytearray(FRAME)
     template[0:12] = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01"
     template[12:14] = b"\x08\x00"
     template[14:34] = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 1500, 0, 0x4000, 64, 6, 0,
                                   bytes([198, 18, 0, 1]), bytes([198, 18, 0, 2]))
     template[34:66] = struct.pack(">HHIIBBHHH", 40000, 5001, 0, 1, 8 << 4, 0x10, 501, 0, 0) + b"\x01\x01\x08\x0a" + b"\0" * 8
-    data = recs["data"]
-    data[:] = np.frombuffer(bytes(template), dtype=np.uint8)
-    flow = np.arange(n) % flows
-    sport = 40000 + flow
-    data[:, 34] = sport >> 8
-    data[:, 35] = sport & 0xFF
-    seq = ((np.arange(n) // flows) * 1448).astype(np.uint32)
-    seq_be = seq.astype(">u4").view(np.uint8).reshape(n, 4)
-    data[:, 38:42] = seq_be
     with open(path, "wb") as fh:
         fh.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 128, 1))
-        recs.tofile(fh)
+        for first in range(0, n, block):
+            i = np.arange(first, min(n, first + block), dtype=np.int64)
+            recs = np.zeros(len(i), dtype=rec)
+            t = t0_ns + i * 1_211_400
+            recs["sec"] = t // 10**9
+            recs["nsec"] = t % 10**9
+            recs["caplen"] = FRAME
+            recs["len"] = WIRE
+            data = recs["data"]
+            data[:] = np.frombuffer(bytes(template), dtype=np.uint8)
+            sport = 40000 + i % flows
+            data[:, 34] = sport >> 8
+            data[:, 35] = sport & 0xFF
+            seq = ((i // flows) * 1448).astype(np.uint32)
+            data[:, 38:42] = seq.astype(">u4").view(np.uint8).reshape(len(i), 4)
+            recs.tofile(fh)
 
 
 if __name__ == "__main__":
-    write_synthetic_pcap(sys.argv[1], int(sys.argv[2]))
+    write_synthetic_pcap(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 4)

@@ -37,6 +37,12 @@ def compute(kind: str, args: Any) -> tuple[pd.DataFrame, bool]:
     to what an incomplete run recorded. table.attrs holds `warnings` (one line each: what the
     result is short of), `damaged_sources` (file, message, byte_offset / line / frame) and
     `marked`; sanity's also `marked_by`."""
+    from hostwire.metrics.chunked import engine
+
+    if engine.wanted(kind, args):
+        chunked = engine.compute(kind, args)
+        if chunked is not None:
+            return chunked, bool(chunked.attrs["marked"])
     partial = bool(getattr(args, "partial", False))
     needs = needs_of(kind, cells_from=getattr(args, "cells_from", "wire"))
     source = open_input(args.input, keep_damaged=partial or kind == "sanity", needs=needs)

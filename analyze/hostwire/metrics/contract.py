@@ -10,6 +10,7 @@ TAT_j = j T + max_(i < j) (c_i - i T) for j >= 2 (a max-plus recursion = a runni
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -76,10 +77,15 @@ def scr_grid(mean_rate_per_ns: float, t_p: float, points: int = DEFAULT_POINTS) 
 
 
 def contract_curve(name: str, cells: CellStream, t_p: float, grid: np.ndarray) -> pd.DataFrame:
+    return curve_of(name, lambda t_s: tau_min_cells(cells, t_s), t_p, grid)
+
+
+def curve_of(name: str, tau_of: Callable[[int], int | float], t_p: float, grid: np.ndarray) -> pd.DataFrame:
+    """CURVE_COLUMNS of one stream from its tau_min at each grid point (tau_of)."""
     rows = []
     for t_s in grid:  # one vectorized pass over the cells per SCR point
         t_s = int(t_s)
-        tau = tau_min_cells(cells, t_s)
+        tau = tau_of(t_s)
         mbs = mbs_min(tau, t_s, t_p)
         if mbs is None:
             continue
@@ -102,9 +108,14 @@ def df_contract(streams: dict[str, CellStream], pcr_cells_s: float, points: int 
         lo = scr_min_cells_s / 1e9
     grid = scr_grid(lo, t_p, points)
     parts = [contract_curve(name, cs, t_p, grid) for name, cs in streams.items()]
-    table = pd.concat(parts, ignore_index=True)
-    if len(streams) > 1 and len(table):
-        complete = table.groupby("t_s_ns")["stream"].transform("size") == len(streams)
+    return with_average(pd.concat(parts, ignore_index=True), len(streams))
+
+
+def with_average(table: pd.DataFrame, streams: int) -> pd.DataFrame:
+    """The curves of `streams` streams and the row `all` at each grid point where every stream has
+    one: tau_min and MBS_min averaged."""
+    if streams > 1 and len(table):
+        complete = table.groupby("t_s_ns")["stream"].transform("size") == streams
         avg = (table[complete].groupby("t_s_ns", sort=False)
                .agg(scr_cells_s=("scr_cells_s", "first"), tau_min_ns=("tau_min_ns", "mean"),
                     mbs_min=("mbs_min", "mean")).reset_index())

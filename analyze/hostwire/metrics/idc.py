@@ -81,15 +81,24 @@ def idc_curve(t_ns: np.ndarray, window: Window, ts: np.ndarray, weights: np.ndar
         else:
             n = bin_counts(t_sorted, window.start_ns, t, k, cum)
             s1, s2 = (int(n.sum()), int((n * n).sum())) if cum is None else (float(n.sum()), float(np.dot(n, n)))
-        mean = s1 / k
-        if mean <= 0:
-            continue
-        if isinstance(s1, int):  # exact integer sums: no cancellation
-            var = (k * int(s2) - s1 * s1) / (k * (k - 1))
-        else:
-            var = max(0.0, (s2 - s1 * mean) / (k - 1))
-        rows.append((t, k, mean, float(var), float(var) / mean))
+        row = idc_row(t, k, s1, s2)
+        if row is not None:
+            rows.append(row)
     return pd.DataFrame(rows, columns=["t_ns", "bins", "mean", "var", "idc"])
+
+
+def idc_row(t: int, k: int, s1: int | float, s2: int | float) -> tuple[int, int, float, float, float] | None:
+    """(t, K, mean, var, idc) from the sums of N_k and N_k^2 over K bins; None when the mean is 0.
+    Integer sums (counts) are exact; float sums (bytes) go through the float formula. Both the
+    in-memory and the chunked path end here, so equal sums give equal rows."""
+    mean = s1 / k
+    if mean <= 0:
+        return None
+    if isinstance(s1, int):  # exact integer sums: no cancellation
+        var = (k * int(s2) - s1 * s1) / (k * (k - 1))
+    else:
+        var = max(0.0, (s2 - s1 * mean) / (k - 1))
+    return (t, k, mean, float(var), float(var) / mean)
 
 
 # Relative cost per bin edge (binary search with cache misses) and per event (a few array passes).

@@ -67,17 +67,31 @@ def log_histogram(gaps: Gaps, kind: str, per_decade: int = 10) -> pd.DataFrame:
         raise InputError(f"bins per decade {per_decade}: expected at least 1")
     if len(gaps) == 0:
         return pd.DataFrame(columns=HIST_COLUMNS)
-    top = max(1.0, float(gaps.gap_ns.max()))
+    edges = log_edges(int(gaps.gap_ns.max()), per_decade)
+    return histogram_table(bin_counts(gaps.codes, gaps.gap_ns, edges, len(gaps.names)), edges, gaps.names, kind)
+
+
+def log_edges(top_ns: int, per_decade: int = 10) -> np.ndarray:
+    """Bin edges of log_histogram for gaps up to top_ns: 0, then per_decade log-spaced per decade."""
+    top = max(1.0, float(top_ns))
     decades = int(np.ceil(np.log10(top + 1))) + 1
     edges = np.unique(np.floor(np.logspace(0, decades, decades * per_decade + 1)).astype(np.int64))
-    edges = np.concatenate([[0], edges])
+    return np.concatenate([[0], edges])
+
+
+def bin_counts(codes: np.ndarray, gap_ns: np.ndarray, edges: np.ndarray, ngroups: int) -> np.ndarray:
+    """Counts of gaps per (group, bin), flattened group-major."""
     nbins = len(edges) - 1
-    idx = np.searchsorted(edges, gaps.gap_ns, side="right") - 1
-    ngroups = len(gaps.names)
-    counts = np.bincount(gaps.codes * nbins + idx, minlength=ngroups * nbins)
+    idx = np.searchsorted(edges, gap_ns, side="right") - 1
+    return np.bincount(codes * nbins + idx, minlength=ngroups * nbins)
+
+
+def histogram_table(counts: np.ndarray, edges: np.ndarray, names: list[str], kind: str) -> pd.DataFrame:
+    """HIST_COLUMNS from bin_counts' counts: empty bins left out, sorted by name, then bin."""
+    nbins = len(edges) - 1
     nz = np.flatnonzero(counts)
     g, b = np.divmod(nz, nbins)
-    table = pd.DataFrame({"stream": np.asarray(gaps.names, dtype=object)[g], "kind": kind,
+    table = pd.DataFrame({"stream": np.asarray(names, dtype=object)[g], "kind": kind,
                           "lo_ns": edges[b], "hi_ns": edges[b + 1], "count": counts[nz]})[HIST_COLUMNS]
     return table.sort_values(["stream", "lo_ns"], kind="stable").reset_index(drop=True)
 

@@ -91,6 +91,10 @@ COMMON = (
            "compute on the intact part of a damaged capture or log (default: stop, naming the file and where it "
            "is damaged); the result is marked and each damage named on stderr. sanity always reads what it can "
            "and counts the damage"),
+    Option("--engine", "engine", "auto", str,
+           "memory: read the whole input at once; chunked: passes over chunks of a capture file in bounded "
+           "memory (idc, hurst, intervals, contract; equal results); auto (default): chunked for a capture of "
+           "256 MiB or more", choices=("auto", "memory", "chunked")),
 )
 _IDC = (
     Option("--points", "points", 30, int, "bin lengths t, log-spaced (default 30)"),

@@ -1,0 +1,133 @@
+"""`hostwire metrics --engine`: which path computes a metric, and the chunked path's glue (the
+same checks, window, stream filter and table as hostwire.metrics.compute, in bounded memory).
+
+The chunked path reads a bare capture (pcap or pcapng) in chunks (hostwire.read.pcapchunks) and
+serves idc, hurst, intervals (summary and --hist) and the wire contract curve with an integral
+cell time; its results equal the in-memory path's (analyze/tests/test_metrics_chunked.py). `auto`
+takes it for a capture of AUTO_BYTES or more; what it does not serve (a run directory, a Parquet
+table, another kind, --mbs, --cells-from write, a cell time that is not a whole number of ns, an
+SCR or PCR above the line cell rate) goes in memory."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hostwire.errors import InputError, UsageError
+from hostwire.linkrate import link_rate
+from hostwire.metrics import cells, hurst
+from hostwire.metrics.chunked import contract, idc, intervals
+from hostwire.metrics.chunked.labels import data_chunks, scan
+from hostwire.metrics.chunked.progress import Progress
+from hostwire.metrics.damage import from_attrs, partial_hint
+from hostwire.metrics.idc import t_grid
+from hostwire.metrics.window import Window, narrow
+from hostwire.read.pcapchunks import CaptureChunks
+
+log = logging.getLogger(__name__)
+
+KINDS = ("idc", "hurst", "intervals", "contract")
+ENGINES = ("auto", "memory", "chunked")
+AUTO_BYTES = 256 << 20  # from here on a capture's in-memory tables pass about 1 GB
+
+
+def _is_capture(value: Any) -> bool:
+    if not isinstance(value, (str, os.PathLike)):
+        return False
+    path = Path(value)
+    return path.is_file() and path.suffix != ".parquet"
+
+
+def _served(kind: str, args: Any) -> str | None:
+    """Why the chunked path cannot serve this call (None: it can)."""
+    if kind not in KINDS:
+        return f"{kind} is computed in memory (the chunked path serves {', '.join(KINDS)})"
+    if not _is_capture(args.input):
+        return "the chunked path reads a capture file (pcap or pcapng), not a run directory or a table"
+    if kind == "contract" and (args.mbs is not None or args.cells_from != "wire"):
+        return "contract --mbs and --cells-from write are computed in memory"
+    return None
+
+
+def wanted(kind: str, args: Any) -> bool:
+    """Whether `hostwire metrics KIND` goes through the chunked path (--engine, default auto)."""
+    engine = getattr(args, "engine", "auto") or "auto"
+    if engine not in ENGINES:
+        raise UsageError(f"--engine {engine}: expected one of {', '.join(ENGINES)}")
+    if engine == "memory":
+        return False
+    why = _served(kind, args)
+    if engine == "chunked":
+        if why is not None:
+            raise UsageError(f"--engine chunked: {why}")
+        return True
+    return why is None and Path(args.input).stat().st_size >= AUTO_BYTES
+
+
+def compute(kind: str, args: Any) -> pd.DataFrame | None:
+    """The table of hostwire.metrics.compute.compute for `kind` on a capture, with its attrs; None
+    when this call needs what only the in-memory path does (the caller computes it there)."""
+    partial = bool(getattr(args, "partial", False))
+    progress = Progress(Path(args.input).name)
+    with CaptureChunks(args.input, keep_damaged=True, progress=progress.update) as capture:
+        damaged = from_attrs(capture.attrs.get("damage"), str(capture.path))
+        if damaged and capture.rows == 0:
+            raise InputError(f"{damaged[0].describe()}; no frame before the damage")
+        if damaged and not partial:
+            raise InputError(partial_hint(damaged))
+        warnings = [f"{d.describe()}: computed on the {capture.rows} frame(s) before it" for d in damaged]
+        window = narrow(Window(*capture.span()), args.from_s, args.to_s)
+        labels = scan(capture, args.stream)
+        try:
+            table = _compute(kind, args, capture, labels, window)
+        except NotImplementedError as why:
+            log.info("%s: %s: computed in memory", capture.path, why)
+            return None
+        finally:
+            progress.close()
+    table.attrs.update(warnings=warnings, damaged_sources=[d.as_dict() for d in damaged], marked=bool(damaged))
+    return table
+
+
+def _compute(kind: str, args: Any, capture: CaptureChunks, labels: Any, window: Window) -> pd.DataFrame:
+    names = labels.names
+    columns = {"idc": ("payload_len",), "hurst": ("payload_len",), "contract": ("ip_len",)}.get(kind, ())
+
+    def passes() -> Any:
+        return data_chunks(capture, labels, window, columns)
+
+    if kind == "intervals":
+        if args.hist:
+            return intervals.df_interval_histogram(passes, names, window, args.per_decade)
+        return intervals.df_intervals(passes, names, window)
+    if kind in ("idc", "hurst"):
+        ts = t_grid(window.length_ns, args.points, args.t_min, args.t_max)
+        table = idc.df_idc(passes(), names, window, ts, args.bytes)
+        if kind == "idc":
+            return table
+        fit_from = args.fit_from
+        if fit_from is None and args.fit_to is None:
+            grid = table["t_ns"].to_numpy().astype(np.float64)
+            fit_from = int(np.sqrt(grid.min() * grid.max()))
+        return hurst.df_hurst(table, fit_from, args.fit_to)
+    return _contract(args, passes, names, window)
+
+
+def _contract(args: Any, passes: Any, names: list[str], window: Window) -> pd.DataFrame:
+    rate = link_rate({}, args.link_rate).bps
+    pcr = args.pcr if args.pcr is not None else rate / cells.CELL_BITS
+    d = cells.cell_time_ns(rate)
+    if not isinstance(d, int):
+        raise NotImplementedError("a cell time that is not a whole number of ns")
+    if pcr <= 0:
+        raise UsageError(f"--pcr {pcr}: expected cells/s > 0")
+    table, at_pcr = contract.df_contract(passes, names, window, d, args.encap, pcr, args.points, args.scr_min)
+    for name, need in at_pcr.items():
+        if need >= args.cdvt + 1:  # below a nanosecond is the float arithmetic of the cell times
+            log.warning("%s: the peak-rate bucket needs CDVT %.0f ns, more than --cdvt %d ns", name, need, args.cdvt)
+    return table
