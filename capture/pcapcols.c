@@ -40,6 +40,44 @@ static const struct {
     [C_PAYLOAD_LEN] = {"payload_len", "<i8", 8}, [C_WSCALE] = {"wscale", "|i1", 1},
 };
 
+const char *const cap_pcapcols_column_names[] = {
+    "frame", "t_ns", "wire_len", "cap_len", "ip_len", "proto", "src", "dst", "sport", "dport",
+    "seq", "ack", "flags", "window", "payload_len", "wscale", NULL,
+};
+
+int cap_pcapcols_column_mask(const char *list, uint32_t *mask, struct hw_err *err)
+{
+    const char *p = list;
+    *mask = 0;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
+        for (int i = 0; i < C_NCOLS; i++)
+            if (strlen(cols[i].name) == len && strncmp(cols[i].name, p, len) == 0)
+                found = i;
+        if (found < 0) {
+            hw_usage_err(err, "--columns: no column '%.*s'; columns are frame, t_ns, wire_len, cap_len, ip_len, "
+                      "proto, src, dst, sport, dport, seq, ack, flags, window, payload_len, wscale", (int)len, p);
+            return -1;
+        }
+        *mask |= 1u << found;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (*mask == 0) {
+        hw_usage_err(err, "--columns: expected a comma-separated list of column names");
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether column i is written (all of them when no list was given). */
+static inline int wanted(const struct cap_pcapcols_opts *opts, int i)
+{
+    return opts->columns == 0 || (opts->columns >> i) & 1u;
+}
+
 struct chunk {
     int64_t frame[CHUNK], t_ns[CHUNK], wire_len[CHUNK], cap_len[CHUNK], ip_len[CHUNK];
     uint8_t proto[CHUNK];
@@ -71,7 +109,7 @@ static inline int32_t cached_code(struct cap_addrdict *d, struct addr_cache *c, 
 }
 
 struct state {
-    int fds[C_NCOLS];
+    int fds[C_NCOLS];  /* -1 for a column not written */
     struct chunk *chunk;
     struct cap_addrdict *dict;
     int64_t *malformed;
@@ -86,7 +124,7 @@ static int flush_chunk(struct state *s)
         c->sport, c->dport, c->seq, c->ack, c->flags, c->window, c->payload_len, c->wscale,
     };
     for (int i = 0; i < C_NCOLS; i++)
-        if (hw_write_all(s->fds[i], arrays[i], cols[i].size * (size_t)c->n) < 0)
+        if (s->fds[i] >= 0 && hw_write_all(s->fds[i], arrays[i], cols[i].size * (size_t)c->n) < 0)
             return -1;
     c->n = 0;
     return 0;
@@ -154,10 +192,15 @@ static int write_json(const struct cap_pcapcols_opts *opts, struct state *s, str
             file_precision(opts->input, is_ng));
     fprintf(f, "  \"frames\": %lld,\n  \"rows\": %lld,\n  \"columns\": [\n",
             (long long)res->frames, (long long)res->rows);
+    int last = 0;
     for (int i = 0; i < C_NCOLS; i++)
-        fprintf(f, "    {\"name\": \"%s\", \"dtype\": \"%s\", \"file\": \"%s.bin\"%s}%s\n", cols[i].name,
-                cols[i].dtype, cols[i].name, (i == C_SRC || i == C_DST) ? ", \"dictionary\": \"addresses\"" : "",
-                i + 1 < C_NCOLS ? "," : "");
+        if (wanted(opts, i))
+            last = i;
+    for (int i = 0; i < C_NCOLS; i++)
+        if (wanted(opts, i))
+            fprintf(f, "    {\"name\": \"%s\", \"dtype\": \"%s\", \"file\": \"%s.bin\"%s}%s\n", cols[i].name,
+                    cols[i].dtype, cols[i].name, (i == C_SRC || i == C_DST) ? ", \"dictionary\": \"addresses\"" : "",
+                    i < last ? "," : "");
     fprintf(f, "  ],\n  \"dictionaries\": {\"addresses\": [");
     for (uint32_t i = 0; i < cap_addrdict_size(s->dict); i++) {
         if (i)
@@ -209,6 +252,8 @@ static int open_columns(const struct cap_pcapcols_opts *opts, struct state *s, s
         return -1;
     }
     for (int i = 0; i < C_NCOLS; i++) {
+        if (!wanted(opts, i))
+            continue;
         snprintf(name, sizeof(name), "%s.bin", cols[i].name);
         s->fds[i] = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
         if (s->fds[i] < 0) {
@@ -361,7 +406,7 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
     for (int i = 0; i < C_NCOLS; i++) {
         int fd = s.fds[i];
         s.fds[i] = -1;
-        if (close(fd) < 0) {
+        if (fd >= 0 && close(fd) < 0) {
             hw_seterr(err, "failed to write %s: %s", opts->outdir, strerror(errno));
             goto cleanup;
         }

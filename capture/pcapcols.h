@@ -10,7 +10,13 @@
 struct cap_pcapcols_opts {
     const char *input;   /* the capture file */
     const char *outdir;  /* created if missing */
+    uint32_t columns;    /* bit i: write column i (enum order of cap_pcapcols_column_names); 0: all */
 };
+
+/* The column names in file order, NULL-terminated; cap_pcapcols_column_mask turns a comma list of
+ * them into opts.columns (-1 and err naming the first unknown name). */
+extern const char *const cap_pcapcols_column_names[];
+int cap_pcapcols_column_mask(const char *list, uint32_t *mask, struct hw_err *err);
 
 struct cap_pcapcols_result {
     int64_t frames;                 /* frames read from the file */

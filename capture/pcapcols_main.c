@@ -15,6 +15,9 @@ static const char usage[] =
     "\n"
     "OPTIONS\n"
     "  -o, --output DIR   output directory (created if missing)\n"
+    "  -c, --columns LIST write only these columns (comma-separated names, e.g. t_ns,proto,src);\n"
+    "                     default all: frame, t_ns, wire_len, cap_len, ip_len, proto, src, dst,\n"
+    "                     sport, dport, seq, ack, flags, window, payload_len, wscale\n"
     "  -v, --verbose      the counts of frames per kind on stderr\n"
     "  -h, --help         this help\n"
     "\n"
@@ -25,6 +28,7 @@ static const char usage[] =
     "EXAMPLES\n"
     "  hw-pcapcols raw/wire.pcap -o /tmp/wire.cols\n"
     "  hw-pcapcols -v raw/wire.pcap -o /tmp/wire.cols\n"
+    "  hw-pcapcols -c t_ns,proto,payload_len raw/wire.pcap -o /tmp/wire.cols\n"
     "  python3 -c 'import hostwire; print(hostwire.read_pcap(\"raw/wire.pcap\"))'\n";
 
 struct values {
@@ -35,9 +39,11 @@ struct values {
 static int take(void *values, int c, const char *name, const char *arg, struct hw_err *err)
 {
     struct values *v = values;
-    (void)name, (void)err;
+    (void)name;
     if (c == 'o')
         v->opts.outdir = arg;
+    else if (c == 'c')
+        return cap_pcapcols_column_mask(arg, &v->opts.columns, err);
     else if (c == 'v')
         v->verbose = 1;
     return 0;
@@ -46,14 +52,15 @@ static int take(void *values, int c, const char *name, const char *arg, struct h
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"output", required_argument, NULL, 'o'}, {"verbose", no_argument, NULL, 'v'},
+        {"output", required_argument, NULL, 'o'}, {"columns", required_argument, NULL, 'c'},
+        {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     struct values v = {{0}, 0};
     struct cap_pcapcols_result res;
     static struct hw_err err;
 
-    int rc = hw_getopt(argc, argv, ":o:vh", longopts, usage, take, &v, &err);
+    int rc = hw_getopt(argc, argv, ":o:c:vh", longopts, usage, take, &v, &err);
     if (rc)
         return rc > 0 ? HW_EXIT_OK : hw_err_exit(TOOL, NULL, &err);
     if (optind != argc - 1 || !v.opts.outdir)

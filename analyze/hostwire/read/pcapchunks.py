@@ -14,7 +14,8 @@ smallest stamp, and a row leaves the carry once no later chunk can hold an earli
 holds only the rows whose stamps are out of order, so its size follows the disorder, not the
 capture's length.
 
-The scratch directory is TMPDIR's (tempfile.gettempdir()) or HOSTWIRE_SCRATCH's."""
+The scratch directory is TMPDIR's (tempfile.gettempdir()) or HOSTWIRE_SCRATCH's; HOSTWIRE_CHUNK_ROWS
+sets the rows per chunk (tests make chunks small so that streams and gaps cross their bounds)."""
 
 from __future__ import annotations
 
@@ -40,21 +41,22 @@ Chunk = dict[str, np.ndarray]
 
 
 class CaptureChunks:
-    """The columns of one capture, read chunk by chunk. Use as a context manager: the scratch
-    directory goes on close. attrs: as hostwire.read.pcap.read_pcap's DataFrame.attrs."""
+    """The columns of one capture (all, or only `columns` and t_ns: fewer bytes written), read
+    chunk by chunk. Use as a context manager: the scratch directory goes on close. attrs: as
+    hostwire.read.pcap.read_pcap's DataFrame.attrs."""
 
     def __init__(self, path: str | os.PathLike[str], clock_pairs: Sequence[Mapping[str, int]] | None = None, *,
-                 keep_damaged: bool = False, chunk_rows: int = CHUNK_ROWS,
+                 keep_damaged: bool = False, chunk_rows: int | None = None, columns: Sequence[str] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.path = Path(path)
         if not self.path.is_file():
             raise InputError(f"{self.path}: no such capture file")
-        self.chunk_rows = max(1, int(chunk_rows))
+        self.chunk_rows = max(1, int(chunk_rows or os.environ.get("HOSTWIRE_CHUNK_ROWS") or CHUNK_ROWS))
         self.progress = progress
         base = os.environ.get("HOSTWIRE_SCRATCH") or tempfile.gettempdir()
         self.outdir = Path(tempfile.mkdtemp(prefix="hw-pcapcols-", dir=base))
         try:
-            self._convert(keep_damaged)
+            self._convert(keep_damaged, columns)
             self._clock = _clock_map(clock_pairs) if clock_pairs else None
             self.attrs["clock_map"] = None if self._clock is None else dict(zip(
                 ("realtime_ns", "monotonic_ns", "slope"), self._clock))
@@ -64,8 +66,9 @@ class CaptureChunks:
             self.close()
             raise
 
-    def _convert(self, keep_damaged: bool) -> None:
-        proc = subprocess.run([str(tool("hw-pcapcols")), str(self.path), "-o", str(self.outdir)],
+    def _convert(self, keep_damaged: bool, columns: Sequence[str] | None) -> None:
+        only = ["--columns", ",".join(dict.fromkeys(("t_ns", *columns)))] if columns else []
+        proc = subprocess.run([str(tool("hw-pcapcols")), *only, str(self.path), "-o", str(self.outdir)],
                               capture_output=True, text=True, preexec_fn=die_with_parent)
         message = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
         message = message.removeprefix("hw-pcapcols: ")

@@ -66,21 +66,25 @@ class StreamCells:
         pending_c, pending_j = self.last_c, self.last_j
         cf, cl, j, jl, opens = self.frames(a, ip_len, encap)
         first_pos = np.flatnonzero(opens)
-        # a period ends before each opening frame (the previous chunk's last frame for position 0)
-        close_pos = first_pos - 1
-        carried = had_pending and len(close_pos) and close_pos[0] == -1
-        close_pos = close_pos[close_pos >= 0]
-        link = np.searchsorted(first_pos, close_pos, side="right") - 1
+        # A period ends just before each opening frame: the period before the k-th opening began
+        # at the (k-1)-th, or in an earlier chunk for k = 0 (at position 0: the carried frame).
+        open_c, open_j = cf[first_pos], j[first_pos]
+        closes = first_pos[1:] - 1
+        close_c, close_j = cl[closes], jl[closes]
+        head = len(first_pos) == 0 or first_pos[0] > 0  # the chunk starts inside an open period
+        head_pos = (first_pos[0] if len(first_pos) else len(a)) - 1
+        carried = had_pending and not head
         for i, t in enumerate(self.ts):
             top, tau = self.top[i], self.tau[i]
             if carried:
                 tau = max(tau, top - (pending_c - pending_j * t))
+            if head and head_pos >= 0 and len(first_pos):
+                tau = max(tau, top - (cl[head_pos] - jl[head_pos] * t).item())
             if len(first_pos):
-                run = np.maximum.accumulate(cf[first_pos] - j[first_pos] * t)
-                if len(close_pos):
-                    # a period opened in an earlier chunk (link -1) has only the carried top
-                    tops = np.where(link >= 0, np.maximum(run[np.maximum(link, 0)], top), top)
-                    tau = max(tau, (tops - (cl[close_pos] - jl[close_pos] * t)).max().item())
+                run = np.maximum.accumulate(open_c - open_j * t)
+                if len(closes):
+                    tops = np.maximum(run[:-1], top)
+                    tau = max(tau, (tops - (close_c - close_j * t)).max().item())
                 top = max(top, run[-1].item())
             self.top[i], self.tau[i] = top, tau
         self.last_c, self.last_j = int(cl[-1]), int(jl[-1])

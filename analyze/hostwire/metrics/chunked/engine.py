@@ -22,7 +22,7 @@ from hostwire.errors import InputError, UsageError
 from hostwire.linkrate import link_rate
 from hostwire.metrics import cells, hurst
 from hostwire.metrics.chunked import contract, idc, intervals
-from hostwire.metrics.chunked.labels import data_chunks, scan
+from hostwire.metrics.chunked.labels import LABEL_COLUMNS, data_chunks, scan
 from hostwire.metrics.chunked.progress import Progress
 from hostwire.metrics.damage import from_attrs, partial_hint
 from hostwire.metrics.idc import t_grid
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 KINDS = ("idc", "hurst", "intervals", "contract")
 ENGINES = ("auto", "memory", "chunked")
+DATA_COLUMNS = {"idc": ("payload_len",), "hurst": ("payload_len",), "contract": ("ip_len",)}
 AUTO_BYTES = 256 << 20  # from here on a capture's in-memory tables pass about 1 GB
 
 
@@ -74,7 +75,8 @@ def compute(kind: str, args: Any) -> pd.DataFrame | None:
     when this call needs what only the in-memory path does (the caller computes it there)."""
     partial = bool(getattr(args, "partial", False))
     progress = Progress(Path(args.input).name)
-    with CaptureChunks(args.input, keep_damaged=True, progress=progress.update) as capture:
+    columns = (*LABEL_COLUMNS, *DATA_COLUMNS.get(kind, ()))
+    with CaptureChunks(args.input, keep_damaged=True, columns=columns, progress=progress.update) as capture:
         damaged = from_attrs(capture.attrs.get("damage"), str(capture.path))
         if damaged and capture.rows == 0:
             raise InputError(f"{damaged[0].describe()}; no frame before the damage")
@@ -96,7 +98,7 @@ def compute(kind: str, args: Any) -> pd.DataFrame | None:
 
 def _compute(kind: str, args: Any, capture: CaptureChunks, labels: Any, window: Window) -> pd.DataFrame:
     names = labels.names
-    columns = {"idc": ("payload_len",), "hurst": ("payload_len",), "contract": ("ip_len",)}.get(kind, ())
+    columns = DATA_COLUMNS.get(kind, ())
 
     def passes() -> Any:
         return data_chunks(capture, labels, window, columns)
