@@ -107,7 +107,7 @@ $(BUILD)/pic/%.o: %.c
 
 -include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
 
-.PHONY: setup build build-c ctest test test-long test-vm demo bench clean check-libs kernel vm-image help
+.PHONY: setup build build-c ctest test test-long test-vm demo bench soak clean check-libs kernel vm-image help
 
 help:
 	@echo "make setup   install Debian packages and the Python venv (.venv)"
@@ -116,6 +116,7 @@ help:
 	@echo "make test-long the scenarios of a minute or more (repeated kills, a vanishing interface)"
 	@echo "make demo    the quick campaign between two network namespaces, its analysis and report"
 	@echo "make bench   performance benchmarks against peer tools"
+	@echo "make soak    one hour of 20 senders, 20 background processes and every collector, checked (SOAK_MINUTES=3 for a short one)"
 	@echo "make kernel  the stock and the schedtrace-patched guest kernels (kernel-patches/) under $(BUILD)/kernel/"
 	@echo "make test-vm the boot tests: both kernels in QEMU (make kernel first)"
 	@echo "make clean   remove build/ (the venv stays; remove .venv by hand)"
@@ -168,6 +169,13 @@ demo: setup
 bench: setup
 	$(Q)$(MAKE) --no-print-directory build-c
 	$(Q)perf/run-all.sh
+
+# One hour (SOAK_MINUTES) of configs/soak.toml, checked: no collector loss, flat memory, the disk
+# use --dry-run predicted, the capture analysed in bounded memory (perf/soak.py; not in make test).
+SOAK_MINUTES ?= 60
+soak: setup
+	$(Q)$(MAKE) --no-print-directory build-c
+	$(Q)$(PY) perf/soak.py --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 clean:
 	rm -rf build

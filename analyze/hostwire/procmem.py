@@ -63,6 +63,20 @@ def tree(root: int) -> list[int]:
     return out
 
 
+def command_name(pid: int) -> str:
+    """The process's command name (/proc/PID/comm), "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as handle:
+            return handle.read().strip()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return ""
+
+
+def tree_processes(root: int) -> list[tuple[int, str, int]]:
+    """(pid, command name, anonymous bytes) of root and each descendant alive now."""
+    return [(pid, command_name(pid), anon_bytes(pid)) for pid in tree(root)]
+
+
 def tree_anon_bytes(roots: int | Iterable[int]) -> int:
     """Anonymous memory of the trees of these roots, each process counted once."""
     pids: set[int] = set()

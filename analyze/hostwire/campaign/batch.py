@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hostwire import manifest as manifest_mod
+from hostwire.campaign import diskuse
 from hostwire.campaign.config import CampaignConfig
 from hostwire.errors import HostwireError, UsageError
 from hostwire.locks import locked
@@ -224,10 +225,14 @@ def dry_run_lines(config: CampaignConfig) -> list[str]:
     lines = [f"{len(planned)} runs of campaign {config.name!r} ({config.order}"
              + (f", seed {config.seed}" if config.order == "shuffled" else "") + ")"]
     total_s = 0.0
+    disk = 0
     for item in planned:
         p = item.point
         total_s += p.warmup_s + p.duration_s + p.quiet_s + ESTIMATED_OVERHEAD_S
+        disk += sum(diskuse.estimate(p).values())
         lines.append(f"{item.index + 1:4d}  {item.run_id}  {item.describe()}")
+    lines.append(f"estimated disk: {diskuse.describe(disk)} ({disk} bytes; the kernel trace at its busy rate, "
+                 "docs/performance.md)")
     lines.append(f"estimated time: {format_estimate(total_s)}"
                  + (f" plus a guest boot per run ({config.host['kernel']} kernel; minutes each without KVM)"
                     if config.host["mode"] == "vm" else ""))
