@@ -160,7 +160,9 @@ def main() -> int:
         figures["memory"] = {}
         for key, points in sorted(mem.items()):
             g = growth(points, settle, window_end)
-            figures["memory"][key] = {"first_bytes": points[0][1], "max_bytes": max(v for _, v in points),
+            settled = [v for t, v in points if settle <= t <= window_end]
+            figures["memory"][key] = {"settled_bytes": settled[0] if settled else None,
+                                      "max_bytes": max(v for _, v in points),
                                       "growth_after_settle": None if g is None else round(g, 4)}
             if key != "tree":
                 checks[f"{key} memory flat (<= {GROWTH_LIMIT:.0%} growth after {settle / 60:g} min)"] = (
@@ -192,7 +194,8 @@ def table(f: dict) -> str:
         lines.append(f"| shaper drops (the link's) | {f['losses'].get('qdisc_drops')} |")
         for key, m in f.get("memory", {}).items():
             g = m["growth_after_settle"]
-            lines.append(f"| memory {key}: first / max / growth after settling | {m['first_bytes'] / 1e6:.1f} MB / "
+            at = "n/a" if m["settled_bytes"] is None else f"{m['settled_bytes'] / 1e6:.1f} MB"
+            lines.append(f"| memory {key}: settled / max / growth after settling | {at} / "
                          f"{m['max_bytes'] / 1e6:.1f} MB / {'n/a' if g is None else f'{g:+.1%}'} |")
         for row in f.get("analysis", []):
             lines.append(f"| metrics {row['kind']} --engine chunked on the capture | {row['seconds']} s, "
