@@ -66,6 +66,9 @@ class Collector:
         return "no message"
 
 
+PROGRESS_POLL_S = 5.0
+
+
 class BackgroundTool(Collector):
     """A tool run in the background with its stderr in a log file, ready once it writes "ready"
     to the descriptor given by --ready-fd."""
@@ -81,6 +84,9 @@ class BackgroundTool(Collector):
         self.log_path = log_path
         self.cwd = cwd  # where relative output names land (the run's raw/, so files name no path)
         self.stop_timeout_s = stop_timeout_s
+        # Files the tool writes while it stops: as long as they grow, stop() waits on (an hour's
+        # trace takes minutes to convert); stop_timeout_s counts from their last growth.
+        self.progress_files: list[Path] = []
         self.proc: subprocess.Popen[bytes] | None = None
         self.returncode: int | None = None
 
@@ -136,15 +142,34 @@ class BackgroundTool(Collector):
             return self.returncode
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                log.warning("%s did not stop within %g s; killing it", self.name, self.stop_timeout_s)
-                self.proc.kill()
-                self.proc.wait()
+            deadline = time.monotonic() + self.stop_timeout_s
+            written = self._written()
+            while True:
+                try:
+                    self.proc.wait(timeout=max(0.0, min(PROGRESS_POLL_S, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    now_written = self._written()
+                    if now_written > written:
+                        written, deadline = now_written, time.monotonic() + self.stop_timeout_s
+                    elif time.monotonic() >= deadline:
+                        log.warning("%s did not stop within %g s of its last write; killing it", self.name,
+                                    self.stop_timeout_s)
+                        self.proc.kill()
+                        self.proc.wait()
+                        break
         self.returncode = self.proc.returncode
         self.proc = None
         return self.returncode
+
+    def _written(self) -> int:
+        total = 0
+        for path in self.progress_files:
+            try:
+                total += path.stat().st_size
+            except OSError:
+                pass
+        return total
 
     def _log_text(self) -> str:
         try:
@@ -190,6 +215,7 @@ class Schedtrace(BackgroundTool):
         argv = [*taskset_prefix(cpus), str(paths.tool("hw-schedtrace")), *mode, "-o", str(raw), *(options or [])]
         super().__init__("hw-schedtrace", argv, raw / "schedtrace.log")
         self.raw = raw
+        self.progress_files = [raw / name for name in ("trace.dat", "sched.tsv", "syscalls.dat", "syscalls.tsv")]
         self.syscall_pid = syscall_pid
         self.follows_pid = syscalls and syscall_pid is None
 
