@@ -69,7 +69,8 @@ def assert_same(memory: pd.DataFrame, chunked: pd.DataFrame) -> None:
 
 CASES = [("idc", {}), ("idc", {"bytes": True}), ("hurst", {}), ("intervals", {}), ("intervals", {"hist": True}),
          ("contract", {"link_rate": "10mbit"}), ("contract", {"link_rate": "10mbit", "points": 7}),
-         ("idc", {"stream": ["40001"], "from_s": 0.2, "to_s": 1.5})]
+         ("idc", {"stream": ["40001"], "from_s": 0.2, "to_s": 1.5}), ("bursts", {}), ("bursts", {"theta": 5 * MS}),
+         ("bursts", {"theta_factor": 3.0, "stream": ["40002"]})]
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +109,8 @@ def test_chunked_equals_memory_across_chunk_bounds(mixed: Path, kind: str, optio
 
 
 @pytest.mark.parametrize("kind, options", [("idc", {}), ("idc", {"bytes": True}), ("intervals", {}),
-                                           ("intervals", {"hist": True}), ("contract", {"link_rate": "10mbit"})])
+                                           ("intervals", {"hist": True}), ("bursts", {}),
+                                           ("contract", {"link_rate": "10mbit"})])
 def test_chunked_equals_memory_on_the_recorded_fixture(kind: str, options: dict,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "1000")
@@ -157,8 +159,8 @@ def test_exact_order_statistics_over_chunks() -> None:
 
 
 def test_engine_chunked_refuses_what_it_does_not_serve(mixed: Path) -> None:
-    with pytest.raises(UsageError, match="--engine chunked: bursts is computed in memory"):
-        table("bursts", mixed, engine="chunked")
+    with pytest.raises(UsageError, match="--engine chunked: goodput is computed in memory"):
+        table("goodput", mixed, engine="chunked")
     with pytest.raises(UsageError, match="--mbs"):
         table("contract", mixed, engine="chunked", link_rate="10mbit", mbs=4)
 

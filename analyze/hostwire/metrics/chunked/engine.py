@@ -2,7 +2,7 @@
 same checks, window, stream filter and table as hostwire.metrics.compute, in bounded memory).
 
 The chunked path reads a bare capture (pcap or pcapng) in chunks (hostwire.read.pcapchunks) and
-serves idc, hurst, intervals (summary and --hist) and the wire contract curve with an integral
+serves idc, hurst, intervals (summary and --hist), bursts and the wire contract curve with an integral
 cell time; its results equal the in-memory path's (analyze/tests/test_metrics_chunked.py). `auto`
 takes it for a capture of AUTO_BYTES or more; what it does not serve (a run directory, a Parquet
 table, another kind, --mbs, --cells-from write, a cell time that is not a whole number of ns, an
@@ -21,7 +21,7 @@ import pandas as pd
 from hostwire.errors import InputError, UsageError
 from hostwire.linkrate import link_rate
 from hostwire.metrics import cells, hurst
-from hostwire.metrics.chunked import contract, idc, intervals
+from hostwire.metrics.chunked import bursts, contract, idc, intervals
 from hostwire.metrics.chunked.labels import LABEL_COLUMNS, data_chunks, scan
 from hostwire.metrics.chunked.progress import Progress
 from hostwire.metrics.damage import from_attrs, partial_hint
@@ -31,9 +31,10 @@ from hostwire.read.pcapchunks import CaptureChunks
 
 log = logging.getLogger(__name__)
 
-KINDS = ("idc", "hurst", "intervals", "contract")
+KINDS = ("idc", "hurst", "intervals", "bursts", "contract")
 ENGINES = ("auto", "memory", "chunked")
-DATA_COLUMNS = {"idc": ("payload_len",), "hurst": ("payload_len",), "contract": ("ip_len",)}
+DATA_COLUMNS = {"idc": ("payload_len",), "hurst": ("payload_len",), "bursts": ("payload_len",),
+                "contract": ("ip_len",)}
 AUTO_BYTES = 256 << 20  # from here on a capture's in-memory tables pass about 1 GB
 
 
@@ -103,6 +104,8 @@ def _compute(kind: str, args: Any, capture: CaptureChunks, labels: Any, window: 
     def passes() -> Any:
         return data_chunks(capture, labels, window, columns)
 
+    if kind == "bursts":
+        return bursts.df_bursts(passes, names, window, args.theta_factor, args.theta)
     if kind == "intervals":
         if args.hist:
             return intervals.df_interval_histogram(passes, names, window, args.per_decade)
