@@ -67,7 +67,8 @@ def main() -> int:
         calls_raw = run.df_syscalls()
         t1 = time.perf_counter()
         rows.append(("load (frames, sched, calls)", len(frames) + len(sched) + len(calls_raw), t1 - t0))
-        joined = {name: getattr(run, f"df_{name}")() for name in
+        timeline = Timeline.of(run)
+        joined = {name: getattr(timeline, f"df_{name}")() for name in
                   ("switches", "wakeups", "running", "runqueue", "calls", "streams", "segments", "backlog")}
         t2 = time.perf_counter()
         rows.append(("join (8 tables)", sum(len(t) for t in joined.values()), t2 - t1))

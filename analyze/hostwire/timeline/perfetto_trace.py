@@ -1,11 +1,12 @@
-"""A run's timeline as a Perfetto trace (built with the perfetto package's TraceProtoBuilder) and as
+"""A run's timeline as a Perfetto trace (the protobuf bytes the perfetto package describes) and as
 text, one line per event (docs/timeline.md, "hostwire timeline").
 
 Tracks: one per CPU (what ran: a slice per task interval, idle left out), one per benchmark
 process with its system calls as slices, one per stream with its data frames as instants, counter
 tracks for each CPU's run-queue length and each stream's backlog; a flow joins each write to the
-frames that carry its bytes. Each event is one protobuf packet, so building costs one Python call
-per event: the tables it reads are built vectorized."""
+frames that carry its bytes. Each event is one protobuf packet; a track's packets are encoded at
+once with numpy (hostwire.timeline.protowire), byte for byte what the perfetto package's
+TraceProtoBuilder gives (analyze/tests/test_timeline_trace.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
+from hostwire.timeline import protowire
 from hostwire.timeline.build import Timeline
 
 if TYPE_CHECKING:
@@ -75,57 +77,73 @@ def tables_of(run: Run, window: tuple[int, int]) -> TraceTables:
 
 
 def build_trace(t: TraceTables) -> bytes:
-    """The Perfetto trace (protobuf bytes) of the tables."""
-    try:
-        from perfetto.trace_builder.proto_builder import TraceProtoBuilder
-        from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
-    except ImportError as err:  # pragma: no cover - the package is pinned in requirements.txt
-        raise InputError(f"the perfetto package is missing ({err}); install analyze/requirements.txt") from None
-    builder = TraceProtoBuilder()
+    """The Perfetto trace (protobuf bytes) of the tables: each track's events encoded at once
+    (hostwire.timeline.protowire), in the order and bytes the perfetto package's builder gives."""
+    parts: list[bytes] = []
     uuids = iter(range(1, 1 << 62))
     first = [True]
 
-    def track(name: str, counter: bool = False, parent: int | None = None) -> int:
+    def track(name: str, counter: bool = False) -> int:
         uid = next(uuids)
-        pkt = builder.add_packet()
-        pkt.track_descriptor.uuid = uid
-        pkt.track_descriptor.name = name
-        if parent is not None:
-            pkt.track_descriptor.parent_uuid = parent
-        if counter:
-            pkt.track_descriptor.counter.SetInParent()
+        parts.append(protowire.track_descriptor(uid, name, counter=counter))
         return uid
 
-    def event(ts: int, uid: int, kind: int, name: str | None = None, value: float | None = None,
-              flows: list[int] | None = None, ends: list[int] | None = None) -> None:
-        pkt = builder.add_packet()
-        pkt.timestamp = int(ts)
-        pkt.trusted_packet_sequence_id = SEQ_ID
-        if first[0]:
-            pkt.sequence_flags = 1  # SEQ_INCREMENTAL_STATE_CLEARED
-            first[0] = False
-        ev = pkt.track_event
-        ev.type = kind
-        ev.track_uuid = uid
-        if name is not None:
-            ev.name = name
-        if value is not None:
-            ev.double_counter_value = float(value)
-        if flows:
-            ev.flow_ids.extend(flows)
-        if ends:
-            ev.terminating_flow_ids.extend(ends)
+    def events(ts: np.ndarray, uid: int, kind: int | np.ndarray, **fields: Any) -> None:
+        flags = 1 if first[0] and len(ts) else None  # SEQ_INCREMENTAL_STATE_CLEARED on the very first
+        first[0] = first[0] and not len(ts)
+        parts.append(protowire.track_events(np.asarray(ts, dtype=np.int64), uid, kind, SEQ_ID,
+                                            first_flags=flags, **fields))
 
-    begin, end_, instant, counter = (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END,
-                                     TrackEvent.TYPE_INSTANT, TrackEvent.TYPE_COUNTER)
-    # CPUs: what ran
-    for cpu, r in t.running.groupby("cpu", sort=True) if len(t.running) else []:
+    def slices(uid: int, start: np.ndarray, end: np.ndarray, names: Any,
+               flows: list[list[int] | None] | None = None) -> None:
+        """A begin (named, with its flows) and an end per slice, one after the other."""
+        n = len(start)
+        ts = np.empty(2 * n, dtype=np.int64)
+        ts[0::2], ts[1::2] = start, end
+        kinds = np.empty(2 * n, dtype=np.int64)
+        kinds[0::2], kinds[1::2] = SLICE_BEGIN, SLICE_END
+        pairs: list[list[int] | None] | None = None
+        if flows is not None:
+            pairs = [None] * (2 * n)
+            pairs[0::2] = flows
+        events(ts, uid, kinds, names=names, named=kinds == SLICE_BEGIN, flows=pairs)
+
+    for cpu, r in t.running.groupby("cpu", sort=True) if len(t.running) else []:  # CPUs: what ran
         uid = track(f"CPU {cpu}")
-        names = (r["comm"].astype(str) + " " + r["pid"].astype(str) + " (" + r["role"].astype(str) + ")").to_numpy()
-        for s, e, n in zip(r["t_start_ns"].to_numpy(), r["t_end_ns"].to_numpy(), names):
-            event(s, uid, begin, n)
-            event(e, uid, end_)
-    # write -> frames flows: a flow id per write that carries bytes in the window
+        names = r["comm"].astype(str) + " " + r["pid"].astype(str) + " (" + r["role"].astype(str) + ")"
+        slices(uid, r["t_start_ns"].to_numpy(), r["t_end_ns"].to_numpy(), names)
+    flow_of, frame_flows, write_at = _flows(t)
+    for (pid, role), c in t.calls.groupby(["pid", "role"], sort=True) if len(t.calls) else []:  # processes' calls
+        uid = track(f"{role} {pid} calls")
+        names = c["call"].astype(str) + "(" + c["fd"].astype(str) + ") = " + c["result"].astype(str)
+        enter = c["t_enter_ns"].to_numpy()
+        fids = [write_at.get((int(pid), int(s))) for s in enter] if write_at else []
+        flows = [[f] if f else None for f in fids] if any(fids) else None
+        slices(uid, enter, c["t_exit_ns"].to_numpy(), names, flows)
+    for name, f in t.frames.groupby("stream", sort=True) if len(t.frames) else []:  # frames as instants
+        sender = t.senders.get(str(name))
+        uid = track(f"stream {name} ({sender})" if sender else f"stream {name}")
+        labels = "seq " + f["seq_start"].astype(str) + " +" + f["payload_len"].astype(str)
+        stamps = f["t_ns"].to_numpy()
+        ends = [frame_flows.get((str(name), int(ts))) for ts in stamps] if frame_flows else None
+        events(stamps, uid, INSTANT, names=labels, flows=ends)  # the chain write -> frame -> next frame
+    for name, b in t.backlog.groupby("stream", sort=True) if len(t.backlog) else []:
+        uid = track(f"backlog {name} (bytes)", counter=True)
+        events(b["t_ns"].to_numpy(), uid, COUNTER, values=b["backlog_bytes"].to_numpy().astype(np.float64))
+    for cpu, q in t.runqueue.groupby("cpu", sort=True) if len(t.runqueue) else []:
+        uid = track(f"CPU {cpu} run queue (tasks)", counter=True)
+        events(q["t_ns"].to_numpy(), uid, COUNTER, values=q["nr_running"].to_numpy().astype(np.float64))
+    del flow_of
+    return b"".join(parts)
+
+
+# TrackEvent.Type (perfetto's track_event.proto)
+SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
+
+
+def _flows(t: TraceTables) -> tuple[dict[int, int], dict[tuple[str, int], list[int]], dict[tuple[int, int], int]]:
+    """A flow id per write that carries bytes in the window; the flows of each frame (stream,
+    stamp); the flow of each write by (pid, its call's entry stamp)."""
     flow_of: dict[int, int] = {}
     frame_flows: dict[tuple[str, int], list[int]] = {}
     if len(t.segments):
@@ -138,31 +156,7 @@ def build_trace(t: TraceTables) -> bytes:
     if flow_of and len(t.writes):
         w = t.writes.loc[[i for i in flow_of if i in t.writes.index]]
         write_at = {(int(p), int(te)): flow_of[int(i)] for i, p, te in zip(w.index, w["pid"], w["t_enter_ns"])}
-    # processes: their calls
-    for (pid, role), c in t.calls.groupby(["pid", "role"], sort=True) if len(t.calls) else []:
-        uid = track(f"{role} {pid} calls")
-        names = (c["call"].astype(str) + "(" + c["fd"].astype(str) + ") = " + c["result"].astype(str)).to_numpy()
-        for s, e, n in zip(c["t_enter_ns"].to_numpy(), c["t_exit_ns"].to_numpy(), names):
-            fid = write_at.get((int(pid), int(s)))
-            event(s, uid, begin, n, flows=[fid] if fid else None)
-            event(e, uid, end_)
-    # streams: frames as instants, backlog as a counter
-    for name, f in t.frames.groupby("stream", sort=True) if len(t.frames) else []:
-        sender = t.senders.get(str(name))
-        uid = track(f"stream {name} ({sender})" if sender else f"stream {name}")
-        labels = ("seq " + f["seq_start"].astype(str) + " +" + f["payload_len"].astype(str)).to_numpy()
-        for ts, lab in zip(f["t_ns"].to_numpy(), labels):
-            ends = frame_flows.get((str(name), int(ts)))
-            event(ts, uid, instant, lab, flows=ends)  # the chain write -> frame -> next frame
-    for name, b in t.backlog.groupby("stream", sort=True) if len(t.backlog) else []:
-        uid = track(f"backlog {name} (bytes)", counter=True)
-        for ts, v in zip(b["t_ns"].to_numpy(), b["backlog_bytes"].to_numpy()):
-            event(ts, uid, counter, value=v)
-    for cpu, q in t.runqueue.groupby("cpu", sort=True) if len(t.runqueue) else []:
-        uid = track(f"CPU {cpu} run queue (tasks)", counter=True)
-        for ts, v in zip(q["t_ns"].to_numpy(), q["nr_running"].to_numpy()):
-            event(ts, uid, counter, value=v)
-    return builder.serialize()
+    return flow_of, frame_flows, write_at
 
 
 def text_lines(t: TraceTables) -> pd.DataFrame:
