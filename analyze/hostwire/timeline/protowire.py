@@ -59,20 +59,26 @@ def _assemble(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
     (the rows one after the other as one byte array, each row's length). Rows whose parts have the
     same lengths are built together by column slices, then put in place."""
     n = len(parts[0][1])
-    lengths = np.stack([np.broadcast_to(length, (n,)) for _, length in parts], axis=1)
-    total = lengths.sum(axis=1)
+    total = np.zeros(n, dtype=np.int64)
+    key = np.zeros(n, dtype=np.int64)
+    varying = False
+    for _, length in parts:
+        total += length
+        top = int(length.max())
+        if int(length.min()) != top:  # only the parts whose length varies tell the row shapes apart
+            key = key * (top + 1) + length
+            varying = True
     start = np.concatenate([[0], np.cumsum(total)[:-1]])
     out = np.empty(int(total.sum()), dtype=np.uint8)
-    varying = [i for i in range(len(parts)) if lengths[:, i].min() != lengths[:, i].max()]
-    key = np.zeros(n, dtype=np.int64)
-    for i in varying:
-        key = key * (int(lengths[:, i].max()) + 1) + lengths[:, i]
-    groups, shape = np.unique(key, return_inverse=True) if varying else (np.zeros(1), np.zeros(n, np.int64))
-    order = np.argsort(shape, kind="stable")
-    bounds = np.searchsorted(shape[order], np.arange(len(groups) + 1))
-    for g in range(len(groups)):
+    if varying:
+        groups, shape = np.unique(key, return_inverse=True)
+        order = np.argsort(shape, kind="stable")
+        bounds = np.searchsorted(shape[order], np.arange(len(groups) + 1))
+    else:
+        order, bounds = np.arange(n), np.asarray([0, n])
+    for g in range(len(bounds) - 1):
         rows = order[bounds[g]:bounds[g + 1]]
-        widths = lengths[rows[0]]
+        widths = np.asarray([int(length[rows[0]]) for _, length in parts])
         row_len = int(widths.sum())
         for first in range(0, len(rows), BATCH_ROWS):
             batch = rows[first:first + BATCH_ROWS]
