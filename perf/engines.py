@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -117,18 +118,21 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="hostwire-engines-", dir=args.dir) as work:
         path = Path(work) / "frames.parquet"
         write_table(path, args.frames)
-        print(f"{'engine':<8} {'job':<6} {'s':>7} {'M frames/s':>10} {'peak MB':>8}")
+        print(f"{'engine':<8} {'job':<6} {'s':>7} {'cpu s':>7} {'M frames/s':>10} {'M fr/cpu s':>10} {'peak MB':>8}")
         for job in ("idc", "gaps"):
             for engine in ("numpy", "duckdb", "polars"):
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 proc = subprocess.Popen([sys.executable, __file__, "--frames", str(args.frames),
                                          "--child", engine, job, str(path)], cwd=REPO, stderr=subprocess.PIPE)
                 with Sampler([proc.pid]) as sampler:
                     _, err = proc.communicate()
                 seconds = time.perf_counter() - t0
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
                 note = "" if proc.returncode == 0 else f"  failed: {err.decode(errors='replace').strip().splitlines()[-1]}"
-                print(f"{engine:<8} {job:<6} {seconds:>7.2f} {args.frames / seconds / 1e6:>10.2f} "
-                      f"{sampler.peak / 1e6:>8.0f}{note}", flush=True)
+                print(f"{engine:<8} {job:<6} {seconds:>7.2f} {cpu:>7.2f} {args.frames / seconds / 1e6:>10.2f} "
+                      f"{args.frames / max(cpu, 1e-9) / 1e6:>10.2f} {sampler.peak / 1e6:>8.0f}{note}", flush=True)
     return 0
 
 
