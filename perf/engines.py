@@ -73,7 +73,7 @@ def run_polars(path: Path, job: str, n: int) -> None:
     if job == "idc":
         for t in grid(n):
             (scan.group_by(["stream", (pl.col("t_ns") // t).alias("b")]).agg(pl.len().cast(pl.Int64).alias("c"))
-             .group_by("stream").agg(pl.col("c").sum(), (pl.col("c") * pl.col("c")).sum())
+             .group_by("stream").agg(pl.col("c").sum().alias("s1"), (pl.col("c") * pl.col("c")).sum().alias("s2"))
              .collect(engine="streaming"))
     else:
         (scan.sort("stream", "t_ns").with_columns(pl.col("t_ns").diff().over("stream").alias("g"))

@@ -64,6 +64,8 @@ def wanted(kind: str, args: Any) -> bool:
     if engine == "memory":
         return False
     why = _served(kind, args)
+    if isinstance(args.input, (str, os.PathLike)) and not Path(args.input).exists():
+        return False  # the in-memory reader names the missing input
     if engine == "chunked":
         if why is not None:
             raise UsageError(f"--engine chunked: {why}")
