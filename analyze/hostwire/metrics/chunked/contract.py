@@ -74,6 +74,9 @@ class StreamCells:
         head = len(first_pos) == 0 or first_pos[0] > 0  # the chunk starts inside an open period
         head_pos = (first_pos[0] if len(first_pos) else len(a)) - 1
         carried = had_pending and not head
+        exact = all(isinstance(t, int) for t in self.ts)
+        run = np.empty(len(open_c), dtype=np.int64 if exact else np.float64)
+        drop = np.empty(len(close_c), dtype=run.dtype)
         for i, t in enumerate(self.ts):
             top, tau = self.top[i], self.tau[i]
             if carried:
@@ -81,10 +84,17 @@ class StreamCells:
             if head and head_pos >= 0 and len(first_pos):
                 tau = max(tau, top - (cl[head_pos] - jl[head_pos] * t).item())
             if len(first_pos):
-                run = np.maximum.accumulate(open_c - open_j * t)
+                # the running top of the openings, the carried top folded into the first
+                np.multiply(open_j, t, out=run, casting="unsafe")
+                np.subtract(open_c, run, out=run, casting="unsafe")
+                run[0] = max(run[0].item(), top)
+                if not np.greater_equal(run[1:], run[:-1]).all():  # rising already (steady traffic): its own maximum
+                    np.maximum.accumulate(run, out=run)
                 if len(closes):
-                    tops = np.maximum(run[:-1], top)
-                    tau = max(tau, (tops - (close_c - close_j * t)).max().item())
+                    np.multiply(close_j, t, out=drop, casting="unsafe")
+                    np.subtract(drop, close_c, out=drop, casting="unsafe")
+                    np.add(drop, run[:-1], out=drop)  # top before each close - the close's value
+                    tau = max(tau, drop.max().item())
                 top = max(top, run[-1].item())
             self.top[i], self.tau[i] = top, tau
         self.last_c, self.last_j = int(cl[-1]), int(jl[-1])
