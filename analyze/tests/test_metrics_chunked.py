@@ -5,6 +5,7 @@ out of order across chunks; exact order statistics; and the memory sampler on kn
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import struct
@@ -228,3 +229,25 @@ def test_the_sampler_counts_heap_and_shared_memory_of_the_tree(tmp_path: Path) -
         parent.wait()
         shm.unlink(missing_ok=True)
     assert anon_bytes(parent.pid) == 0
+
+
+def test_pcapcols_writes_only_the_columns_asked_for(tmp_path: Path) -> None:
+    """--columns: those files and only those in columns.json, the same values as a full run; an
+    unknown name is a usage error (exit 2) naming it."""
+    from hostwire.paths import tool
+    from hostwire.read.pcap import read_columns
+
+    subprocess.run([str(tool("hw-pcapcols")), str(FIXTURE_PCAP), "-o", str(tmp_path / "all")], check=True)
+    subprocess.run([str(tool("hw-pcapcols")), "--columns", "t_ns,src,payload_len", str(FIXTURE_PCAP),
+                    "-o", str(tmp_path / "some")], check=True)
+    assert sorted(p.name for p in (tmp_path / "some").iterdir()) == ["columns.json", "payload_len.bin", "src.bin",
+                                                                      "t_ns.bin"]
+    meta = json.loads((tmp_path / "some" / "columns.json").read_text())
+    assert [c["name"] for c in meta["columns"]] == ["t_ns", "src", "payload_len"]
+    full = read_columns(tmp_path / "all")
+    for name in ("t_ns", "payload_len"):
+        data = np.fromfile(tmp_path / "some" / f"{name}.bin", dtype="<i8")
+        assert np.array_equal(data, full[name].to_numpy())
+    bad = subprocess.run([str(tool("hw-pcapcols")), "--columns", "t_ns,nope", str(FIXTURE_PCAP), "-o",
+                          str(tmp_path / "bad")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no column 'nope'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
