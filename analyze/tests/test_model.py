@@ -196,3 +196,18 @@ def test_calibration_that_holds_a_predicted_point_is_refused(tmp_path: Path) -> 
     assert "goodput: 2 of 2 runs (100 %) predicted within 10 %" in done.stdout
     assert "prediction (no run at this point) M=40 N=5" in done.stdout
     assert (campaign / "model.parquet").exists() and (campaign / "model.csv").exists()
+
+
+def test_windows_held_mean_and_jain() -> None:
+    from hostwire.model.windows import held_mean, jain
+
+    t = np.array([0, 100, 400, 1000])
+    values = np.array([10.0, 20.0, 40.0, 80.0])
+    # window [50, 600]: 10 held 50, 20 held 300, 40 held 200 -> (500 + 6000 + 8000) / 550
+    assert held_mean(t, values, 50, 600) == pytest.approx(14500 / 550)
+    assert held_mean(t, values, 1000, 2000) == pytest.approx(80.0)
+    assert np.isnan(held_mean(np.array([3000]), np.array([1.0]), 0, 2000))
+    assert jain(np.array([5.0, 5.0, 5.0])) == pytest.approx(1.0)
+    assert jain(np.array([1.0, 0.0, 0.0, 0.0])) == pytest.approx(0.25)
+    # 9 windows of 95 frames beside 11 of 9: the split measured behind the 1000-frame queue
+    assert jain(np.array([95.0] * 9 + [9.0] * 11)) == pytest.approx((9 * 95 + 99) ** 2 / (20 * (9 * 95**2 + 11 * 81)))

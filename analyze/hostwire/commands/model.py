@@ -44,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--predict", metavar="KEY=VALUE,...", action="append", default=[],
                         help="a point that was not run: senders=40,background=5,link_rate=1gbit; repeatable")
     parser.add_argument("--points", action="store_true", help="also print one line per run")
+    parser.add_argument("--windows", action="store_true",
+                        help="also each run's streams' congestion windows and bytes in flight (kernel tcp_probe): "
+                        "Jain's index of each and their correlation with goodput (columns jain_cwnd, "
+                        "jain_inflight, r_inflight_bytes)")
     parser.set_defaults(func=run)
 
 
@@ -78,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from hostwire.model.run import model_campaign
 
     wanted = [parse_predict(text) for text in args.predict]
-    result = model_campaign(args.campaign, calibration_dir=args.calibration, predict=wanted)
+    result = model_campaign(args.campaign, calibration_dir=args.calibration, predict=wanted, windows=args.windows)
     out = sys.stdout
     out.write("calibration:\n" + "".join(f"  {line}\n" for line in result.calibration_lines))
     if args.points:

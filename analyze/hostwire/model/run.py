@@ -82,13 +82,15 @@ def _calibrations(campaign: Path, summary: pd.DataFrame, keys: list[tuple],
 
 
 def model_campaign(campaign: str | Path, *, calibration_dir: Path | None = None,
-                   predict: list[dict[str, Any]] | None = None) -> ModelResult:
+                   predict: list[dict[str, Any]] | None = None, windows: bool = False) -> ModelResult:
     campaign = Path(campaign)
     predict = predict or []
     summary = read_summary(campaign)
     keys = _predicted_keys(summary, predict)
     calibrations = _calibrations(campaign, summary, keys, calibration_dir)
     table = model_table(campaign, summary, calibrations)
+    if windows:
+        table = add_window_columns(campaign, summary, table)
     path = write_model_table(campaign, table)
     result = ModelResult(table, path, calibrations, calibration_lines(calibrations), summary_lines(table),
                          point_lines(table))
@@ -97,6 +99,24 @@ def model_campaign(campaign: str | Path, *, calibration_dir: Path | None = None,
         p = predict_point(point, key, calibrations[key])
         result.prediction_lines.append(p)
     return result
+
+
+def add_window_columns(campaign: Path, summary: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Each run's streams' windows from the kernel's tcp_probe (hostwire.model.windows): Jain's
+    index of their mean congestion windows and bytes in flight, and r(bytes in flight, goodput)."""
+    from hostwire.errors import HostwireError
+    from hostwire.model.windows import window_summary
+
+    rows = []
+    for directory in summary["directory"]:
+        try:
+            rows.append(window_summary(campaign / str(directory)))
+        except (HostwireError, OSError, KeyError, ValueError) as err:
+            log.warning("%s: no stream windows: %s", directory, err)
+            rows.append({})
+    found = pd.DataFrame(rows, index=table.index)
+    keep = [c for c in ("jain_cwnd", "jain_inflight", "r_inflight_bytes", "inflight_spread") if c in found]
+    return table.join(found[keep])
 
 
 def predict_point(point: dict[str, Any], key: tuple, calibration: Calibration) -> str:

@@ -104,7 +104,10 @@ def point_lines(table: pd.DataFrame) -> list[str]:
             f"{row['goodput_mbps']:7.2f} model {row['goodput_model_mbps']:7.2f} Mbit/s ({row['goodput_error_pct']:+6.1f} %)"
             f"  per sender {row['goodput_per_sender_mbps']:6.2f}/{row['goodput_per_sender_model_mbps']:6.2f}"
             f"  Jain {row['jain']:.3f} model {row['jain_model']:.3f} ({row['jain_error_pct']:+6.1f} %)"
-            f"  CPU wait {wait or '  - '}/{row['cpu_wait_model']:.2f}" + (f"  [{row['flags']}]" if row["flags"] else ""))
+            f"  CPU wait {wait or '  - '}/{row['cpu_wait_model']:.2f}"
+            + (f"  windows: Jain cwnd {row['jain_cwnd']:.3f}, in flight {row['jain_inflight']:.3f}, "
+               f"r(in flight, goodput) {row['r_inflight_bytes']:+.2f}" if "jain_cwnd" in row and math.isfinite(row["jain_cwnd"]) else "")
+            + (f"  [{row['flags']}]" if row["flags"] else ""))
     return lines
 
 
