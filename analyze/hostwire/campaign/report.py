@@ -350,7 +350,7 @@ class ReportBuilder:
 
     def model(self) -> None:
         """Predicted beside measured, from model.parquet (hostwire.model.report_section)."""
-        from hostwire.model import report_section as rs
+        from hostwire.campaign import model_section as rs
 
         table = rs.read_model_table(self.campaign)
         text, shown, classes = rs.section_text(table, self.campaign)

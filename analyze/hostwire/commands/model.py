@@ -79,10 +79,12 @@ def parse_predict(text: str) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hostwire.campaign.calibrate import record_calibration
     from hostwire.model.run import model_campaign
 
     wanted = [parse_predict(text) for text in args.predict]
-    result = model_campaign(args.campaign, calibration_dir=args.calibration, predict=wanted, windows=args.windows)
+    result = model_campaign(args.campaign, calibration_dir=args.calibration, predict=wanted, windows=args.windows,
+                            record=record_calibration)
     out = sys.stdout
     out.write("calibration:\n" + "".join(f"  {line}\n" for line in result.calibration_lines))
     if args.points:

@@ -136,21 +136,3 @@ def load_calibration(directory: Path) -> pd.DataFrame:
         return pd.read_parquet(path)
     except (OSError, ValueError) as err:
         raise InputError(f"{path}: cannot read: {err}") from None
-
-
-def record_calibration(plan: CalibrationPlan, directory: Path) -> pd.DataFrame:
-    """Records (or completes, with --resume semantics) and analyses the calibration campaign."""
-    from hostwire.campaign.analyze import analyze_campaign
-    from hostwire.campaign.batch import run_campaign
-    from hostwire.campaign.config import load_config
-    from hostwire.safewrite import write_text
-
-    directory.mkdir(parents=True, exist_ok=True)
-    config_path = directory / "calibration.toml"
-    write_text(config_path, config_text(plan))
-    config = load_config(config_path)
-    log.info("calibration: %d runs into %s", len(config.points()), directory)
-    result = run_campaign(config, directory, resume=True)
-    if result.failed:
-        log.warning("calibration: %d runs failed; the model uses the others", len(result.failed))
-    return analyze_campaign(directory)

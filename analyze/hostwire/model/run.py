@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -63,16 +64,20 @@ def _point_key(summary: pd.DataFrame, point: dict[str, Any]) -> tuple:
     return cal.setup_key(base)
 
 
+Recorder = Callable[[cal.CalibrationPlan, Path], pd.DataFrame]
+
+
 def _calibrations(campaign: Path, summary: pd.DataFrame, keys: list[tuple],
-                  calibration_dir: Path | None) -> dict[tuple, Calibration]:
+                  calibration_dir: Path | None, record: Recorder | None) -> dict[tuple, Calibration]:
     points = set(zip(summary["senders"].astype(int), summary["background"].astype(int)))
     if calibration_dir is not None:
         source = calibration_dir
         table = cal.load_calibration(calibration_dir)
     else:
         source = campaign / CALIBRATION_DIR
-        plan = cal.plan_for(points, keys)
-        table = cal.record_calibration(plan, source)
+        if record is None:
+            raise InputError(f"{campaign}: no calibration given (--calibration DIR) and none may be recorded here")
+        table = record(cal.plan_for(points, keys), source)
     used = set(zip(table["senders"].astype(int), table["background"].astype(int)))
     clash = sorted(used & points)
     if clash:
@@ -82,12 +87,15 @@ def _calibrations(campaign: Path, summary: pd.DataFrame, keys: list[tuple],
 
 
 def model_campaign(campaign: str | Path, *, calibration_dir: Path | None = None,
-                   predict: list[dict[str, Any]] | None = None, windows: bool = False) -> ModelResult:
+                   predict: list[dict[str, Any]] | None = None, windows: bool = False,
+                   record: Recorder | None = None) -> ModelResult:
+    """The model over CAMPAIGN's runs. Without calibration_dir the calibration is recorded into
+    CAMPAIGN/model-calibration by `record` (hostwire.campaign.calibrate.record_calibration)."""
     campaign = Path(campaign)
     predict = predict or []
     summary = read_summary(campaign)
     keys = _predicted_keys(summary, predict)
-    calibrations = _calibrations(campaign, summary, keys, calibration_dir)
+    calibrations = _calibrations(campaign, summary, keys, calibration_dir, record)
     table = model_table(campaign, summary, calibrations)
     if windows:
         table = add_window_columns(campaign, summary, table)

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hostwire.campaign.figure import HEIGHT, WIDTH, log_axis, new_figure
+from hostwire.campaign.plots import LIMIT_STYLE
 from hostwire.model.validate import WITHIN_PCT, summary_lines
 
 COLUMNS = {"senders": "M", "background": "N", "setup": "set-up", "limit": "measured limit",
@@ -50,9 +52,6 @@ def section_text(table: pd.DataFrame | None, campaign: Path) -> tuple[str, pd.Da
 
 
 def plot_predicted_against_measured(table: pd.DataFrame) -> Any:
-    from hostwire.campaign.figure import HEIGHT, WIDTH, log_axis, new_figure
-    from hostwire.campaign.plots import LIMIT_STYLE
-
     fig, ax = new_figure(WIDTH, HEIGHT)
     measured, model = table["goodput_mbps"].to_numpy(float), table["goodput_model_mbps"].to_numpy(float)
     finite = np.isfinite(measured) & np.isfinite(model) & (measured > 0) & (model > 0)
