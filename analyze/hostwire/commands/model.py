@@ -41,6 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("campaign", metavar="CAMPAIGN", type=Path, help="campaign directory (analysed)")
     parser.add_argument("--calibration", metavar="DIR", type=Path,
                         help="an analysed calibration campaign (default: record CAMPAIGN/model-calibration)")
+    parser.add_argument("--calibration-window", metavar="SEC", type=float, default=10.0,
+                        help="logging window of each calibration run it records (default 10; 2 s warm-up)")
     parser.add_argument("--predict", metavar="KEY=VALUE,...", action="append", default=[],
                         help="a point that was not run: senders=40,background=5,link_rate=1gbit; repeatable")
     parser.add_argument("--points", action="store_true", help="also print one line per run")
@@ -82,9 +84,13 @@ def run(args: argparse.Namespace) -> int:
     from hostwire.campaign.calibrate import record_calibration
     from hostwire.model.run import model_campaign
 
+    from hostwire.errors import UsageError
+
+    if not 0.5 <= args.calibration_window <= 600:
+        raise UsageError(f"--calibration-window {args.calibration_window:g}: expected 0.5 to 600 seconds")
     wanted = [parse_predict(text) for text in args.predict]
     result = model_campaign(args.campaign, calibration_dir=args.calibration, predict=wanted, windows=args.windows,
-                            record=record_calibration)
+                            record=record_calibration, calibration_window_s=args.calibration_window)
     out = sys.stdout
     out.write("calibration:\n" + "".join(f"  {line}\n" for line in result.calibration_lines))
     if args.points:

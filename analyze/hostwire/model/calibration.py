@@ -37,6 +37,7 @@ class CalibrationPlan:
     senders: int
     background: tuple[int, int, int]  # 0, N_1, N_2
     setups: tuple[tuple[float, str, str, int], ...]  # SETUP_KEYS values of each set-up
+    window_s: float = CALIBRATION_TIMING["duration_s"]
 
 
 def setup_key(row: pd.Series | dict) -> tuple[float, str, str, int]:
@@ -64,7 +65,8 @@ def cpu_side_key(key: tuple[float, str, str, int]) -> tuple[float, str, str, int
     return key if share > 0 else (share, "none", rate, queue)
 
 
-def plan_for(points: Iterable[tuple[int, int]], keys: Iterable[tuple[float, str, str, int]]) -> CalibrationPlan:
+def plan_for(points: Iterable[tuple[int, int]], keys: Iterable[tuple[float, str, str, int]],
+             window_s: float = CALIBRATION_TIMING["duration_s"]) -> CalibrationPlan:
     """Calibration points that are not among the predicted ones (M, N)."""
     predicted = set(points)
     for senders in CALIBRATION_SENDERS:
@@ -74,7 +76,7 @@ def plan_for(points: Iterable[tuple[int, int]], keys: Iterable[tuple[float, str,
                 for key in keys:
                     for k in (key, cpu_side_key(key)):
                         wanted.setdefault(match_key(k), k)
-                return CalibrationPlan(senders, (0, first, second), tuple(sorted(wanted.values())))
+                return CalibrationPlan(senders, (0, first, second), tuple(sorted(wanted.values())), window_s)
     raise InputError("every calibration point is among the predicted ones: give --calibration DIR")
 
 
@@ -83,7 +85,7 @@ def config_text(plan: CalibrationPlan) -> str:
     lines = ["# hostwire model's calibration: a few short runs, none of them a predicted point",
              "[campaign]", 'name = "model-calibration"', "repetitions = 1", 'order = "as-written"', "",
              "[defaults]"]
-    lines += [f"{k} = {v!r}" for k, v in CALIBRATION_TIMING.items()]
+    lines += [f"{k} = {v!r}" for k, v in {**CALIBRATION_TIMING, "duration_s": float(plan.window_s)}.items()]
     lines += ["", "[grid]", f"senders = [{plan.senders}]",
               f"background = [{', '.join(str(n) for n in plan.background)}]"]
     for i, (share, qdisc, rate, queue) in enumerate(plan.setups):

@@ -68,7 +68,7 @@ Recorder = Callable[[cal.CalibrationPlan, Path], pd.DataFrame]
 
 
 def _calibrations(campaign: Path, summary: pd.DataFrame, keys: list[tuple],
-                  calibration_dir: Path | None, record: Recorder | None) -> dict[tuple, Calibration]:
+                  calibration_dir: Path | None, record: Recorder | None, window_s: float) -> dict[tuple, Calibration]:
     points = set(zip(summary["senders"].astype(int), summary["background"].astype(int)))
     if calibration_dir is not None:
         source = calibration_dir
@@ -77,7 +77,7 @@ def _calibrations(campaign: Path, summary: pd.DataFrame, keys: list[tuple],
         source = campaign / CALIBRATION_DIR
         if record is None:
             raise InputError(f"{campaign}: no calibration given (--calibration DIR) and none may be recorded here")
-        table = record(cal.plan_for(points, keys), source)
+        table = record(cal.plan_for(points, keys, window_s), source)
     used = set(zip(table["senders"].astype(int), table["background"].astype(int)))
     clash = sorted(used & points)
     if clash:
@@ -88,14 +88,15 @@ def _calibrations(campaign: Path, summary: pd.DataFrame, keys: list[tuple],
 
 def model_campaign(campaign: str | Path, *, calibration_dir: Path | None = None,
                    predict: list[dict[str, Any]] | None = None, windows: bool = False,
-                   record: Recorder | None = None) -> ModelResult:
+                   record: Recorder | None = None,
+                   calibration_window_s: float = cal.CALIBRATION_TIMING["duration_s"]) -> ModelResult:
     """The model over CAMPAIGN's runs. Without calibration_dir the calibration is recorded into
     CAMPAIGN/model-calibration by `record` (hostwire.campaign.calibrate.record_calibration)."""
     campaign = Path(campaign)
     predict = predict or []
     summary = read_summary(campaign)
     keys = _predicted_keys(summary, predict)
-    calibrations = _calibrations(campaign, summary, keys, calibration_dir, record)
+    calibrations = _calibrations(campaign, summary, keys, calibration_dir, record, calibration_window_s)
     table = model_table(campaign, summary, calibrations)
     if windows:
         table = add_window_columns(campaign, summary, table)
