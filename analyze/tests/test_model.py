@@ -211,3 +211,17 @@ def test_windows_held_mean_and_jain() -> None:
     assert jain(np.array([1.0, 0.0, 0.0, 0.0])) == pytest.approx(0.25)
     # 9 windows of 95 frames beside 11 of 9: the split measured behind the 1000-frame queue
     assert jain(np.array([95.0] * 9 + [9.0] * 11)) == pytest.approx((9 * 95 + 99) ** 2 / (20 * (9 * 95**2 + 11 * 81)))
+
+
+def test_capacity_and_weight_between_calibrated_sender_counts() -> None:
+    """Measured at 3 and 12 senders: at 6 (the middle in log M) the geometric means; outside, the nearest."""
+    key = (0.05, "none", "100mbit", 1000)
+    runs = pd.concat([_calibration_summary(150e6, 2.0, key, senders=3),
+                      _calibration_summary(300e6, 1.0, key, senders=12)], ignore_index=True)
+    got = cal.calibrate(runs, key, "synthetic")
+    assert [m for m, _, _ in got.by_senders] == [3, 12]
+    assert got.at(6)[0] == pytest.approx(math.sqrt(150e6 * 300e6), rel=1e-9)
+    assert got.at(6)[1] == pytest.approx(math.sqrt(2.0), rel=1e-9)
+    assert got.at(1) == pytest.approx((150e6, 2.0)) and got.at(20) == pytest.approx((300e6, 1.0))
+    setup = Setup(cpu_share=0.05, link_rate_bit_s=100e6, rate_enforced=False, queue_frames=1000)
+    assert predict(12, 4, setup, got).goodput_bit_s == pytest.approx(300e6 * 12 / 16, rel=1e-12)

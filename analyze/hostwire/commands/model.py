@@ -39,8 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "against every run of an analysed campaign.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("campaign", metavar="CAMPAIGN", type=Path, help="campaign directory (analysed)")
-    parser.add_argument("--calibration", metavar="DIR", type=Path,
-                        help="an analysed calibration campaign (default: record CAMPAIGN/model-calibration)")
+    parser.add_argument("--calibration", metavar="DIR", type=Path, action="append",
+                        help="an analysed calibration campaign (default: record CAMPAIGN/model-calibration); "
+                        "repeatable: the campaigns' runs together")
     parser.add_argument("--calibration-window", metavar="SEC", type=float, default=10.0,
                         help="logging window of each calibration run it records (default 10; 2 s warm-up)")
     parser.add_argument("--predict", metavar="KEY=VALUE,...", action="append", default=[],

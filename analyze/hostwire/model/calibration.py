@@ -104,10 +104,12 @@ def calibrate(summary: pd.DataFrame, key: tuple[float, str, str, int], source: s
     if own.empty or cpu_runs.empty:
         raise InputError(f"{source}: the calibration has no complete run of the set-up {setup_of(key).describe()}; "
                          "run 'hostwire model' without --calibration to record one")
-    capacity, weight = cpu_line(cpu_runs)
+    lines = tuple((int(m), *cpu_line(runs)) for m, runs in cpu_runs.groupby("senders"))
+    measured = [line for line in lines if math.isfinite(line[1])]
+    _, capacity, weight = measured[0] if measured else lines[0]
     unlimited = own[own["limit"].ne("cpu") & own["wire_busy_share"].notna()]
     efficiency = float(unlimited["wire_busy_share"].max()) if len(unlimited) else 1.0
-    return Calibration(capacity, weight, efficiency, source)
+    return Calibration(capacity, weight, efficiency, source, tuple(measured))
 
 
 def cpu_line(runs: pd.DataFrame) -> tuple[float, float]:
@@ -130,11 +132,15 @@ def cpu_line(runs: pd.DataFrame) -> tuple[float, float]:
     return float(1.0 / intercept), float(intercept / (slope * senders))
 
 
-def load_calibration(directory: Path) -> pd.DataFrame:
-    path = directory / "summary.parquet"
-    if not path.exists():
-        raise InputError(f"{path}: missing; run 'hostwire analyze {directory}' first")
-    try:
-        return pd.read_parquet(path)
-    except (OSError, ValueError) as err:
-        raise InputError(f"{path}: cannot read: {err}") from None
+def load_calibration(directories: Path | list[Path]) -> pd.DataFrame:
+    """The summaries of one or more analysed calibration campaigns, as one table."""
+    parts = []
+    for directory in directories if isinstance(directories, list) else [directories]:
+        path = directory / "summary.parquet"
+        if not path.exists():
+            raise InputError(f"{path}: missing; run 'hostwire analyze {directory}' first")
+        try:
+            parts.append(pd.read_parquet(path))
+        except (OSError, ValueError) as err:
+            raise InputError(f"{path}: cannot read: {err}") from None
+    return pd.concat(parts, ignore_index=True)

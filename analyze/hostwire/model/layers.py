@@ -58,12 +58,26 @@ class Setup:
 
 @dataclass(frozen=True)
 class Calibration:
-    """The measured inputs of one set-up (hostwire.model.calibration)."""
+    """The measured inputs of one set-up (hostwire.model.calibration). C and w were measured at
+    one or more numbers of senders M_c (`by_senders`: (M_c, C, w) each); between two of them the
+    model interpolates in log M, beyond them it keeps the nearest."""
 
     cpu_goodput_bit_s: float  # C: the senders' goodput with the whole of their CPU, no sieve; inf: never limited
     sender_weight: float  # w: a sender's weight against a sieve
     wire_efficiency: float  # eta: busy share of a wire-limited run
     source: str  # where it was measured
+    by_senders: tuple[tuple[int, float, float], ...] = ()
+
+    def at(self, senders: int) -> tuple[float, float]:
+        """C and w for M senders."""
+        points = sorted(p for p in self.by_senders if math.isfinite(p[1]))
+        if len(points) < 2:
+            return self.cpu_goodput_bit_s, self.sender_weight
+        m = np.log([p[0] for p in points])
+        x = math.log(senders)
+        capacity = math.exp(float(np.interp(x, m, np.log([p[1] for p in points]))))
+        weight = math.exp(float(np.interp(x, m, np.log([p[2] for p in points]))))
+        return capacity, weight
 
 
 @dataclass(frozen=True)
@@ -100,8 +114,9 @@ def predict(senders: int, background: int, setup: Setup, calibration: Calibratio
     """The model's goodput, Jain's index and CPU wait for one point (docs/model.md)."""
     if senders < 1 or background < 0:
         raise ValueError(f"senders {senders}, background {background}: expected 1 or more senders, 0 or more sieves")
-    share = sender_share(senders, background, calibration.sender_weight)
-    cpu_bound = share * calibration.cpu_goodput_bit_s
+    capacity, weight = calibration.at(senders)
+    share = sender_share(senders, background, weight)
+    cpu_bound = share * capacity
     wire = wire_bound(setup, calibration)
     frame_bits = MSS_BYTES * 8
     demands = [frame_bits / cpu_bound if math.isfinite(cpu_bound) else 0.0,
@@ -117,7 +132,7 @@ def predict(senders: int, background: int, setup: Setup, calibration: Calibratio
     deep_fifo = regime == "wire" and setup.rate_enforced and setup.queue_frames >= DEEP_FIFO_FRAMES and senders > 1
     if deep_fifo:
         flags.append("deep-fifo")
-    if not math.isfinite(calibration.cpu_goodput_bit_s):
+    if not math.isfinite(capacity):
         flags.append("cpu-unmeasured")
     why = _why(regime, senders, background, share, cpu_bound, wire, deep_fifo)
     return Prediction(senders, background, goodput, goodput / senders, 1.0, cpu_wait, regime, share,

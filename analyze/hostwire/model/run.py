@@ -68,10 +68,10 @@ Recorder = Callable[[cal.CalibrationPlan, Path], pd.DataFrame]
 
 
 def _calibrations(campaign: Path, summary: pd.DataFrame, keys: list[tuple],
-                  calibration_dir: Path | None, record: Recorder | None, window_s: float) -> dict[tuple, Calibration]:
+                  calibration_dir: list[Path] | None, record: Recorder | None, window_s: float) -> dict[tuple, Calibration]:
     points = set(zip(summary["senders"].astype(int), summary["background"].astype(int)))
-    if calibration_dir is not None:
-        source = calibration_dir
+    if calibration_dir:
+        source = " + ".join(str(d) for d in calibration_dir)
         table = cal.load_calibration(calibration_dir)
     else:
         source = campaign / CALIBRATION_DIR
@@ -86,7 +86,7 @@ def _calibrations(campaign: Path, summary: pd.DataFrame, keys: list[tuple],
     return {key: cal.calibrate(table, key, str(source)) for key in keys}
 
 
-def model_campaign(campaign: str | Path, *, calibration_dir: Path | None = None,
+def model_campaign(campaign: str | Path, *, calibration_dir: list[Path] | None = None,
                    predict: list[dict[str, Any]] | None = None, windows: bool = False,
                    record: Recorder | None = None,
                    calibration_window_s: float = cal.CALIBRATION_TIMING["duration_s"]) -> ModelResult:

@@ -5,7 +5,6 @@ point and why)."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -114,9 +113,9 @@ def point_lines(table: pd.DataFrame) -> list[str]:
 def calibration_lines(calibrations: dict[tuple, Calibration]) -> list[str]:
     lines = []
     for key, cal in calibrations.items():
-        c = asdict(cal)
-        capacity = "not limited in the calibration" if not math.isfinite(c["cpu_goodput_bit_s"]) else \
-            f"{c['cpu_goodput_bit_s'] / 1e6:.1f} Mbit/s"
-        lines.append(f"{setup_of(key).describe()}: C = {capacity}, w = {c['sender_weight']:.3f}, "
-                     f"wire efficiency {c['wire_efficiency']:.3f} ({c['source']})")
+        if cal.by_senders:
+            cpu = "; ".join(f"M_c = {m}: C = {c / 1e6:.1f} Mbit/s, w = {w:.3f}" for m, c, w in cal.by_senders)
+        else:
+            cpu = "C: the CPU never limited the calibration"
+        lines.append(f"{setup_of(key).describe()}: {cpu}; wire efficiency {cal.wire_efficiency:.3f} ({cal.source})")
     return lines
