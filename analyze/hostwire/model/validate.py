@@ -34,6 +34,7 @@ def model_table(campaign: Path, summary: pd.DataFrame, calibrations: dict[tuple,
         prediction = predict(int(run["senders"]), int(run["background"]), setup_of(key), calibrations[key])
         rows.append({
             **{c: run[c] for c in GRID_COLUMNS if c in run},
+            "setup": setup_of(key).describe(),  # the summary's label does not name the shaper's queue
             "status": run.get("status"), "marked": run.get("marked"), "limit": run.get("limit"),
             "regime_model": prediction.regime,
             "goodput_mbps": run["goodput_bit_s"] / 1e6, "goodput_model_mbps": prediction.goodput_bit_s / 1e6,

@@ -56,8 +56,8 @@ def df_stream_windows(run_dir: Path) -> pd.DataFrame:
             continue
         rows.append({"port": int(port), "mean_cwnd_frames": cwnd,
                      "mean_inflight_bytes": held_mean(t, flight.astype(float), start, end),
-                     # the kernel keeps srtt in units of 1/8 us
-                     "mean_srtt_us": held_mean(t, mine["srtt"].to_numpy(float) / 8, start, end)})
+                     # tcp_probe gives srtt_us >> 3: microseconds
+                     "mean_srtt_us": held_mean(t, mine["srtt"].to_numpy(float), start, end)})
     return goodput.merge(pd.DataFrame(rows, columns=["port", "mean_cwnd_frames", "mean_inflight_bytes",
                                                      "mean_srtt_us"]), on="port", how="inner")
 
