@@ -225,3 +225,21 @@ def test_capacity_and_weight_between_calibrated_sender_counts() -> None:
     assert got.at(1) == pytest.approx((150e6, 2.0)) and got.at(20) == pytest.approx((300e6, 1.0))
     setup = Setup(cpu_share=0.05, link_rate_bit_s=100e6, rate_enforced=False, queue_frames=1000)
     assert predict(12, 4, setup, got).goodput_bit_s == pytest.approx(300e6 * 12 / 16, rel=1e-12)
+
+
+def test_report_section_marks_the_misses(tmp_path: Path) -> None:
+    from hostwire.campaign.model_section import plot_predicted_against_measured, read_model_table, section_text
+
+    text, shown, classes = section_text(read_model_table(tmp_path), tmp_path)
+    assert shown is None and "hostwire model" in text  # not modelled yet: says how
+    key = (0.05, "none", "100mbit", 1000)
+    rows = [{"run_id": f"r{i}", "directory": f"r{i}", "repetition": 0, "senders": m, "background": n,
+             "sender_cpu_share": 0.05, "link_qdisc": "none", "link_rate": "100mbit", "link_queue": 1000,
+             "setup": "s", "status": "complete", "marked": 0, "limit": "cpu",
+             "goodput_bit_s": 176e6 * sender_share(m, n, 0.7) / f, "jain": j}
+            for i, (m, n, f, j) in enumerate([(1, 0, 1.0, 1.0), (2, 2, 0.5, 0.99), (5, 5, 1.0, 0.6)])]
+    table = model_table(tmp_path, pd.DataFrame(rows), {key: Calibration(176e6, 0.7, 1.0, "synthetic")})
+    text, shown, classes = section_text(table, tmp_path)
+    assert "1 of 3 runs" not in text and "goodput: 2 of 3 runs (67 %)" in text
+    assert list(classes) == ["", "bad", "bad"]  # +100 % goodput; Jain 1 against 0.6
+    assert plot_predicted_against_measured(table) is not None
