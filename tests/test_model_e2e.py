@@ -34,6 +34,14 @@ def test_model_calibrates_predicts_and_compares(tmp_path: Path) -> None:
     summary = pd.read_parquet(campaign / "summary.parquet")
     assert sorted(table["run_id"]) == sorted(summary["run_id"])
     assert (table["goodput_model_mbps"] > 0).all() and table["regime_model"].eq("cpu").all()
-    calibration = pd.read_parquet(campaign / "model-calibration" / "summary.parquet")
+    calibration = pd.read_parquet(campaign / "model-calibration" / "calibration.parquet")
     assert calibration["duration_s"].eq(3.0).all()
+    # the light reading of the calibration agrees with the full analysis, run for run
+    proc = subprocess.run([*HOSTWIRE, "analyze", str(campaign / "model-calibration")], capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    full = pd.read_parquet(campaign / "model-calibration" / "summary.parquet").set_index("run_id")
+    light = calibration.set_index("run_id").loc[full.index]
+    assert (light["limit"] == full["limit"]).all()
+    assert light["goodput_bit_s"].to_numpy() == pytest.approx(full["goodput_bit_s"].to_numpy(), rel=1e-9)
     assert not set(zip(calibration["senders"], calibration["background"])) & set(zip(table["senders"], table["background"]))

@@ -14,10 +14,46 @@ from hostwire.model.calibration import CalibrationPlan, config_text
 log = logging.getLogger(__name__)
 
 
+LIGHT_SUMMARY = "calibration.parquet"
+
+
+def light_summary(directory: Path) -> pd.DataFrame:
+    """What the model reads of each run of a calibration campaign, computed as `hostwire analyze`
+    computes it (goodput on the wire, the wire's busy share from sanity, the sender CPU's busy
+    share, the quota's throttled share and the limit they give) but without the joined timeline,
+    which a calibration does not need and which costs most of an analysis. Written as
+    DIRECTORY/calibration.parquet."""
+    import math
+
+    from hostwire.campaign.analyze import _host_load, _limit, run_directories
+    from hostwire.errors import HostwireError
+    from hostwire.metrics import table
+    from hostwire.run import load_run
+    from hostwire.safewrite import write_with
+
+    rows = []
+    for run_dir in run_directories(directory):
+        run = load_run(run_dir)
+        row = {**run.point, "run_id": run_dir.name, "directory": run_dir.name,
+               "status": run.manifest.get("status"), "goodput_bit_s": math.nan, "wire_busy_share": math.nan}
+        try:
+            goodput = table("goodput", run).set_index("stream")
+            row["goodput_bit_s"] = float(goodput.loc["all", "bit_s"])
+            sanity = table("sanity", run).set_index("counter")["value"]
+            row["wire_busy_share"] = float(sanity.get("wire_busy_share", math.nan))
+        except (HostwireError, KeyError) as err:
+            row["errors"] = str(err)
+        row.update(_host_load(run))
+        row.update(_limit(run, row))
+        rows.append(row)
+    summary = pd.DataFrame(rows)
+    write_with(directory / LIGHT_SUMMARY, lambda handle: summary.to_parquet(handle, index=False))
+    return summary
+
+
 def record_calibration(plan: CalibrationPlan, directory: Path) -> pd.DataFrame:
     """Records the plan's runs into directory (the complete ones already there are kept, as
-    `hostwire run --resume` keeps them) and analyses them: the calibration's summary."""
-    from hostwire.campaign.analyze import analyze_campaign
+    `hostwire run --resume` keeps them) and reads them (light_summary)."""
     from hostwire.campaign.batch import run_campaign
     from hostwire.campaign.config import load_config
     from hostwire.safewrite import write_text
@@ -30,4 +66,4 @@ def record_calibration(plan: CalibrationPlan, directory: Path) -> pd.DataFrame:
     result = run_campaign(config, directory, resume=True)
     if result.failed:
         log.warning("calibration: %d runs failed; the model uses the others", len(result.failed))
-    return analyze_campaign(directory)
+    return light_summary(directory)

@@ -15,8 +15,9 @@ EPILOG = """examples:
 
 The model's inputs are measured by short calibration runs of its own (M_c senders with 0, N_1 and
 N_2 sieves for each set-up of the campaign; none of them a point it predicts), recorded into
-CAMPAIGN/model-calibration unless --calibration names an analysed calibration campaign; an
-existing one is reused and completed. Needs CAMPAIGN analysed (hostwire analyze). Writes
+CAMPAIGN/model-calibration unless --calibration names a calibration campaign (analysed, or only
+recorded: then it reads goodput and the limit of each run without the joined timeline and writes
+DIR/calibration.parquet); an existing one is reused and completed. Needs CAMPAIGN analysed (hostwire analyze). Writes
 CAMPAIGN/model.parquet and model.csv, one row per run: the grid parameters, goodput_mbps and
 goodput_model_mbps, goodput_error_pct, jain and jain_model, jain_error_pct, the senders' CPU
 wait measured and modelled, the modelled regime and why.
@@ -90,6 +91,12 @@ def run(args: argparse.Namespace) -> int:
     if not 0.5 <= args.calibration_window <= 600:
         raise UsageError(f"--calibration-window {args.calibration_window:g}: expected 0.5 to 600 seconds")
     wanted = [parse_predict(text) for text in args.predict]
+    from hostwire.campaign.calibrate import LIGHT_SUMMARY, light_summary
+
+    for directory in args.calibration or []:
+        if not (directory / "summary.parquet").exists() and not (directory / LIGHT_SUMMARY).exists() \
+                and (directory / "campaign.json").exists():
+            light_summary(directory)  # recorded, not analysed: read what the model needs
     result = model_campaign(args.campaign, calibration_dir=args.calibration, predict=wanted, windows=args.windows,
                             record=record_calibration, calibration_window_s=args.calibration_window)
     out = sys.stdout

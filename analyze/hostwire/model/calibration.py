@@ -133,12 +133,16 @@ def cpu_line(runs: pd.DataFrame) -> tuple[float, float]:
 
 
 def load_calibration(directories: Path | list[Path]) -> pd.DataFrame:
-    """The summaries of one or more analysed calibration campaigns, as one table."""
+    """The summaries of one or more calibration campaigns, as one table: each one's
+    summary.parquet (hostwire analyze) or else its calibration.parquet (the light reading that
+    `hostwire model` makes of a calibration campaign that was recorded and not analysed)."""
     parts = []
     for directory in directories if isinstance(directories, list) else [directories]:
         path = directory / "summary.parquet"
         if not path.exists():
-            raise InputError(f"{path}: missing; run 'hostwire analyze {directory}' first")
+            path = directory / "calibration.parquet"  # hostwire.campaign.calibrate.light_summary
+        if not path.exists():
+            raise InputError(f"{directory / 'summary.parquet'}: missing; run 'hostwire analyze {directory}' first")
         try:
             parts.append(pd.read_parquet(path))
         except (OSError, ValueError) as err:
