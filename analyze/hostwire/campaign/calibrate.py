@@ -19,8 +19,8 @@ LIGHT_SUMMARY = "calibration.parquet"
 
 def light_summary(directory: Path) -> pd.DataFrame:
     """What the model reads of each run of a calibration campaign, computed as `hostwire analyze`
-    computes it (goodput on the wire, the wire's busy share from sanity, the sender CPU's busy
-    share, the quota's throttled share and the limit they give) but without the joined timeline,
+    computes it (goodput on the wire, Jain's index, the wire's busy share from sanity, the sender
+    CPU's busy share, the quota's throttled share and the limit they give) but without the joined timeline,
     which a calibration does not need and which costs most of an analysis. Written as
     DIRECTORY/calibration.parquet."""
     import math
@@ -34,13 +34,17 @@ def light_summary(directory: Path) -> pd.DataFrame:
     rows = []
     for run_dir in run_directories(directory):
         run = load_run(run_dir)
+        config = run.manifest.get("config")
         row = {**run.point, "run_id": run_dir.name, "directory": run_dir.name,
-               "status": run.manifest.get("status"), "goodput_bit_s": math.nan, "wire_busy_share": math.nan}
+               "repetition": config.get("repetition", 0) if isinstance(config, dict) else 0,
+               "status": run.manifest.get("status"), "goodput_bit_s": math.nan, "wire_busy_share": math.nan,
+               "jain": math.nan}
         try:
             goodput = table("goodput", run).set_index("stream")
             row["goodput_bit_s"] = float(goodput.loc["all", "bit_s"])
             sanity = table("sanity", run).set_index("counter")["value"]
             row["wire_busy_share"] = float(sanity.get("wire_busy_share", math.nan))
+            row["jain"] = float(table("fairness", run).set_index("stream").loc["all", "jain"])
         except (HostwireError, KeyError) as err:
             row["errors"] = str(err)
         row.update(_host_load(run))
