@@ -9,10 +9,10 @@ import logging
 import sys
 
 import hostwire
-from hostwire.commands import analyze, demo, doctor, gaps, metrics, overhead, pcapcols, record, report, run, timeline
+from hostwire.commands import analyze, demo, doctor, gaps, metrics, model, overhead, pcapcols, record, report, run, timeline
 from hostwire.errors import HostwireError, Terminated
 
-COMMANDS = (analyze, demo, doctor, gaps, metrics, overhead, pcapcols, record, report, run, timeline)
+COMMANDS = (analyze, demo, doctor, gaps, metrics, model, overhead, pcapcols, record, report, run, timeline)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -348,6 +348,18 @@ class ReportBuilder:
                 "excludes zero (the MSHN method).</p>")
         self.sections.append(Section("Does a collector change the answer?", text + _table_html(table)))
 
+    def model(self) -> None:
+        """Predicted beside measured, from model.parquet (hostwire.model.report_section)."""
+        from hostwire.campaign import model_section as rs
+
+        table = rs.read_model_table(self.campaign)
+        text, shown, classes = rs.section_text(table, self.campaign)
+        if shown is None or table is None:
+            self.sections.append(Section("The model against the runs", text))
+            return
+        name = self.save(rs.plot_predicted_against_measured(table), "model")
+        self.sections.append(Section("The model against the runs", text + _table_html(shown, classes), [name]))
+
     def process_trace(self) -> None:
         try:
             figure, caption = self._process_trace_figure()
@@ -391,7 +403,7 @@ class ReportBuilder:
 
     def build(self) -> Path:
         steps = (self.overview, self.goodput, self.fairness, self.intervals, self.idc, self.contracts,
-                 self.process_trace, self.gap_causes, self.accuracy, self.sanity)
+                 self.process_trace, self.gap_causes, self.model, self.accuracy, self.sanity)
         for step in steps:
             step()
         return self.write()
