@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -419,7 +420,12 @@ def _on_pool(paths: list[str], force: bool, workers: int | None,
         with held_signals():  # submitting forks the workers
             futures = [pool.submit(_analyze_or_skip, path, force) for path in paths]
         for i, future in enumerate(futures):
-            yield future.result()
+            try:
+                row = future.result()
+            except BrokenProcessPool:
+                raise HostwireError(f"{paths[i]}: the worker analysing it died (killed by the kernel, out of "
+                                    "memory?); the runs analysed before are kept: rerun with fewer --workers") from None
+            yield row
             if progress:
                 progress(i + 1, len(paths))
     except BaseException:  # Ctrl-C, SIGTERM, a failure: no worker goes on computing
