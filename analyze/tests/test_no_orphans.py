@@ -120,3 +120,27 @@ def test_killed_analyze_leaves_no_process(campaign: Path, tmp_path: Path, sig: s
         text = log.read_text(errors="replace")
         assert "Traceback" not in text, text
         assert proc.returncode in (130, 143), (proc.returncode, text)
+
+
+def test_a_worker_killed_is_one_line(campaign: Path, tmp_path: Path) -> None:
+    """A pool worker killed under analyze (as the kernel's OOM killer does): one line naming a run,
+    exit 1, no traceback, and no process left."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "analyze"))
+    proc = subprocess.Popen([sys.executable, "-m", "hostwire", "analyze", str(campaign), "--force", "--workers", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        workers: set[int] = set()
+        while not workers and time.monotonic() < deadline and proc.poll() is None:
+            workers = _children(proc.pid)
+            time.sleep(0.005)
+        assert workers, "no worker seen"
+        os.kill(min(workers), signal.SIGKILL)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "the worker analysing it died" in err and "Traceback" not in err, err
+    assert len([line for line in err.splitlines() if line.startswith("hostwire: ")]) >= 1
