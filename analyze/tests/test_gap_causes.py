@@ -9,21 +9,22 @@ import pytest
 from hostwire.timeline import gaps
 from hostwire.timeline.gaps import CAUSES, Segments, classify
 
-# Ten segments; each condition set below holds on the segments marked 1.
+# Eleven segments (the last: everything but on-wire holds); each condition set below holds on the segments marked 1.
 HOLDS = {
-    "on_wire":            [1, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-    "receiver_window":    [0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
-    "retransmit_timeout": [0, 0, 1, 0, 0, 0, 0, 0, 0, 0],
-    "busy":               [1, 1, 1, 1, 0, 1, 0, 0, 0, 0],
-    "backlog":            [1, 1, 1, 1, 0, 0, 0, 1, 1, 1],
-    "in_call":            [0, 0, 0, 0, 0, 1, 0, 1, 0, 0],
-    "late_ack":           [0, 0, 0, 0, 0, 0, 0, 1, 0, 0],
-    "awaiting_ack":       [0, 0, 0, 0, 0, 0, 1, 1, 1, 0],
+    "on_wire":            [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    "receiver_window":    [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    "retransmit_timeout": [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1],
+    "busy":               [1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 1],
+    "backlog":            [1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1],
+    "in_call":            [0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 1],
+    "late_ack":           [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1],
+    "awaiting_ack":       [0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 1],
+    "vcpu_stolen":        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
 }
-WAIT_CPU = [-1, -1, -1, -1, 0, -1, -1, -1, -1, -1]
+WAIT_CPU = [-1, -1, -1, -1, 0, -1, -1, -1, -1, -1, 0]
 # what each segment is, by the module docstring's precedence
 EXPECTED = ["on_wire", "receiver_window", "retransmit_timeout", "wire_busy", "preempted", "blocked_in_call",
-            "app_idle", "receiver_window", "awaiting_ack", "unexplained"]
+            "app_idle", "receiver_window", "awaiting_ack", "unexplained", "vcpu_stolen"]
 
 
 def segments(backlog_known: bool = True, **change: list[int]) -> Segments:
@@ -34,16 +35,17 @@ def segments(backlog_known: bool = True, **change: list[int]) -> Segments:
 
 
 @pytest.mark.parametrize("cause, expected", [
-    (gaps.on_wire, [1, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
-    (gaps.receiver_window, [0, 1, 0, 0, 0, 0, 0, 0, 0, 0]),
-    (gaps.retransmit_timeout, [0, 0, 1, 0, 0, 0, 0, 0, 0, 0]),  # whatever is queued: the timer holds the bytes
-    (gaps.wire_busy, [1, 1, 1, 1, 0, 0, 0, 0, 0, 0]),           # busy only where bytes are queued
-    (gaps.preempted, [0, 0, 0, 0, 1, 0, 0, 0, 0, 0]),
-    (gaps.blocked_in_call, [0, 0, 0, 0, 0, 1, 0, 0, 0, 0]),     # in a call with nothing queued
-    (gaps.app_idle, [0, 0, 0, 0, 1, 0, 1, 0, 0, 0]),            # out of any call with nothing queued
-    (gaps.late_acknowledgement, [0, 0, 0, 0, 0, 0, 0, 1, 0, 0]),
-    (gaps.awaiting_ack, [0, 0, 0, 0, 0, 0, 0, 1, 1, 0]),        # a full window holds only queued bytes
-    (gaps.unexplained, [1] * 10),
+    (gaps.on_wire, [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+    (gaps.vcpu_stolen, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+    (gaps.receiver_window, [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+    (gaps.retransmit_timeout, [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]),  # whatever is queued: the timer holds the bytes
+    (gaps.wire_busy, [1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1]),           # busy only where bytes are queued
+    (gaps.preempted, [0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1]),
+    (gaps.blocked_in_call, [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0]),     # in a call with nothing queued
+    (gaps.app_idle, [0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0]),            # out of any call with nothing queued
+    (gaps.late_acknowledgement, [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1]),
+    (gaps.awaiting_ack, [0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1]),        # a full window holds only queued bytes
+    (gaps.unexplained, [1] * 11),
 ])
 def test_each_cause_by_hand(cause, expected: list[int]) -> None:
     assert cause(segments()).astype(int).tolist() == expected
@@ -60,14 +62,14 @@ def test_an_unknown_backlog_gates_nothing() -> None:
 def test_the_first_cause_that_holds_takes_the_segment() -> None:
     assert [CAUSES[k] for k in classify(segments())] == EXPECTED
     # everything holds: the stream's own frame on the link comes first
-    everything = segments(**{k: [1] * 10 for k in HOLDS}, wait_cpu=[0] * 10)
+    everything = segments(**{k: [1] * 11 for k in HOLDS}, wait_cpu=[0] * 11)
     assert {CAUSES[k] for k in classify(everything)} == {"on_wire"}
     # a preempted sender with bytes queued behind another stream's frame: the link comes first
-    assert CAUSES[classify(segments(wait_cpu=[0] * 10))[3]] == "wire_busy"
+    assert CAUSES[classify(segments(wait_cpu=[0] * 11))[3]] == "wire_busy"
     # a retransmission timer's silence over a preempted sender: the timer holds the bytes
-    assert CAUSES[classify(segments(wait_cpu=[0] * 10))[2]] == "retransmit_timeout"
+    assert CAUSES[classify(segments(wait_cpu=[0] * 11))[2]] == "retransmit_timeout"
     # a full window with a preempted helper: the host's cause comes first
-    assert CAUSES[classify(segments(wait_cpu=[0] * 10))[8]] == "preempted"
+    assert CAUSES[classify(segments(wait_cpu=[0] * 11))[8]] == "preempted"
 
 
 def test_precedence_names_every_cause_and_ends_with_unexplained() -> None:
@@ -75,5 +77,7 @@ def test_precedence_names_every_cause_and_ends_with_unexplained() -> None:
     assert set(named) == set(CAUSES) and named[-1] == "unexplained"
     # the receiver holds the sender back twice: first by its window, then by late acknowledgements
     assert [c for c, f in gaps.PRECEDENCE if c == "receiver_window"] == ["receiver_window"] * 2
-    assert gaps.PRECEDENCE[1][1] is gaps.receiver_window and gaps.PRECEDENCE[-3][1] is gaps.late_acknowledgement
-    assert gaps.PRECEDENCE[-2][1] is gaps.awaiting_ack and gaps.PRECEDENCE[2][1] is gaps.retransmit_timeout
+    assert gaps.PRECEDENCE[2][1] is gaps.receiver_window and gaps.PRECEDENCE[-3][1] is gaps.late_acknowledgement
+    assert gaps.PRECEDENCE[-2][1] is gaps.awaiting_ack and gaps.PRECEDENCE[3][1] is gaps.retransmit_timeout
+    # a host the hypervisor stopped moves nothing: only the frame's own time on the link comes first
+    assert gaps.PRECEDENCE[1][1] is gaps.vcpu_stolen

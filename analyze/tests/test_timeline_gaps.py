@@ -66,6 +66,7 @@ def test_every_cause_of_a_known_gap() -> None:
         "app_idle_ns": 4_500,           # [2000, 3000), [5000, 5500), [7000, 10000)
         "unexplained_ns": 1_200,        # [100, 1000), [1500, 1600), [1800, 2000): bytes queued, link free
         "retransmit_timeout_ns": 0, "awaiting_ack_ns": 0,  # no acknowledgement or retransmission given
+        "vcpu_stolen_ns": 0,  # no freeze given
     }
     assert (row["proto"], row["pid"], row["comm"]) == ("tcp", SENDER, "")
     got = pre[["pid", "role", "cpu", "ns"]].values.tolist()
@@ -85,7 +86,7 @@ def test_late_acknowledgements_take_only_what_nothing_else_explains() -> None:
     assert {c: int(row[c]) for c in PARTS} == {
         "on_wire_ns": 100, "receiver_window_ns": 200 + 700, "wire_busy_ns": 300, "preempted_ns": 2_200,
         "blocked_in_call_ns": 1_500, "app_idle_ns": 4_500, "unexplained_ns": 1_200 - 700,
-        "retransmit_timeout_ns": 0, "awaiting_ack_ns": 0}
+        "retransmit_timeout_ns": 0, "awaiting_ack_ns": 0, "vcpu_stolen_ns": 0}
 
 
 def test_under_a_cpu_quota_waiting_on_an_idle_cpu_is_throttling() -> None:
@@ -271,7 +272,8 @@ def _brute(inputs: GapInputs, a: int, b: int) -> dict[str, int]:
     waits = (state_of(SENDER, "runnable") & ~queued) | (state_of(KS, "runnable") & queued)
     awaiting = inside(inputs.awaiting_acks["t_start_ns"].to_numpy(), inputs.awaiting_acks["t_end_ns"].to_numpy())
     timer = inside(inputs.retransmit_timeouts["t_start_ns"].to_numpy(), inputs.retransmit_timeouts["t_end_ns"].to_numpy())
-    conds = {"on_wire": t[:, 0] < a + d_first, "receiver_window": win < mine["payload_len"].max(),
+    stolen = inside(inputs.frozen["t_start_ns"].to_numpy(), inputs.frozen["t_end_ns"].to_numpy())
+    conds = {"on_wire": t[:, 0] < a + d_first, "vcpu_stolen": stolen, "receiver_window": win < mine["payload_len"].max(),
              "retransmit_timeout": timer, "wire_busy": queued & busy, "preempted": waits,
              "blocked_in_call": in_call & ~queued, "app_idle": ~queued, "awaiting_ack": awaiting & queued,
              "unexplained": np.ones(len(t), dtype=bool)}
@@ -314,7 +316,9 @@ def test_random_timelines_against_a_nanosecond_by_nanosecond_reference(seed: int
     wt = np.sort(rng.integers(0, span, 4))
     aw_s, aw_e = intervals(2, span)
     rt_s, rt_e = intervals(1, span)
+    fz_s, fz_e = intervals(1, span)
     inputs = _inputs(data=data, states=states, running=running,
+                     frozen=pd.DataFrame({"t_start_ns": fz_s, "t_end_ns": fz_e}),
                      awaiting_acks=pd.DataFrame({"stream": S, "t_start_ns": aw_s, "t_end_ns": aw_e}),
                      retransmit_timeouts=pd.DataFrame({"stream": S, "t_start_ns": rt_s, "t_end_ns": rt_e}),
                      sends=pd.DataFrame({"stream": S, "t_enter_ns": ss, "t_exit_ns": se}),
@@ -358,3 +362,34 @@ def test_usable_window_is_the_advertised_right_edge_minus_what_is_in_flight() ->
     rows = intervals.ByStream(intervals.numeric(window, "window_bytes"), ("t_ns", "value"), order_by="t_ns")
     held = intervals.steps(rows.get(window["stream"].iloc[0]), lambda v: v < 1000, 5 * 10**6)
     assert held[0].tolist() == [4 * 10**6] and held[1].tolist() == [5 * 10**6]
+
+
+def test_a_frozen_host_is_a_silence_the_steal_counters_cover() -> None:
+    """Events every 100 us except three silences: 30 ms (both CPUs' steal grew 30 ms in that
+    sample: frozen), 5 ms (steal 0 on CPU 1: an idle host, not frozen), and two of 12 ms in one
+    sample where each CPU lost 20 ms (ticks of 10 ms): the longer first, both fit 20 ms + one tick."""
+    from hostwire.timeline.stolen import frozen
+
+    ms = 1_000_000
+    events = np.concatenate([np.arange(0, 100 * ms, 100_000), np.arange(130 * ms, 200 * ms, 100_000),
+                             np.arange(205 * ms, 300 * ms, 100_000), np.arange(312 * ms, 320 * ms, 100_000),
+                             np.arange(332 * ms, 400 * ms, 100_000)])
+    when = np.array([0, 150, 250, 350, 450]) * ms
+    steal = {0: [0, 30, 30, 50, 50], 1: [0, 30, 40, 60, 60]}
+    samples = pd.DataFrame([(t, cpu, steal[cpu][k] * ms) for cpu in (0, 1) for k, t in enumerate(when)],
+                           columns=["t_ns", "cpu", "steal_ns"])
+    got = frozen(events, samples, tick_ns=10 * ms)
+    starts, ends = got["t_start_ns"].tolist(), got["t_end_ns"].tolist()
+    assert list(zip(starts, ends)) == [(int(99.9 * ms), 130 * ms), (int(299.9 * ms), 312 * ms),
+                                       (int(319.9 * ms), 332 * ms)]
+    # one CPU that lost nothing in the 30 ms sample: no freeze there
+    samples.loc[(samples["cpu"] == 1) & (samples["t_ns"] == 150 * ms), "steal_ns"] = 0
+    samples.loc[(samples["cpu"] == 1) & (samples["t_ns"] > 150 * ms), "steal_ns"] -= 30 * ms
+    got = frozen(events, samples, tick_ns=10 * ms)
+    assert got["t_start_ns"].tolist() == [int(299.9 * ms), int(319.9 * ms)]
+    # three 12 ms silences between the samples at 250 and 350 ms, where each CPU lost 20 ms: the
+    # third no longer fits (20 + one tick of 10 < 3 x 12)
+    three = np.concatenate([np.arange(0, 260 * ms, 100_000), np.arange(272 * ms, 280 * ms, 100_000),
+                            np.arange(292 * ms, 300 * ms, 100_000), np.arange(312 * ms, 400 * ms, 100_000)])
+    assert len(frozen(three, samples, tick_ns=10 * ms)) == 2
+    assert len(frozen(events, None, tick_ns=10 * ms)) == 0

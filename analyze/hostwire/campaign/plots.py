@@ -98,7 +98,7 @@ def plot_jain_heatmap(jain: pd.DataFrame, title: str) -> Figure:
     return fig
 
 
-GAP_CAUSE_COLORS = {"on_wire": "tab:gray", "receiver_window": "tab:purple", "retransmit_timeout": "tab:brown",
+GAP_CAUSE_COLORS = {"on_wire": "tab:gray", "vcpu_stolen": "black", "receiver_window": "tab:purple", "retransmit_timeout": "tab:brown",
                     "wire_busy": "tab:olive", "preempted": "tab:red", "blocked_in_call": "tab:orange",
                     "app_idle": "tab:green", "awaiting_ack": "tab:cyan", "unexplained": "lightgray"}
 

@@ -12,8 +12,8 @@ EXAMPLES = """examples:
   hostwire gaps RUN --stream 50200 --min-gap 5ms --from 0.5 --to 1.5 --json
   hostwire gaps RUN --preempters                        the tasks that ran while a sender waited
 
-causes, in precedence (the first that holds takes the time): on-wire, receiver-window,
-retransmit-timeout, wire-busy, preempted, blocked-in-call, app-idle, receiver-window (late
+causes, in precedence (the first that holds takes the time): on-wire, vcpu-stolen (the hypervisor
+ran none of the host's CPUs), receiver-window, retransmit-timeout, wire-busy, preempted, blocked-in-call, app-idle, receiver-window (late
 acknowledgements), awaiting-ack, unexplained; a UDP flow never gets the TCP ones (receiver-window,
 retransmit-timeout, awaiting-ack). Columns: stream, proto (tcp/udp), pid, comm (the sending process;
 -1 and empty when unknown), t_start_ns, t_end_ns, gap_ns, threshold_ns, <cause>_ns (they sum to

@@ -1,39 +1,30 @@
 """Every long gap between consecutive data frames of a stream, split into causes that add up
-exactly to the gap (docs/timeline.md, "Gaps").
+exactly to the gap (docs/timeline.md, "Gaps", holds each rule in full).
 
 Each cause is a set of time intervals (its condition holds there); all their boundaries cut each
 gap into elementary segments on which every condition is constant, and each segment goes to the
-first cause that holds, in this precedence:
+first cause that holds, in the order of PRECEDENCE:
 
 1. on-wire: the stream's own previous frame still occupies the link (its length at the link rate);
-2. receiver-window: the usable window (the right edge the receiver last advertised, minus the
-   highest byte sent) is below one segment; and, after the application's causes (see 8), the
-   receiver acknowledging late;
-3. retransmit-timeout: the gap ends with a retransmission that no acknowledgement released (a
-   timer sent it: hostwire.timeline.tcp_waits);
-4. wire-busy: the stream has bytes in its backlog and the link carries another stream's frame;
-5. preempted: the backlog is empty and the sender is runnable but not running; or the backlog is
-   not empty and a task that moves the stream's bytes on is runnable but not running: the
-   kernel's deferred network work (ksoftirqd), or the stream's receiver when it runs on this host
-   (preempted inside recv, it holds its socket: the segments wait in the socket's backlog
-   unacknowledged and the sender's congestion window runs out). Another task runs on that CPU:
-   named, with its share, in the preempters table (a task that waits while its CPU runs idle is
-   waking up, not preempted: that time goes to the later causes; unless the sender's host ran
-   under a CPU quota, which then holds the task: preempted, by the idle task, role "throttled");
-6. blocked-in-call: the backlog is empty and the sender is inside a send call that has not returned;
-7. app-idle: the backlog is empty and the sender is outside any send call (running or asleep);
-8. receiver-window again: bytes in the backlog and the oldest byte in flight waiting for its
-   acknowledgement longer than twice the stream's shortest round trip (the congestion window is
-   full and the receiver delays its acknowledgements, as a Linux receiver whose application
-   stopped reading does);
-9. awaiting-ack: bytes in the backlog, the bytes in flight at the gap's start as many as the
-   acknowledgements had let the stream put in flight before, and the next frame sent right after an
-   acknowledgement arrived: until that acknowledgement the congestion window or the ACK clock held
-   the bytes (hostwire.timeline.tcp_waits);
-10. unexplained: anything else (bytes in the backlog, window open, link free: the stack held them).
+2. vcpu-stolen: the hypervisor ran none of this host's CPUs (hostwire.timeline.stolen);
+3. receiver-window: the usable window the receiver left is below one segment;
+4. retransmit-timeout: the gap ends with a retransmission that no acknowledgement released
+   (hostwire.timeline.tcp_waits);
+5. wire-busy: the stream has bytes in its backlog and the link carries another stream's frame;
+6. preempted: the backlog is empty and the sender is runnable but not running; or the backlog is
+   not empty and a task that moves the stream's bytes on (ksoftirqd, the stream's receiver on this
+   host) is; another task runs on that CPU, named in the preempters table (waiting on an idle CPU
+   is waking up, not preempted; under a CPU quota it is throttling: the idle task, "throttled");
+7. blocked-in-call: the backlog is empty and the sender is inside a send call that has not returned;
+8. app-idle: the backlog is empty and the sender is outside any send call (running or asleep);
+9. receiver-window again: bytes queued and the oldest byte in flight unacknowledged for longer
+   than twice the stream's shortest round trip (the receiver acknowledges late);
+10. awaiting-ack: bytes queued, the window was full when the gap began and an acknowledgement
+   released the next frame (hostwire.timeline.tcp_waits);
+11. unexplained: anything else (bytes in the backlog, window open, link free: the stack held them).
 
 The TCP causes (receiver-window, retransmit-timeout, awaiting-ack) never hold for a UDP flow. The
-application's causes (5 to 7) need an empty backlog: while the stack has bytes to send, the
+application's causes (6 to 8) need an empty backlog: while the stack has bytes to send, the
 sender's own state does not hold the stream back. Without a backlog (no writes known) that gating
 is left out and the table says so. All stamps are int64 ns, so the parts sum exactly to the gap."""
 
@@ -51,8 +42,8 @@ from hostwire.errors import InputError
 from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, ascending, covered, numeric, steps,
                                          union, unique_sorted, within)
 
-CAUSES = ("on_wire", "receiver_window", "retransmit_timeout", "wire_busy", "preempted", "blocked_in_call", "app_idle",
-          "awaiting_ack", "unexplained")
+CAUSES = ("on_wire", "vcpu_stolen", "receiver_window", "retransmit_timeout", "wire_busy", "preempted",
+          "blocked_in_call", "app_idle", "awaiting_ack", "unexplained")
 CAUSE_NAMES = {c: c.replace("_", "-") for c in CAUSES}
 # the TCP causes: a UDP flow has no window, acknowledgements or retransmissions
 TCP_CAUSES = ("receiver_window", "retransmit_timeout", "awaiting_ack")
@@ -74,7 +65,8 @@ class GapInputs:
     stream, t_start_ns, t_end_ns where the oldest byte in flight waits for its acknowledgement
     (build.late_acknowledgements), or None; awaiting_acks and retransmit_timeouts: stream,
     t_start_ns, t_end_ns where each holds (tcp_waits.sender_waits), or None. protos: stream ->
-    "tcp" or "udp" (default: "tcp"); comms: pid -> the process's name. rate_bps: the link rate."""
+    "tcp" or "udp" (default: "tcp"); comms: pid -> the process's name; frozen: t_start_ns, t_end_ns
+    where the whole host stood still (stolen.frozen), or None. rate_bps: the link rate."""
 
     data: pd.DataFrame
     rate_bps: float
@@ -90,6 +82,7 @@ class GapInputs:
     awaiting_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: tcp_waits.sender_waits
     retransmit_timeouts: pd.DataFrame | None = None  # the same
     protos: dict[str, str] = field(default_factory=dict)
+    frozen: pd.DataFrame | None = None  # t_start_ns, t_end_ns: stolen.frozen
     comms: dict[int, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # what each input was built from
     transmit_pids: list[int] | None = None  # kernel threads sending for any socket (default: ksoftirqd/*)
@@ -163,6 +156,11 @@ def on_wire(s: Segments) -> np.ndarray:
     return s.holds["on_wire"]
 
 
+def vcpu_stolen(s: Segments) -> np.ndarray:
+    """The hypervisor ran none of the host's CPUs: nothing in it could move."""
+    return s.holds["vcpu_stolen"]
+
+
 def receiver_window(s: Segments) -> np.ndarray:
     """The usable window the receiver advertised is below one segment."""
     return s.holds["receiver_window"]
@@ -208,13 +206,15 @@ def unexplained(s: Segments) -> np.ndarray:
     return np.ones(len(s.start), dtype=bool)
 
 
-# Each segment goes to the first cause whose condition holds. The receiver holds the sender back
+# Each segment goes to the first cause whose condition holds. A host the hypervisor stopped moves
+# nothing, whatever else holds. The receiver holds the sender back
 # twice: by its window (second), and by acknowledging late when nothing of the host holds the
 # queued bytes. A retransmission timer holds the bytes whatever the host does (its silence comes
 # before the host's causes); waiting for the acknowledgements that the congestion window needs
 # counts only where nothing else holds the queued bytes (last before unexplained).
 PRECEDENCE: tuple[tuple[str, Callable[[Segments], np.ndarray]], ...] = (
-    ("on_wire", on_wire), ("receiver_window", receiver_window), ("retransmit_timeout", retransmit_timeout),
+    ("on_wire", on_wire), ("vcpu_stolen", vcpu_stolen), ("receiver_window", receiver_window),
+    ("retransmit_timeout", retransmit_timeout),
     ("wire_busy", wire_busy), ("preempted", preempted), ("blocked_in_call", blocked_in_call),
     ("app_idle", app_idle), ("receiver_window", late_acknowledgement), ("awaiting_ack", awaiting_ack),
     ("unexplained", unexplained))
@@ -249,6 +249,9 @@ class _Explainer:
         self.awaiting_acks = ByStream(inputs.awaiting_acks, ("t_start_ns", "t_end_ns"))
         self.retransmit_timeouts = ByStream(inputs.retransmit_timeouts, ("t_start_ns", "t_end_ns"))
         self.sends = ByStream(inputs.sends, ("t_enter_ns", "t_exit_ns"))
+        fz = inputs.frozen
+        self.frozen = union(fz["t_start_ns"].to_numpy(np.int64), fz["t_end_ns"].to_numpy(np.int64)) \
+            if fz is not None and len(fz) else NONE
 
     def gaps(self, name: str, min_gap_ns: int | None,
              window_ns: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -283,6 +286,7 @@ class _Explainer:
             "backlog": steps(self.backlog.get(name), lambda v: v > 0, last),
             "in_call": union(sends["t_enter_ns"], sends["t_exit_ns"]) if sends is not None else NONE,
             "awaiting_ack": _intervals(self.awaiting_acks.get(name)),
+            "vcpu_stolen": self.frozen,
             "retransmit_timeout": _intervals(self.retransmit_timeouts.get(name)),
         }
         if not tcp:  # no window, acknowledgements or retransmissions to hold a UDP flow

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hostwire.timeline.build import SequenceSteps
+from hostwire.timeline.sequence import SequenceSteps
 
 # "Right after an acknowledgement": a Linux sender transmits what an acknowledgement releases in
 # the softirq that processes it, tens of microseconds after the acknowledgement crossed the
