@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyze"))
 import hostwire  # noqa: E402
 from hostwire.record.point import RunPoint  # noqa: E402
 from hostwire.record.runner import record_run  # noqa: E402
-from hostwire.timeline import build, cache, gaps, perfetto_trace  # noqa: E402
+from hostwire.timeline import cache, gap_sources, gaps, perfetto_trace  # noqa: E402
 from hostwire.timeline.build import Timeline  # noqa: E402
 
 
@@ -73,7 +73,7 @@ def main() -> int:
         t2 = time.perf_counter()
         rows.append(("join (8 tables)", sum(len(t) for t in joined.values()), t2 - t1))
         start, end = run.window_ns()
-        table, _ = gaps.explain(build.gap_inputs(run), None, (start, end))
+        table, _ = gaps.explain(gap_sources.gap_inputs(run), None, (start, end))
         t3 = time.perf_counter()
         rows.append((f"gaps ({len(table)} gaps)", int(len(Timeline.of(run).data_frames())), t3 - t2))
         assert (table[[f"{c}_ns" for c in gaps.CAUSES]].sum(axis=1) == table["gap_ns"]).all()

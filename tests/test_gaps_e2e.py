@@ -17,7 +17,7 @@ import pytest
 import hostwire
 from hostwire.record.point import RunPoint
 from hostwire.record.runner import record_run
-from hostwire.timeline import build, gaps
+from hostwire.timeline import build, gap_sources, gaps
 from hostwire.timeline.build import Timeline
 
 PARTS = [f"{c}_ns" for c in gaps.CAUSES]
@@ -32,7 +32,7 @@ def _record(root: Path, run_id: str, **point: object) -> Path:
 
 
 def _gaps_above_p99(run: hostwire.Run) -> tuple[pd.DataFrame, pd.DataFrame, int]:
-    inputs = build.gap_inputs(run)
+    inputs = gap_sources.gap_inputs(run)
     start, end = run.window_ns()
     data = inputs.data[(inputs.data["t_ns"] >= start) & (inputs.data["t_ns"] <= end)]
     spacing = data.sort_values("t_ns").groupby("stream")["t_ns"].diff().dropna().to_numpy()
@@ -214,7 +214,7 @@ def test_cli_timeline_trace_matches_tables(runs: dict[str, Path], tmp_path: Path
 @pytest.mark.slow
 def test_a_run_without_kernel_trace_or_syscalls_says_what_it_cannot_tell(runs: dict[str, Path]) -> None:
     run = hostwire.load_run(runs["bare"])
-    inputs = build.gap_inputs(run)
+    inputs = gap_sources.gap_inputs(run)
     assert inputs.states is None and inputs.sources["sends"] == "raw/bench/send-*.tsv"
     table, pre = gaps.explain(inputs, window_ns=run.window_ns())
     assert len(table) and (table[PARTS].sum(axis=1) == table["gap_ns"]).all()

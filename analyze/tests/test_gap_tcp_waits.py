@@ -14,7 +14,7 @@ import pytest
 from hostwire.errors import InputError
 from hostwire.metrics import synth
 from hostwire.metrics.streams import label_flows, label_streams
-from hostwire.timeline import build, gaps, stream_tables
+from hostwire.timeline import gaps, sequence, stream_tables
 from hostwire.timeline.gaps import GapInputs
 from hostwire.timeline.tcp_waits import RELEASE_NS, sender_waits
 
@@ -45,7 +45,7 @@ def _acks(t: list[int], segments_acked: list[int]) -> pd.DataFrame:
 
 def _waits(*tables: pd.DataFrame) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     labelled = label_streams(synth.concat([*_handshake(), *tables]))
-    awaiting, timeouts = sender_waits(build.sequence_steps(labelled))
+    awaiting, timeouts = sender_waits(sequence.sequence_steps(labelled))
     assert set(awaiting["stream"]) <= {NAME} and set(timeouts["stream"]) <= {NAME}
 
     def pairs(df: pd.DataFrame) -> list[tuple[int, int]]:
@@ -105,7 +105,7 @@ def _explain(proto: str, **over: object) -> pd.Series:
     link of one byte per ns (each frame holds it wire_len = 1066 ns)."""
     labelled = label_streams(synth.concat([*_handshake(), _data(WINDOW + [510_000], [0, 1, 2, 3, 4]),
                                            _acks([500_000], [2])]))
-    awaiting, timeouts = sender_waits(build.sequence_steps(labelled))
+    awaiting, timeouts = sender_waits(sequence.sequence_steps(labelled))
     data = labelled[labelled["is_data"].to_numpy()].assign(stream=NAME)
     args: dict = dict(data=data[["t_ns", "stream", "wire_len", "payload_len"]], rate_bps=8e9,
                       senders={NAME: 42}, comms={42: "iperf3"}, protos={NAME: proto},

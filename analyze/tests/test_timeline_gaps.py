@@ -13,7 +13,7 @@ import pytest
 from hostwire.errors import InputError
 from hostwire.metrics import synth
 from hostwire.metrics.streams import label_streams
-from hostwire.timeline import build, gaps, intervals
+from hostwire.timeline import gaps, intervals, sequence
 from hostwire.timeline.gaps import GapInputs
 
 S, O = "s:1>r:2", "o:3>r:2"
@@ -117,7 +117,7 @@ def test_late_acknowledgements_from_a_capture() -> None:
     acks = synth.frame_table(np.array([2100, 10_000]), np.zeros(2, np.int64), np.full(2, 8),
                              np.array([(isn + 1001) % 2**32, (isn + 3001) % 2**32]), synth.RECEIVER,
                              synth.SENDER, 5001, 40000, flags=0x10)
-    late = build.late_acknowledgements(label_streams(synth.concat([syn, syn_ack, data, acks])))
+    late = sequence.late_acknowledgements(label_streams(synth.concat([syn, syn_ack, data, acks])))
     starts, ends = intervals.union(late["t_start_ns"].to_numpy(), late["t_end_ns"].to_numpy())
     assert list(zip(starts.tolist(), ends.tolist())) == [(1200, 2100), (2200, 10_000)]
 
@@ -351,7 +351,7 @@ def test_usable_window_is_the_advertised_right_edge_minus_what_is_in_flight() ->
                              np.array([(isn + 1001) % 2**32, (isn + 4001) % 2**32]), synth.RECEIVER,
                              synth.SENDER, 5001, 40000, flags=0x10)
     acks = acks.assign(window=np.array([30, 0], dtype=np.uint16))
-    window = build.usable_window(label_streams(synth.concat([syn, syn_ack, data, acks])))
+    window = sequence.usable_window(label_streams(synth.concat([syn, syn_ack, data, acks])))
     assert window["t_ns"].tolist() == [0, 1000, 10**6, 2 * 10**6, 2_500_000, 3 * 10**6, 4 * 10**6, 4_500_000]
     got = window["window_bytes"].tolist()
     assert np.isnan(got[0])  # nothing advertised yet

@@ -301,10 +301,10 @@ def _gap_causes(run: Any) -> dict[str, Any]:
     """The long gaps of the run's streams in its window (`hostwire gaps` with its default
     threshold): how many, their total time, each cause's share of it, and the sources the run
     lacks to tell causes apart (docs/timeline.md, "Gaps")."""
-    from hostwire.timeline import build, gaps
+    from hostwire.timeline import gap_sources, gaps
 
     start, end = run.window_ns()
-    table, _ = gaps.explain(build.gap_inputs(run), None, (start, end))
+    table, _ = gaps.explain(gap_sources.gap_inputs(run), None, (start, end))
     total = gaps.summary(table)
     out: dict[str, Any] = {"gaps": 0, "gap_time_ns": 0}
     whole = total[total["stream"] == "all"]

@@ -51,12 +51,12 @@ def run(args: argparse.Namespace) -> int:
     from hostwire.metrics.window import Window, narrow
     from hostwire.errors import InputError
     from hostwire.run import load_run
-    from hostwire.timeline import build, gaps
+    from hostwire.timeline import gap_sources, gaps
 
     run_ = load_run(args.run)
     start, end = run_.window_ns()
     window = narrow(Window(start, end), args.from_s, args.to_s)
-    inputs = build.gap_inputs(run_, args.link_rate)
+    inputs = gap_sources.gap_inputs(run_, args.link_rate)
     names = sorted(set(inputs.data["stream"].astype(str)))
     wanted = None
     if args.stream:

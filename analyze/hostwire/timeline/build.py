@@ -14,15 +14,11 @@ import pandas as pd
 
 from hostwire.errors import HostwireError, InputError
 from hostwire.timeline import cache, stream_tables, tables
-# the capture's TCP sequence space, read by the gaps and their tests through this module too
-from hostwire.timeline.sequence import (SequenceSteps, late_acknowledgements, sequence_steps,  # noqa: F401
-                                        usable_window)
 from hostwire.timeline.tables import is_event
 
 if TYPE_CHECKING:
     from hostwire.run import Run
     from hostwire.timeline.clocks import ClockFit
-    from hostwire.timeline.gaps import GapInputs
 
 TCP_SYN = 0x02
 
@@ -206,14 +202,6 @@ def link_rate_bps(run: Run, text: str | None = None) -> int:
     from hostwire.linkrate import link_rate
 
     return link_rate(run.manifest, text).bps
-
-
-def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
-    """Everything hostwire.timeline.gaps.explain reads, from what this run recorded
-    (hostwire.timeline.gap_sources.gap_inputs)."""
-    from hostwire.timeline import gap_sources
-
-    return gap_sources.gap_inputs(run, rate_text)
 
 
 def receiver_reads(run: Run, received: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -61,9 +61,9 @@ class GapInputs:
     cpu) or None without a kernel trace; running: per-CPU intervals (cpu, t_start_ns, t_end_ns,
     pid, comm, role) or None; sends: stream, t_enter_ns, t_exit_ns of the senders' send calls, or
     None; backlog: stream, t_ns, backlog_bytes, or None; window: stream, t_ns, window_bytes (the
-    usable window from each frame on: build.usable_window; NaN when unknown), or None; late_acks:
+    usable window from each frame on: sequence.usable_window; NaN when unknown), or None; late_acks:
     stream, t_start_ns, t_end_ns where the oldest byte in flight waits for its acknowledgement
-    (build.late_acknowledgements), or None; awaiting_acks and retransmit_timeouts: stream,
+    (sequence.late_acknowledgements), or None; awaiting_acks and retransmit_timeouts: stream,
     t_start_ns, t_end_ns where each holds (tcp_waits.sender_waits), or None. protos: stream ->
     "tcp" or "udp" (default: "tcp"); comms: pid -> the process's name; frozen: t_start_ns, t_end_ns
     where the whole host stood still (stolen.frozen), or None. rate_bps: the link rate."""
@@ -78,7 +78,7 @@ class GapInputs:
     sends: pd.DataFrame | None = None
     backlog: pd.DataFrame | None = None
     window: pd.DataFrame | None = None
-    late_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: build.late_acknowledgements
+    late_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: sequence.late_acknowledgements
     awaiting_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: tcp_waits.sender_waits
     retransmit_timeouts: pd.DataFrame | None = None  # the same
     protos: dict[str, str] = field(default_factory=dict)
