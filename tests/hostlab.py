@@ -51,7 +51,9 @@ class Lab:
     remote_dir: Path
     offsets: dict[str, int] = field(default_factory=lambda: {"tx": 0, "rx": 2000, "cap": 700})
     no_tracefs: tuple[str, ...] = ()
+    bottleneck: str = "9mbit"  # on the capture host's port toward the receiver ("" for none)
     hosts: dict[str, LabHost] = field(default_factory=dict)
+    pid: int = 0  # of the process that made the lab: part of every name it made
 
     @property
     def ssh_config(self) -> Path:
@@ -60,7 +62,7 @@ class Lab:
     def open(self) -> "Lab":
         self.root.mkdir(parents=True, exist_ok=True)
         self.remote_dir.mkdir(parents=True, exist_ok=True)
-        pid = os.getpid()
+        pid = self.pid = os.getpid()
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.root / "id"))
         (self.root / "authorized_keys").write_text((self.root / "id.pub").read_text())
         known, client = [], []
@@ -113,6 +115,10 @@ class Lab:
                 in_ns(ns, "ip", "link", "set", dev, "master", "br0")
             in_ns(ns, "ip", "link", "set", dev, "up")
         in_ns(cap, "ip", "link", "set", "br0", "up")
+        if self.bottleneck:  # a slower hop with a three-frame queue after the capture host: frames
+            # it saw are dropped, and the sender retransmits them (real retransmissions to count)
+            in_ns(cap, "tc", "qdisc", "add", "dev", "prx", "root", "tbf", "rate", self.bottleneck, "burst", "1514",
+                  "limit", "4542")
 
     def _start_sshd(self, host: LabHost) -> None:
         mounts = [f"mount -t tmpfs hw-hidden {p}" for p in self.hidden]
@@ -120,7 +126,8 @@ class Lab:
         if host.tracefs:  # ip netns exec mounts a fresh /sys: tracefs again on it
             mounts.append("mount -t tracefs nodev /sys/kernel/tracing")
         else:
-            mounts.append("mount -t tmpfs hw-no-tracefs /sys/kernel/tracing")
+            # all of /sys/kernel: libtracefs mounts tracefs itself where it finds the folder
+            mounts.append("mount -t tmpfs hw-no-tracefs /sys/kernel")
         script = " && ".join([*mounts, "mkdir -p /run/sshd", f"exec {SSHD} -D -e -f {self.root / f'sshd_{host.alias}'}"])
         log = open(self.root / f"sshd_{host.alias}.log", "wb")
         proc = subprocess.Popen(
@@ -170,4 +177,4 @@ class Lab:
                     pass
             sh("ip", "netns", "del", host.ns, check=False)
         for i in range(3):
-            sh("ip", "link", "del", f"hl{os.getpid()}c{i}", check=False)
+            sh("ip", "link", "del", f"hl{self.pid}c{i}", check=False)

@@ -181,4 +181,12 @@ def align(raw: Path, hosts: dict[str, Host], address: str) -> dict[str, Any]:
     for entry in out.values():
         if isinstance(entry, dict):
             entry.pop("_hull", None)
+    for role in unique_hosts(hosts):  # each traced host's pair of its kernel and user-space clocks
+        sched = raw / "hosts" / role / "sched.json"
+        if sched.exists():
+            check = json.loads(sched.read_text()).get("clock_check") or {}
+            diffs = [check[k]["diff_ns"] for k in ("start", "stop") if isinstance(check.get(k), dict)]
+            out.setdefault(role, {})["trace_pair"] = {
+                "aligns": "the kernel trace's clock onto this host's user-space CLOCK_MONOTONIC (trace_marker stamps)",
+                "trace_minus_user_us": [d / 1e3 for d in diffs]}
     return out

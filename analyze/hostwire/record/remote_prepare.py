@@ -39,6 +39,8 @@ echo "FACT cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null)"
 echo "FACT cpu_model=$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | head -n 1)"
 echo "FACT clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
 echo "FACT tracefs=$tr"
+# a time namespace's offsets: what its user-space clocks add to the kernel's (0 on a plain host)
+awk '{printf "FACT timens_%s_offset_ns=%.0f\n", $1, $2 * 1000000000 + $3}' /proc/self/timens_offsets 2>/dev/null
 """
 
 # The facts of the interface that carries the measured link (toward ADDRESS).
@@ -86,7 +88,8 @@ def parse_facts(text: str, prepared: Prepared) -> None:
             if key.startswith("offload."):
                 prepared.facts.setdefault("offloads", {})[key[len("offload."):]] = value
             else:
-                prepared.facts[key] = int(value) if key in ("cpus", "interface_speed_mbps") and value.isdigit() else value
+                numeric = key in ("cpus", "interface_speed_mbps") or key.startswith("timens_")
+                prepared.facts[key] = int(value) if numeric and value.lstrip("-").isdigit() else value
 
 
 def prepare(host: Host, campaign: str, link_address: str) -> Prepared:
