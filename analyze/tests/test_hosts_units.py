@@ -144,7 +144,7 @@ def test_frames_that_contradict_each_other_bound_nothing() -> None:
     assert set(KEY) <= set(_frames(t, toward).columns)
 
 
-SAMPLE = """@ {up} 100.00
+SAMPLE = """@ {up} all
 {load} 0.50 0.40 1/100 999
 cpu  {user} 0 {system} {idle} 0 0 0 0 0 0
 cpu0 1 0 1 1 0 0 0 0 0 0
@@ -172,7 +172,7 @@ def test_proc_samples_give_totals_rates_and_busy_share_as_computed_by_hand(tmp_p
     b = SAMPLE.format(up="10.10", load="0.70", user=130, system=60, idle=910, ctxt=1300, avail=300, dirty=8,
                       rx=3000, tx=105000, retrans=5, rsts=1, rd=100, wr=260)
     path = tmp_path / "proc.txt"
-    path.write_text(a + b + "@ 10.20 100.00\n0.7 0.4")  # the last sample cut short
+    path.write_text(a + b + "@ 10.20 all\n0.70 0.50 0.40 1/100 999\ncpu  1 2")  # the last sample cut short
     df = read_proc_samples(path)
     assert len(df) == 2 and df.attrs["cut"] == 1
     summary = run_summary(df)
@@ -183,3 +183,37 @@ def test_proc_samples_give_totals_rates_and_busy_share_as_computed_by_hand(tmp_p
     assert summary["mean"]["ctxt/s"] == pytest.approx(3000)
     assert summary["mean"]["cpu_busy"] == pytest.approx(40 / 100)  # 30 user + 10 system of 100 ticks
     assert summary["max"]["mem_available_kib"] == 500 and summary["mean"]["dirty_kib"] == 6
+
+
+def test_the_samplers_differential_filter_keeps_a_sample_only_when_a_number_moved_by_the_share(tmp_path: Path) -> None:
+    from hostwire.record.procsampler import AWK
+
+    source = tmp_path / "loadavg"
+    source.write_text("100.00 0.40 0.30 1/100 999\n")
+    out = tmp_path / "proc.txt"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(["awk", "-v", "period=0.05", "-v", f"spec=load:{source}:1:0.1", AWK], stdout=sink)
+        try:
+            # 105 is 5 % from the kept 100: dropped; 111 is 11 %: kept; 112 is 0.9 % from 111: dropped
+            for value in (105, 111, 112):
+                time.sleep(0.3)
+                tmp = tmp_path / "next"
+                tmp.write_text(f"{value}.00 0.40 0.30 1/100 999\n")
+                tmp.rename(source)
+            time.sleep(0.3)
+        finally:
+            proc.terminate()
+            proc.wait()
+    df = read_proc_samples(out)
+    assert df["load1"].tolist() == [100.0, 111.0]
+    ticks = len([line for line in out.read_text().splitlines() if line.startswith("@ ")]) + df.attrs["dropped"]["load"]
+    assert df.attrs["dropped"]["load"] >= 3 and ticks >= 15  # every tick either kept or counted
+
+
+def test_each_resource_is_read_at_its_own_interval() -> None:
+    from hostwire.record.procsampler import ResourceSpec, sampler_argv
+
+    argv = sampler_argv(0.1, {"disk": ResourceSpec(1.0, 0.05), "net": ResourceSpec(0.25)})
+    spec = dict(item.split(":", 1) for item in argv[argv.index("-v", 2) + 1].removeprefix("spec=").split(","))
+    assert spec["disk"] == "/proc/diskstats:10:0.05" and spec["net"] == "/proc/net/dev:2:0"
+    assert spec["cpu"] == "/proc/stat:1:0"

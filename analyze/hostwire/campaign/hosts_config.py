@@ -11,8 +11,13 @@ capture run. Each problem is one line naming the file, the line and the key.
     ssh_options = ["-o", "IdentitiesOnly=yes"]
     remote_dir = "/var/tmp/hostwire"    # the per-campaign folder on each host goes below it
     shape = false                       # true: the run point's shaper on the sender's interface
-    resources_interval_s = 0.1          # /proc sampling on every host
+    resources_interval_s = 0.1          # /proc sampling on every host: the sampler's period
     connect_timeout_s = 10
+
+    [hosts.resources.disk]              # per resource (load, cpu, memory, net, tcp, disk):
+    interval_s = 1.0                    # its own interval (a multiple of the period)
+    min_change = 0.05                   # the differential filter: a sample kept only when a
+                                        # number differs by 5 % or more from the last kept
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from typing import Any
 
 from hostwire.errors import UsageError
 from hostwire.record.hosts import HostsSpec, parse_destination
+from hostwire.record.procsampler import RESOURCES, ResourceSpec
 
 KEYS: dict[str, type] = {"sender": str, "receiver": str, "capture": str, "receiver_address": str,
                          "capture_interface": str, "ssh_config": str, "ssh_options": list, "remote_dir": str,
-                         "shape": bool, "resources_interval_s": float, "connect_timeout_s": float}
+                         "shape": bool, "resources_interval_s": float, "connect_timeout_s": float,
+                         "resources": dict}
 
 
 def parse_hosts(table: dict[str, Any], error: Any, closest: Any) -> HostsSpec:
@@ -46,6 +53,8 @@ def parse_hosts(table: dict[str, Any], error: Any, closest: Any) -> HostsSpec:
                 value = parse_destination(value)
             except UsageError as err:
                 raise error(key, str(err)) from None
+        elif key == "resources":
+            value = _resources(value, error, closest)
         elif key == "ssh_options" and not all(isinstance(v, str) for v in value):
             raise error(key, f"expected a list of strings (ssh's own options), got {value!r}")
         elif kind is float and not (math.isfinite(value) and value > 0):
@@ -62,5 +71,26 @@ def parse_hosts(table: dict[str, Any], error: Any, closest: Any) -> HostsSpec:
     return spec
 
 
+def _resources(table: dict[str, Any], error: Any, closest: Any) -> dict[str, ResourceSpec]:
+    out = {}
+    for name, settings in table.items():
+        where = f"resources.{name}"
+        if name not in RESOURCES:
+            raise error(where, "unknown resource" + closest(name, list(RESOURCES)))
+        if not isinstance(settings, dict):
+            raise error(where, "expected a table with interval_s and min_change")
+        interval, change = settings.get("interval_s"), settings.get("min_change", 0.0)
+        for key in settings:
+            if key not in ("interval_s", "min_change"):
+                raise error(f"{where}.{key}", "unknown key" + closest(key, ["interval_s", "min_change"]))
+        if interval is not None and (isinstance(interval, bool) or not isinstance(interval, (int, float))
+                                     or not math.isfinite(interval) or interval < 0.01):
+            raise error(f"{where}.interval_s", f"expected seconds, at least 0.01, got {interval!r}")
+        if isinstance(change, bool) or not isinstance(change, (int, float)) or not 0 <= change < 1:
+            raise error(f"{where}.min_change", f"expected a share from 0 (keep every sample) to below 1, got {change!r}")
+        out[name] = ResourceSpec(None if interval is None else float(interval), float(change))
+    return out
+
+
 def _name(kind: type) -> str:
-    return {bool: "true or false", float: "a number", str: "a string", list: "a list"}[kind]
+    return {bool: "true or false", float: "a number", str: "a string", list: "a list", dict: "a table"}[kind]

@@ -74,19 +74,22 @@ def samples_figure(run_dir: Path) -> Any:
         df = read_proc_samples(run_dir / "raw" / "hosts" / role / "proc.txt")
         if len(df) < 2:
             continue
-        t = df["t_s"].to_numpy() - df["t_s"].iloc[0]
-        dt = np.diff(df["t_s"].to_numpy())
+        t0 = df["t_s"].iloc[0]
         cpu = [f"cpu_{s}" for s in CPU_STATES if f"cpu_{s}" in df]
-        ticks = np.diff(df[cpu].to_numpy(dtype=np.float64), axis=0)
+        sampled = df[["t_s", *cpu]].dropna()
+        ticks = np.diff(sampled[cpu].to_numpy(dtype=np.float64), axis=0)
         idle = ticks[:, cpu.index("cpu_idle")] + ticks[:, cpu.index("cpu_iowait")]
         with np.errstate(invalid="ignore", divide="ignore"):
-            axes[row][0].step(t[1:], 1 - idle / ticks.sum(axis=1), where="pre", lw=0.8)
+            axes[row][0].step(sampled["t_s"].to_numpy()[1:] - t0, 1 - idle / ticks.sum(axis=1), where="pre", lw=0.8)
         axes[row][0].set_ylabel(f"{role}\nCPU busy", fontsize=8)
         axes[row][0].set_ylim(0, 1.05)
         for col in (c for c in df.columns if c.startswith("net.") and c.endswith("_bytes") and ".lo." not in c):
-            rate = np.diff(df[col].to_numpy(dtype=np.float64)) / np.where(dt > 0, dt, np.nan)
+            kept = df[["t_s", col]].dropna()
+            t, v = kept["t_s"].to_numpy(), kept[col].to_numpy(dtype=np.float64)
+            dt = np.diff(t)
+            rate = np.diff(v) / np.where(dt > 0, dt, np.nan)
             if np.nansum(rate) > 0:
-                axes[row][1].step(t[1:], rate * 8 / 1e6, where="pre", lw=0.8, label=col[4:-6])
+                axes[row][1].step(t[1:] - t0, rate * 8 / 1e6, where="pre", lw=0.8, label=col[4:-6])
         axes[row][1].set_ylabel("Mbit/s", fontsize=8)
         axes[row][1].legend(fontsize=6, loc="upper right")
     for ax in axes[-1]:

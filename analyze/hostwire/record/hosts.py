@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hostwire.errors import HostwireError, UsageError
+from hostwire.record.procsampler import ResourceSpec
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,8 @@ class HostsSpec:
     ssh_options: list[str] = field(default_factory=list)
     remote_dir: str = DEFAULT_REMOTE_DIR
     shape: bool = False  # install the run point's shaper on the sender's interface
-    resources_interval_s: float = 0.1
+    resources_interval_s: float = 0.1  # the /proc sampler's period
+    resources: dict[str, ResourceSpec] = field(default_factory=dict)  # per resource: interval, filter
     connect_timeout_s: float = 10.0
 
     @property
@@ -115,7 +117,10 @@ class HostsSpec:
                 "capture": (self.capture or self.sender).text, "receiver_address": self.receiver_address,
                 "capture_interface": self.capture_interface, "ssh_config": self.ssh_config,
                 "ssh_options": list(self.ssh_options), "remote_dir": self.remote_dir, "shape": self.shape,
-                "resources_interval_s": self.resources_interval_s, "connect_timeout_s": self.connect_timeout_s}
+                "resources_interval_s": self.resources_interval_s,
+                "resources": {name: {"interval_s": r.interval_s, "min_change": r.min_change}
+                              for name, r in self.resources.items()},
+                "connect_timeout_s": self.connect_timeout_s}
 
 
 class HostLost(HostwireError):

@@ -19,7 +19,7 @@ from hostwire.record.hosts import TETHER, Host, HostLost
 log = logging.getLogger(__name__)
 
 TOOLS = ("hw-bench", "hw-wirecap", "hw-schedtrace")
-REMOTE_PROGRAMS = ("ip", "tc", "ethtool", "setsid", "tar", "cat", "sleep", "ldd", "awk")
+REMOTE_PROGRAMS = ("ip", "tc", "ethtool", "setsid", "tar", "cat", "sleep", "ldd", "awk", "cut")
 
 # Prints `MISSING <what>: <fix>` per missing thing and `FACT <key>=<value>` per fact; plain sh.
 CHECKS = r"""

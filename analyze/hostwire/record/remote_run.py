@@ -25,6 +25,7 @@ from hostwire.record.bench import _seconds
 from hostwire.record.hosts import SSH_EXIT_UNREACHABLE, Host, HostLost, last_line
 from hostwire.record.remote_prepare import Prepared, campaign_dir
 from hostwire.record.point import RunPoint
+from hostwire.record.procsampler import ResourceSpec, final_sample_script, sampler_argv
 from hostwire.record.topology import taskset_prefix
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,6 @@ log = logging.getLogger(__name__)
 PORTS_LEN = 10  # benchmark/wire.h HB_PORTS_LEN
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 60.0
-PROC_FILES = ("/proc/uptime", "/proc/loadavg", "/proc/stat", "/proc/meminfo", "/proc/net/dev", "/proc/net/snmp",
-              "/proc/diskstats")
 
 
 class Remote:
@@ -108,14 +107,18 @@ class HostRun:
         self.remotes.append(remote)
         return remote
 
-    def sampler(self, interval_s: float) -> Remote:
-        loop = (f"while :; do printf '@ '; cat {' '.join(PROC_FILES)} 2>/dev/null; "
-                f"sleep {interval_s:g}; done")
+    def sampler(self, period_s: float, resources: dict[str, ResourceSpec]) -> Remote:
         out = open(self.local / "proc.txt", "wb")
         try:
-            return self.tethered("proc-sampler", ["sh", "-c", loop], stdout=out)
+            return self.tethered("proc-sampler", sampler_argv(period_s, resources), stdout=out)
         finally:
             out.close()
+
+    def last_sample(self) -> None:
+        """One unfiltered sample of every /proc file after the sampler stopped (its totals exact)."""
+        sample = self.host.run(final_sample_script(), check=False).stdout
+        with open(self.local / "proc.txt", "ab") as out:
+            out.write(sample)
 
     def collector(self, label: str, argv: list[str]) -> Remote:
         """A tool that says `ready` on its standard output once it records (--ready-fd 1)."""
@@ -179,7 +182,7 @@ def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared
         for run in runs.values():
             run.host.run(f"mkdir -p {shlex.quote(run.dir)}/bench")
         for run in runs.values():
-            run.sampler(spec.resources_interval_s)
+            run.sampler(spec.resources_interval_s, spec.resources)
         if spec.shape and point.link_qdisc != "none":
             shaped_dev = sender.prepared.facts.get("interface", "")
             if not shaped_dev:
@@ -245,6 +248,7 @@ def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared
                 lost = lost or err
     for role, run in runs.items():
         try:
+            run.last_sample()
             run.fetch()
         except HostLost as err:
             lost = lost or err
