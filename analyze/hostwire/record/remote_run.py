@@ -10,6 +10,7 @@ the sender never needs a way into the receiver."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import select
@@ -215,6 +216,7 @@ def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared
             "--write-size", str(point.write_size or point.read_size), "--log-capacity", str(point.log_capacity),
             "--connect", address, "--receiver-cmd", _printf_bytes(ports),
             *(["--think", _seconds(point.think_s)] if point.think_s else [])]
+        shaper_start = _qdisc_counters(sender.host, shaped_dev) if shaped_dev else None
         bench_start = time.monotonic_ns()
         main = sender.tethered("hw-bench-main", main_argv, stdout=subprocess.DEVNULL)
         limit = point.warmup_s + point.duration_s + point.quiet_s + 60
@@ -228,6 +230,12 @@ def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared
                 raise HostwireError(f"hw-bench main did not finish within {limit:g} s; stopped it")
             time.sleep(0.1)
         manifest["timing"] = {"benchmark_ns": time.monotonic_ns() - bench_start}
+        if shaped_dev:  # as the namespaces' runner records its shaper (runner._record_shaper)
+            end = _qdisc_counters(sender.host, shaped_dev)
+            manifest["link"] = {"qdisc_start": shaper_start, "qdisc_end": end}
+            manifest.setdefault("loss_categories", {})["qdisc_drops"] = "shaper_drops"
+            manifest["losses"]["qdisc_drops"] = (end["drops"] - shaper_start["drops"]
+                                                 if end is not None and shaper_start is not None else None)
         failure = main.failure()
         if isinstance(failure, HostLost):
             raise failure
@@ -258,6 +266,18 @@ def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared
     if lost is not None:
         raise lost
     return main_exit
+
+
+def _qdisc_counters(host: Host, dev: str) -> dict[str, int] | None:
+    """The root qdisc's counters on a host's interface (tc -s -j); None when tc cannot tell."""
+    proc = host.run(f"tc -s -j qdisc show dev {shlex.quote(dev)}", check=False)
+    try:
+        qdiscs = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except ValueError:
+        return None
+    root = next((q for q in qdiscs or [] if isinstance(q, dict) and q.get("root")), None)
+    keys = ("packets", "bytes", "drops", "overlimits", "requeues", "backlog", "qlen")
+    return None if root is None else {key: int(root.get(key, 0) or 0) for key in keys}
 
 
 def _gather(raw: Path, runs: dict[str, HostRun], sender: HostRun, receiver: HostRun, capture: HostRun) -> None:
