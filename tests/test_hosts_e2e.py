@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from hostwire.paths import REPO_ROOT
@@ -88,6 +89,23 @@ def wait_nothing_left(lab: "hostlab.Lab", timeout_s: float = 15.0) -> dict[str, 
     return left_running(lab)
 
 
+def retransmissions(frames: "pd.DataFrame", source: str) -> int:
+    """TCP segments from `source` carrying a sequence number the stream sent before (SYN and FIN
+    count as one; a retransmission may carry new bytes too: Linux collapses small segments into the
+    one it retransmits). No offloads on the lab's links: one segment is one frame."""
+    tcp = frames[(frames["src"].astype(str) == source) & (frames["proto"] == 6)]
+    flags = tcp["flags"].to_numpy().astype(np.int64)
+    length = tcp["payload_len"].to_numpy() + (flags & 0x02 > 0) + (flags & 0x01 > 0)
+    tcp = tcp.assign(length=length)[length > 0]
+    count = 0
+    for _, stream in tcp.groupby(["sport", "dst", "dport"], observed=True):
+        seq = stream["seq"].to_numpy().astype(np.int64)
+        start = (seq - seq[0]) % 2**32  # from the stream's first sequence number
+        reach = np.maximum.accumulate(start + stream["length"].to_numpy())
+        count += int((start[1:] < reach[:-1]).sum())
+    return count
+
+
 def run(config: Path, out: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*HOSTWIRE, "run", str(config), "--out", str(out), *extra], capture_output=True, text=True,
                           timeout=timeout)
@@ -95,8 +113,23 @@ def run(config: Path, out: Path, *extra: str, timeout: float = 600) -> subproces
 
 def test_four_runs_on_three_ssh_hosts_complete_with_clocks_recovered_and_proc_agreeing(lab: "hostlab.Lab") -> None:
     out = lab.root.parent / "runs" / "c"
-    proc = run(campaign_file(lab.root / "c.toml", lab), out)
+    # the sender host's control link, captured from this side: its ssh sessions' retransmissions
+    control_pcap = lab.root / "control.pcap"
+    tcpdump = subprocess.Popen(["tcpdump", "-q", "-i", f"hl{lab.pid}c0", "-s", "96", "-U", "-w", str(control_pcap),
+                                "tcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    try:
+        proc = run(campaign_file(lab.root / "c.toml", lab), out)
+    finally:
+        tcpdump.terminate()
+        tcpdump.wait()
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    from hostwire.read.pcap import read_pcap
+    from hostwire.read.procsamples import read_proc_samples
+
+    control = read_pcap(control_pcap)
+    # the sender host's CLOCK_BOOTTIME (its time namespace's offset is 0) onto CLOCK_REALTIME
+    boot_to_real = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
     assert wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
     book = json.loads((out / "campaign.json").read_text())
     assert [r["status"] for r in book["runs"]] == ["complete"] * 4
@@ -120,8 +153,6 @@ def test_four_runs_on_three_ssh_hosts_complete_with_clocks_recovered_and_proc_ag
         assert clocks["receiver"]["chosen"] == min(("udp", "traffic"), key=lambda m: clocks["receiver"][m]["bound_us"])
         assert traffic["frames_toward"] > 100 and traffic["frames_from"] > 10
         # /proc of every host: bytes per interface against each host's capture
-        from hostwire.read.pcap import read_pcap
-
         run_dir = out / entry["run_id"]
         for role, dev, direction in (("sender", "d0", "tx"), ("receiver", "d0", "rx"), ("capture", "ptx", "rx")):
             frames = read_pcap(run_dir / "raw" / "hosts" / role / "wire.pcap")
@@ -129,20 +160,15 @@ def test_four_runs_on_three_ssh_hosts_complete_with_clocks_recovered_and_proc_ag
             counted = manifest["proc"][role]["totals"][f"net.{dev}.{direction}_bytes"]
             captured = int(frames["wire_len"].to_numpy()[toward].sum())
             assert abs(counted - captured) <= 0.01 * captured, (role, counted, captured)
-        # RetransSegs against the sender's capture: a segment whose bytes were already sent (no
-        # offloads on the lab's link, so one segment is one frame: no super-packets to count)
+        # RetransSegs against the captures: the sender host's TCP is the benchmark's, on the
+        # measured link, and the ssh sessions hostwire holds to it, on its control link
         sent = read_pcap(run_dir / "raw" / "hosts" / "sender" / "wire.pcap")
-        data = sent[(sent["dst"].astype(str) == "198.18.0.2") & (sent["payload_len"] > 0) & (sent["proto"] == 6)]
-        retrans = 0
-        for _, stream in data.groupby(["sport"], observed=True):
-            seq = stream["seq"].to_numpy().astype(np.int64)
-            start = (seq - seq[0]) % 2**32  # from the stream's first byte
-            reach = np.maximum.accumulate(start + stream["payload_len"].to_numpy())
-            # any byte sent before (a retransmission may carry new bytes too: Linux collapses
-            # small segments into the one it retransmits)
-            retrans += int((start[1:] < reach[:-1]).sum())
+        retrans = retransmissions(sent, "198.18.0.1")
+        samples = read_proc_samples(run_dir / "raw" / "hosts" / "sender" / "proc.txt")
+        span = (samples["t_s"].iloc[0] * 1e9 + boot_to_real, samples["t_s"].iloc[-1] * 1e9 + boot_to_real)
+        ssh = control[(control["t_ns"] >= span[0] - 10e6) & (control["t_ns"] <= span[1] + 10e6)]
         assert manifest["losses"]["qdisc_drops"] == 0  # none lost before the sender's capture
-        assert manifest["proc"]["sender"]["totals"]["tcp_RetransSegs"] == retrans
+        assert manifest["proc"]["sender"]["totals"]["tcp_RetransSegs"] == retrans + retransmissions(ssh, lab.hosts["tx"].control_addr)
         retransmitted += retrans
     assert retransmitted > 0  # the lab's bottleneck drops: the count is tested on real retransmissions
     for step in (["analyze", str(out)], ["report", str(out)]):

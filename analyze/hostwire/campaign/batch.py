@@ -65,7 +65,7 @@ class CampaignResult:
         return [r for r in self.runs if r.get("status") != "complete"]
 
 
-def run_key(point: RunPoint, repetition: int, facts: dict[str, Any]) -> str:
+def run_key(point: RunPoint, repetition: int, facts: dict[str, Any], hosts: dict[str, str] | None = None) -> str:
     described = asdict(point)
     # fields at their defaults that earlier campaigns did not have: their keys stay
     if not described.get("collectors"):
@@ -78,6 +78,8 @@ def run_key(point: RunPoint, repetition: int, facts: dict[str, Any]) -> str:
         "host": {k: facts.get(k) for k in KEY_FACTS},
         "topology": TOPOLOGY_SETTINGS,
     }
+    if hosts:  # real hosts: who plays each role is part of what a run measured
+        material["hosts"] = hosts
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
@@ -91,7 +93,8 @@ def plan(config: CampaignConfig, facts: dict[str, Any] | None = None) -> list[Pl
         random.Random(config.seed).shuffle(order)
     planned = []
     for index, (rep, i, point) in enumerate(order):
-        key = run_key(point, rep, facts)
+        key = run_key(point, rep, facts, {role: d.text for role, d in config.hosts.destinations().items()}
+                      if config.hosts.remote else None)
         run_id = f"p{i:03d}-M{point.senders}-N{point.background}-r{rep + 1}-{key[:8]}"
         planned.append(PlannedRun(index=index, run_id=run_id, key=key, repetition=rep, point=point))
     return planned
