@@ -1,6 +1,6 @@
 """Real hosts over ssh (`[hosts]` of a campaign, docs/hosts.md): who each role is, and the one way
 hostwire runs a command there. OpenSSH's client runs as the user would run it (their
-~/.ssh/config and agent, or the campaign's own ssh_config), never prompting (BatchMode); root
+~/.ssh/config and ssh-agent, or the campaign's own ssh_config), never prompting (BatchMode); root
 comes from logging in as root or from `sudo -n`.
 
 Every long-lived remote command runs under `hw-tether` (TETHER below): it ends the command's
