@@ -44,6 +44,10 @@ def test_hosts_table_is_read_with_every_default(tmp_path: Path) -> None:
     ('sender = "pc1"\nssh_options = [1]', "", "hosts.ssh_options: expected a list of strings"),
     ('sender = "pc1"\nreceiver = "pc2"', '[host]\nmode = "vm"', "c.toml:4: host.mode: vm mode records inside a guest on this machine"),
     ('sender = "pc1"\nreceiver = "local"', "", "hosts.receiver_address: a local receiver needs receiver_address"),
+    ('sender = "pc1"\nreceiver = "pc2"\n[hosts.resources.dsk]\ninterval_s = 1', "",
+     "c.toml:10: hosts.resources.dsk: unknown resource (did you mean 'disk'?)"),
+    ('sender = "pc1"\nreceiver = "pc2"\n[hosts.resources.disk]\ninterval_s = 1\nmin_change = 2', "",
+     "c.toml:12: hosts.resources.disk.min_change: expected a share from 0 (keep every sample) to below 1, got 2"),
 ])
 def test_a_bad_hosts_table_is_one_line_naming_file_line_and_key(tmp_path: Path, hosts: str, host: str,
                                                                  message: str) -> None:

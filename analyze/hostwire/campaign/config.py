@@ -143,6 +143,14 @@ class _Locator:
         return UsageError(f"{where}: {name}: {message}" if name else f"{where}: {message}")
 
 
+def _hosts_error(loc: _Locator, key: str, message: str) -> UsageError:
+    """[hosts] KEY, or [hosts.resources.NAME] KEY: found by its table's header."""
+    if key.startswith("resources."):
+        parts = key.split(".", 2)
+        return loc.error(f"hosts.{parts[0]}.{parts[1]}", parts[2] if len(parts) > 2 else None, message)
+    return loc.error("hosts", key, message)
+
+
 def _closest(word: str, choices: list[str]) -> str:
     match = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
     return f" (did you mean {match[0]!r}?)" if match else f" (expected one of: {', '.join(choices)})"
@@ -242,7 +250,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ca
     if not (math.isfinite(timeout) and 0 < timeout <= MAX_VM_TIMEOUT_S):
         raise loc.error("host", "vm_timeout_s", f"expected a positive number of seconds, at most "
                         f"{MAX_VM_TIMEOUT_S:g} (two days), got {timeout!r}")
-    config.hosts = parse_hosts(data.get("hosts", {}), lambda key, message: loc.error("hosts", key, message), _closest)
+    config.hosts = parse_hosts(data.get("hosts", {}), lambda key, message: _hosts_error(loc, key, message), _closest)
     if config.hosts.remote and config.host["mode"] == "vm":
         raise loc.error("host", "mode", "vm mode records inside a guest on this machine: not with remote [hosts]")
     for key, value in data.get("defaults", {}).items():
