@@ -249,6 +249,10 @@ def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared
             for label, code in run.stop_all().items():
                 if label not in ("proc-sampler", "hw-bench-main", "hw-bench-receive"):
                     exits[f"{label}@{role}"] = code
+            for remote in run.remotes:  # a session that ssh itself ended: the host dropped out
+                failure = remote.failure()
+                if isinstance(failure, HostLost):
+                    lost = lost or failure
         if shaped_dev:
             try:
                 sender.host.run(f"tc qdisc del dev {shlex.quote(shaped_dev)} root", check=False)
