@@ -163,12 +163,8 @@ class Lab:
     def close(self) -> None:
         for proc in getattr(self, "_procs", []):
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)  # unshare; --kill-child ends its sshd
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                proc.kill()  # unshare --fork ignores SIGTERM; --kill-child ends its sshd with it
+                proc.wait()
         for host in self.hosts.values():
             for pid in self.pids_in(host.alias):  # a session's leftovers: the test fails on them first
                 try:
