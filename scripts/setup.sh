@@ -23,7 +23,22 @@ if ((${#missing[@]})); then
     # tshark asks whether non-root users may capture; answer no without a prompt.
     echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections
     apt-get update -qq || say "apt-get update failed; trying the cached package lists"
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # No service starts while installing (openssh-server's sshd among them): the tests start
+    # their own sshd inside their namespaces. A policy-rc.d already there is the machine's own.
+    policy=/usr/sbin/policy-rc.d
+    own_policy=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && own_policy=1
+    fi
+    status=0
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?
+    if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
+    [ "$status" = 0 ] || exit "$status"
+    # openssh-server just installed here: its service stays off at boot too (a machine that ran
+    # sshd before had the package already and is not touched)
+    if printf '%s\n' "${missing[@]}" | grep -qx openssh-server && command -v systemctl >/dev/null; then
+        systemctl disable --now ssh.service ssh.socket >/dev/null 2>&1 || true
+    fi
 fi
 
 # The kernel collectors need tracefs; a fresh machine may not have it mounted.

@@ -205,7 +205,11 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     }
     row.update({f"{k}": v for k, v in point.items()})
     guest = run.manifest.get("vm") or {}
-    row["host_mode"] = "vm" if guest else "netns"
+    row["host_mode"] = "vm" if guest else "hosts" if run.manifest.get("hosts") else "netns"
+    if run.manifest.get("hosts"):
+        from hostwire.campaign.hosts_summary import hosts_row
+
+        row.update(hosts_row(run.manifest))
     row["vm_kernel"] = guest.get("flavour", "")
     row["timing_emulated"] = int(bool(guest.get("emulated", False)))
     senders, background = int(point.get("senders", 0)), int(point.get("background", 0))

@@ -65,7 +65,7 @@ class CampaignResult:
         return [r for r in self.runs if r.get("status") != "complete"]
 
 
-def run_key(point: RunPoint, repetition: int, facts: dict[str, Any]) -> str:
+def run_key(point: RunPoint, repetition: int, facts: dict[str, Any], hosts: dict[str, str] | None = None) -> str:
     described = asdict(point)
     # fields at their defaults that earlier campaigns did not have: their keys stay
     if not described.get("collectors"):
@@ -78,6 +78,8 @@ def run_key(point: RunPoint, repetition: int, facts: dict[str, Any]) -> str:
         "host": {k: facts.get(k) for k in KEY_FACTS},
         "topology": TOPOLOGY_SETTINGS,
     }
+    if hosts:  # real hosts: who plays each role is part of what a run measured
+        material["hosts"] = hosts
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
@@ -91,7 +93,8 @@ def plan(config: CampaignConfig, facts: dict[str, Any] | None = None) -> list[Pl
         random.Random(config.seed).shuffle(order)
     planned = []
     for index, (rep, i, point) in enumerate(order):
-        key = run_key(point, rep, facts)
+        key = run_key(point, rep, facts, {role: d.text for role, d in config.hosts.destinations().items()}
+                      if config.hosts.remote else None)
         run_id = f"p{i:03d}-M{point.senders}-N{point.background}-r{rep + 1}-{key[:8]}"
         planned.append(PlannedRun(index=index, run_id=run_id, key=key, repetition=rep, point=point))
     return planned
@@ -117,8 +120,9 @@ def _keep_aside(partial: Path) -> Path:
 
 
 def _write_campaign(directory: Path, config: CampaignConfig, planned: list[PlannedRun],
-                    runs: dict[str, dict[str, Any]], state: str) -> None:
+                    runs: dict[str, dict[str, Any]], state: str, hosts: Any = None) -> None:
     manifest_mod.write_json_atomic(directory / CAMPAIGN_FILE, {
+        **({"hosts": hosts.facts()} if hosts is not None else {}),
         "format": CAMPAIGN_FORMAT,
         "name": config.name,
         "state": state,
@@ -158,7 +162,12 @@ def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], director
                          "or choose another --out")
     runs: dict[str, dict[str, Any]] = {}
     state = "running"
-    _write_campaign(directory, config, planned, runs, state)
+    hosts = None
+    if config.hosts.remote:  # real hosts: reached, checked and given the tools once, before the first run
+        from hostwire.campaign.hosts_batch import CampaignHosts
+
+        hosts = CampaignHosts.prepare(config)
+    _write_campaign(directory, config, planned, runs, state, hosts)
     try:
         for done, item in enumerate(planned):
             final = directory / item.run_id
@@ -179,7 +188,9 @@ def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], director
             run_config = {**config.resolved(), "run_key": item.key, "run_index": item.index,
                           "repetition": item.repetition}
             try:
-                if config.host["mode"] == "vm":
+                if hosts is not None:
+                    status, reason = hosts.record(directory, item.run_id, item.point, run_config)
+                elif config.host["mode"] == "vm":
                     from hostwire.record.vm_run import record_run_in_vm
 
                     status, reason = record_run_in_vm(directory, item.run_id, item.point, run_config,
@@ -195,13 +206,13 @@ def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], director
                 runs[item.run_id] = {**entry, "status": "failed", "reason": str(err)}
             if runs[item.run_id]["status"] != "complete":
                 log.warning("run %s %s: %s", item.run_id, runs[item.run_id]["status"], runs[item.run_id]["reason"])
-            _write_campaign(directory, config, planned, runs, state)
+            _write_campaign(directory, config, planned, runs, state, hosts)
         state = "complete"
     except BaseException:
         state = "interrupted"
         raise
     finally:
-        _write_campaign(directory, config, planned, runs, state)
+        _write_campaign(directory, config, planned, runs, state, hosts)
     return CampaignResult(directory=directory, runs=[runs[p.run_id] for p in planned])
 
 

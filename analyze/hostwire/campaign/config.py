@@ -27,6 +27,10 @@ anything starts. Every error names the file, the line and the key, and what was 
     kernel = "stock"          # vm mode: "stock" or "patched" (make kernel builds both)
     vm_timeout_s = 900        # vm mode: a guest still running after this is killed, its run failed
 
+    [hosts]                   # real machines over ssh (hostwire.campaign.hosts_config, docs/hosts.md)
+    sender = "root@pc1"
+    receiver = "root@pc2"
+
 The grid is expanded in the order its keys are written, the last key varying fastest; variants
 vary slowest."""
 
@@ -41,7 +45,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from hostwire.campaign.hosts_config import parse_hosts
 from hostwire.errors import UsageError
+from hostwire.record.hosts import HostsSpec
 from hostwire.record.point import PointError, RunPoint
 
 CAMPAIGN_KEYS = {"name": str, "repetitions": int, "order": str, "seed": int}
@@ -52,7 +58,7 @@ MAX_SEED = 2**63 - 1
 MAX_VM_TIMEOUT_S = 172800.0
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 ORDERS = ("as-written", "shuffled", "alternating")
-SECTIONS = ("campaign", "host", "defaults", "grid", "variants")
+SECTIONS = ("campaign", "host", "hosts", "defaults", "grid", "variants")
 HOST_KEYS = {"mode": str, "kernel": str, "vm_timeout_s": float}
 HOST_MODES = ("netns", "vm")
 KERNELS = ("stock", "patched")
@@ -71,6 +77,7 @@ class CampaignConfig:
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=lambda: {"mode": "netns", "kernel": "stock", "vm_timeout_s": 900.0})
     overrides: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE, also in defaults
+    hosts: HostsSpec = field(default_factory=HostsSpec)
 
     def points(self) -> list[RunPoint]:
         """The grid's points (defaults, then the variant, applied), in the order written, last key
@@ -94,6 +101,7 @@ class CampaignConfig:
             "campaign": {"name": self.name, "repetitions": self.repetitions, "order": self.order,
                          "seed": self.seed, "file": str(self.path)},
             "host": dict(self.host),
+            **({"hosts": self.hosts.as_dict()} if self.hosts.remote else {}),
             "defaults": asdict(replace(RunPoint(), **self.defaults)),
             "grid": self.grid,
             "variants": self.variants,
@@ -133,6 +141,14 @@ class _Locator:
         where = f"{self.path}:{line}" if line else str(self.path)
         name = f"{section}.{key}" if section and key else (section or key or "")
         return UsageError(f"{where}: {name}: {message}" if name else f"{where}: {message}")
+
+
+def _hosts_error(loc: _Locator, key: str, message: str) -> UsageError:
+    """[hosts] KEY, or [hosts.resources.NAME] KEY: found by its table's header."""
+    if key.startswith("resources."):
+        parts = key.split(".", 2)
+        return loc.error(f"hosts.{parts[0]}.{parts[1]}", parts[2] if len(parts) > 2 else None, message)
+    return loc.error("hosts", key, message)
 
 
 def _closest(word: str, choices: list[str]) -> str:
@@ -234,6 +250,9 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ca
     if not (math.isfinite(timeout) and 0 < timeout <= MAX_VM_TIMEOUT_S):
         raise loc.error("host", "vm_timeout_s", f"expected a positive number of seconds, at most "
                         f"{MAX_VM_TIMEOUT_S:g} (two days), got {timeout!r}")
+    config.hosts = parse_hosts(data.get("hosts", {}), lambda key, message: _hosts_error(loc, key, message), _closest)
+    if config.hosts.remote and config.host["mode"] == "vm":
+        raise loc.error("host", "mode", "vm mode records inside a guest on this machine: not with remote [hosts]")
     for key, value in data.get("defaults", {}).items():
         if key not in POINT_FIELDS:
             raise loc.error("defaults", key, "unknown key" + _closest(key, list(POINT_FIELDS)))
@@ -290,6 +309,11 @@ def _validate_points(loc: _Locator, config: CampaignConfig) -> None:
             point.validate()
         except PointError as err:
             raise _point_error(loc, config, err, variant) from None
+        if config.hosts.remote:
+            from hostwire.record.remote_run import point_problems
+
+            for problem in point_problems(point):
+                raise loc.error("hosts", None, f"{problem}")
         where = (f"variant {variant!r}, " if variant else "") + (
             ", ".join(f"{k} = {v!r}" for k, v in chosen.items()) or "[defaults]")
         described = repr(sorted(vars(point).items()))

@@ -395,6 +395,11 @@ class ReportBuilder:
                    f"{ref['fast_writes_in_a_row']} writes {ref['fast_write_interval_ms']} ms apart.</p>")
         return plots.plot_process_trace(excerpt.frames, excerpt.writes, excerpt.running, excerpt.t0_ns, title), caption
 
+    def hosts(self) -> None:
+        from hostwire.campaign.hosts_summary import hosts_section
+
+        hosts_section(self, Section)
+
     def _campaign_json(self) -> dict[str, Any]:
         try:
             return json.loads((self.campaign / "campaign.json").read_text())
@@ -403,7 +408,7 @@ class ReportBuilder:
 
     def build(self) -> Path:
         steps = (self.overview, self.goodput, self.fairness, self.intervals, self.idc, self.contracts,
-                 self.process_trace, self.gap_causes, self.model, self.accuracy, self.sanity)
+                 self.process_trace, self.gap_causes, self.model, self.accuracy, self.hosts, self.sanity)
         for step in steps:
             step()
         return self.write()

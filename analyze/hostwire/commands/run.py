@@ -14,6 +14,7 @@ EPILOG = """examples:
   hostwire run configs/quick.toml --set duration_s=2 --set warmup_s=0.5
   hostwire run configs/paper.toml --out /var/tmp/paper --resume
   hostwire run configs/vm-quick.toml     # [host] mode = "vm": a fresh guest per run (make kernel first)
+  hostwire run lab.toml --out runs/lab   # [hosts] sender = "root@pc1" ...: real hosts over ssh (docs/hosts.md)
 
 exit status: 0 every run complete, 1 a run failed or was partial (the campaign goes on and
 records the others), 2 a bad config or option (nothing started), 130/143 interrupted (the
@@ -26,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Records each point of CONFIG's grid (cross product of its [grid] lists, "
         "[defaults] for the rest, [campaign] repetitions and order) into the campaign directory, "
         "one run directory each, with campaign.json beside them. [host] mode = \"vm\" records each "
-        "run in a freshly booted QEMU guest of the stock or the schedtrace-patched kernel. The config "
+        "run in a freshly booted QEMU guest of the stock or the schedtrace-patched kernel; [hosts] runs "
+        "the sender, the receiver and the capture on real machines over ssh. The config "
         "is checked in full before anything starts.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", metavar="CONFIG", type=Path, help="campaign file (TOML)")

@@ -143,6 +143,21 @@ def run_wirecap(setup: Setup) -> float:
         return _round_trip(setup.pingpong(), setup, "ping-pong beside hw-wirecap")
 
 
+def run_procsampler(setup: Setup) -> float:
+    """The /proc sampler of real hosts (hostwire.record.procsampler, every resource at 100 ms, no
+    filter) on the tracer's CPU beside the ping-pong."""
+    from hostwire.record.procsampler import sampler_argv
+
+    with open(setup.work / "proc.txt", "wb") as out:
+        sampler = subprocess.Popen([*setup.on(setup.tracer_cpu), *sampler_argv(0.1, {})], stdout=out,
+                                   stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+    try:
+        return _round_trip(setup.pingpong(), setup, "ping-pong beside the /proc sampler")
+    finally:
+        sampler.terminate()
+        sampler.wait()
+
+
 def run_everything(setup: Setup) -> float:
     with Wirecap(setup):
         return _round_trip([*_schedtrace(setup, True), *_iotrace(setup), *setup.pingpong()], setup,
@@ -245,6 +260,7 @@ CONFIGS: list[Config] = [
     Config("hw-iotrace preload", "hw-iotrace --preload", "call", run_iotrace_preload),
     Config("hw-wirecap", "hw-wirecap -i lo beside the ping-pong", "switch", run_wirecap),
     Config("everything", "hw-wirecap + hw-schedtrace -s + hw-iotrace ptrace", "call", run_everything),
+    Config("proc sampler", "the hosts' /proc sampler (awk, 100 ms) beside the ping-pong", "switch", run_procsampler),
     Config("trace-cmd record", "trace-cmd record (same scheduler events)", "switch", run_tracecmd, "trace-cmd", True),
     Config("perf sched record", "perf sched record", "switch", run_perf_sched, "perf", True),
     Config("strace -f", "strace -f -ttt -e trace=<hw-iotrace's calls>", "call", run_strace, "strace", True),

@@ -1,0 +1,176 @@
+"""A lab of real ssh "hosts" for the tests of `[hosts]`: each host a network namespace of its own
+with OpenSSH's sshd (its own host key, one authorized key made for the lab), a mount namespace
+that hides the project's checkout and the campaign folder and gives it a private folder for
+hostwire's remote files, and a time namespace whose CLOCK_MONOTONIC and CLOCK_BOOTTIME offsets
+the lab knows. A time namespace offsets only user space's clocks: tracefs and the capture keep
+the kernel's own.
+
+    control: this machine 198.18.1.(4i+1) <-> host i 198.18.1.(4i+2), one veth pair per host
+    data:    tx 198.18.0.1 -- [cap: bridge of ptx and prx] -- rx 198.18.0.2
+
+The capture host is a bump in the wire: it forwards every frame between the two and captures on
+its port toward the sender. Everything is removed by pid and by name on close()."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {proc.stderr.strip()}")
+    return proc
+
+
+def in_ns(ns: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return sh("ip", "netns", "exec", ns, *argv, check=check)
+
+
+@dataclass
+class LabHost:
+    alias: str
+    ns: str
+    control_addr: str
+    offset_s: int
+    tracefs: bool = True
+    pid: int | None = None  # unshare's, whose child is sshd (--kill-child)
+
+
+@dataclass
+class Lab:
+    root: Path
+    hidden: list[Path]
+    remote_dir: Path
+    offsets: dict[str, int] = field(default_factory=lambda: {"tx": 0, "rx": 2000, "cap": 700})
+    no_tracefs: tuple[str, ...] = ()
+    bottleneck: str = "9mbit"  # on the capture host's port toward the receiver ("" for none)
+    hosts: dict[str, LabHost] = field(default_factory=dict)
+    pid: int = 0  # of the process that made the lab: part of every name it made
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.root / "ssh_config"
+
+    def open(self) -> "Lab":
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.remote_dir.mkdir(parents=True, exist_ok=True)
+        pid = self.pid = os.getpid()
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.root / "id"))
+        (self.root / "authorized_keys").write_text((self.root / "id.pub").read_text())
+        known, client = [], []
+        for i, alias in enumerate(("tx", "rx", "cap")):
+            host = LabHost(alias, f"hwlab{pid}-{alias}", f"198.18.1.{4 * i + 2}", self.offsets[alias],
+                           tracefs=alias not in self.no_tracefs)
+            self.hosts[alias] = host
+            sh("ip", "netns", "add", host.ns)
+            outer = f"hl{pid}c{i}"
+            sh("ip", "link", "add", outer, "type", "veth", "peer", "name", "ctl", "netns", host.ns)
+            sh("ip", "addr", "add", f"198.18.1.{4 * i + 1}/30", "dev", outer)
+            sh("ip", "link", "set", outer, "up")
+            in_ns(host.ns, "ip", "addr", "add", f"{host.control_addr}/30", "dev", "ctl")
+            for dev in ("lo", "ctl"):
+                in_ns(host.ns, "ip", "link", "set", dev, "up")
+            key = self.root / f"host_{alias}"
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+            known.append(f"{host.control_addr} {(self.root / f'host_{alias}.pub').read_text().split(' ')[0]} "
+                         f"{(self.root / f'host_{alias}.pub').read_text().split(' ')[1]}")
+            client.append(f"Host {alias}\n  HostName {host.control_addr}\n  User root\n"
+                          f"  IdentityFile {self.root / 'id'}\n  IdentitiesOnly yes\n"
+                          f"  UserKnownHostsFile {self.root / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
+                          f"  LogLevel ERROR\n")
+            (self.root / f"sshd_{alias}").write_text(
+                f"ListenAddress {host.control_addr}\nHostKey {key}\n"
+                f"AuthorizedKeysFile {self.root / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
+                "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                "PidFile none\nMaxStartups 50\nMaxSessions 50\n")
+        (self.root / "known_hosts").write_text("\n".join(known) + "\n")
+        self.ssh_config.write_text("\n".join(client))
+        self._data_link()
+        for host in self.hosts.values():
+            self._start_sshd(host)
+        for host in self.hosts.values():
+            self._wait_ssh(host)
+        return self
+
+    def _data_link(self) -> None:
+        tx, rx, cap = (self.hosts[a].ns for a in ("tx", "rx", "cap"))
+        sh("ip", "link", "add", "d0", "netns", tx, "type", "veth", "peer", "name", "ptx", "netns", cap)
+        sh("ip", "link", "add", "d0", "netns", rx, "type", "veth", "peer", "name", "prx", "netns", cap)
+        in_ns(cap, "ip", "link", "add", "br0", "type", "bridge")
+        for ns, dev, addr in ((tx, "d0", "198.18.0.1/24"), (rx, "d0", "198.18.0.2/24")):
+            in_ns(ns, "ip", "addr", "add", addr, "dev", dev)
+        for ns, dev in ((tx, "d0"), (rx, "d0"), (cap, "ptx"), (cap, "prx")):
+            # one frame on the wire per segment: no offloads, so a capture sees what the wire carries
+            in_ns(ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off", "rx", "off",
+                  check=False)
+            if ns == cap:
+                in_ns(ns, "ip", "link", "set", dev, "master", "br0")
+            in_ns(ns, "ip", "link", "set", dev, "up")
+        in_ns(cap, "ip", "link", "set", "br0", "up")
+        if self.bottleneck:  # a slower hop with a three-frame queue after the capture host: frames
+            # it saw are dropped, and the sender retransmits them (real retransmissions to count)
+            in_ns(cap, "tc", "qdisc", "add", "dev", "prx", "root", "tbf", "rate", self.bottleneck, "burst", "1514",
+                  "limit", "4542")
+
+    def _start_sshd(self, host: LabHost) -> None:
+        mounts = [f"mount -t tmpfs hw-hidden {p}" for p in self.hidden]
+        mounts.append(f"mount -t tmpfs hw-remote {self.remote_dir}")
+        if host.tracefs:  # ip netns exec mounts a fresh /sys: tracefs again on it
+            mounts.append("mount -t tracefs nodev /sys/kernel/tracing")
+        else:
+            # all of /sys/kernel: libtracefs mounts tracefs itself where it finds the folder
+            mounts.append("mount -t tmpfs hw-no-tracefs /sys/kernel")
+        script = " && ".join([*mounts, "mkdir -p /run/sshd", f"exec {SSHD} -D -e -f {self.root / f'sshd_{host.alias}'}"])
+        log = open(self.root / f"sshd_{host.alias}.log", "wb")
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", host.ns, "unshare", "--mount", "--propagation", "private", "--time",
+             f"--monotonic={host.offset_s}", f"--boottime={host.offset_s}", "--fork", "--kill-child",
+             "sh", "-c", script], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        log.close()
+        host.pid = proc.pid
+        self._procs = getattr(self, "_procs", []) + [proc]
+
+    def ssh(self, alias: str, command: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes", alias, "--", command],
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def _wait_ssh(self, host: LabHost) -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.ssh(host.alias, "true").returncode == 0:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"sshd of {host.alias} did not answer: {(self.root / f'sshd_{host.alias}.log').read_text()}")
+
+    def pids_in(self, alias: str) -> list[int]:
+        """The processes in a host's network namespace (sshd among them)."""
+        out = sh("ip", "netns", "pids", self.hosts[alias].ns, check=False).stdout
+        return [int(p) for p in out.split()]
+
+    def sshd_pids(self, alias: str) -> set[int]:
+        host = self.hosts[alias]
+        children = sh("ps", "-o", "pid=", "--ppid", str(host.pid), check=False).stdout.split()
+        return {int(p) for p in children}
+
+    def close(self) -> None:
+        for proc in getattr(self, "_procs", []):
+            if proc.poll() is None:
+                proc.kill()  # unshare --fork ignores SIGTERM; --kill-child ends its sshd with it
+                proc.wait()
+        for host in self.hosts.values():
+            for pid in self.pids_in(host.alias):  # a session's leftovers: the test fails on them first
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            sh("ip", "netns", "del", host.ns, check=False)
+        for i in range(3):
+            sh("ip", "link", "del", f"hl{self.pid}c{i}", check=False)

@@ -1,0 +1,242 @@
+"""Real hosts over real ssh (docs/hosts.md): campaigns whose sender, receiver and capture are sshd
+"hosts" in namespaces of their own (tests/hostlab.py), with known clock offsets; a host that
+refuses the key, a host without tracefs, a host cut off in the middle of a run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hostwire.paths import REPO_ROOT
+
+_spec = importlib.util.spec_from_file_location("hostlab", Path(__file__).with_name("hostlab.py"))
+assert _spec is not None and _spec.loader is not None
+hostlab = importlib.util.module_from_spec(_spec)
+sys.modules["hostlab"] = hostlab  # its dataclasses look their module up there
+_spec.loader.exec_module(hostlab)
+
+HOSTWIRE = [sys.executable, "-m", "hostwire"]
+pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.long,
+              pytest.mark.skipif(not Path(hostlab.SSHD).exists(), reason="needs openssh-server (make setup)")]
+
+
+def campaign_file(path: Path, lab: "hostlab.Lab", *, receiver: str = "rx", grid: str = "senders = [1, 2]",
+                  repetitions: int = 2, kernel_trace: bool = False, duration_s: float = 1.5) -> Path:
+    path.write_text(f"""
+[campaign]
+name = "lab"
+repetitions = {repetitions}
+[defaults]
+warmup_s = 0.5
+duration_s = {duration_s}
+quiet_s = 0.3
+kernel_trace = {str(kernel_trace).lower()}
+[grid]
+{grid}
+[hosts]
+sender = "tx"
+receiver = "{receiver}"
+capture = "cap"
+receiver_address = "198.18.0.2"
+capture_interface = "ptx"
+ssh_config = "{lab.ssh_config}"
+remote_dir = "{lab.remote_dir}"
+shape = true
+resources_interval_s = 0.1
+""")
+    return path
+
+
+def make_lab(base: Path, **options: object) -> "hostlab.Lab":
+    runs = base / "runs"
+    runs.mkdir(parents=True)
+    return hostlab.Lab(base / "lab", hidden=[REPO_ROOT, runs], remote_dir=base / "remote", **options)
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator["hostlab.Lab"]:
+    lab = make_lab(tmp_path)
+    try:
+        yield lab.open()
+    finally:
+        lab.close()
+
+
+def left_running(lab: "hostlab.Lab") -> dict[str, list[int]]:
+    """Per host, the processes other than its sshd listener (and the unshare that started it)."""
+    out = {}
+    for alias, host in lab.hosts.items():
+        out[alias] = sorted(set(lab.pids_in(alias)) - lab.sshd_pids(alias) - {host.pid})
+    return out
+
+
+def wait_nothing_left(lab: "hostlab.Lab", timeout_s: float = 15.0) -> dict[str, list[int]]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = left_running(lab)
+        if not any(left.values()):
+            return left
+        time.sleep(0.2)
+    return left_running(lab)
+
+
+def retransmissions(frames: "pd.DataFrame", source: str) -> int:
+    """TCP segments from `source` carrying a sequence number the stream sent before (SYN and FIN
+    count as one; a retransmission may carry new bytes too: Linux collapses small segments into the
+    one it retransmits). No offloads on the lab's links: one segment is one frame."""
+    tcp = frames[(frames["src"].astype(str) == source) & (frames["proto"] == 6)]
+    flags = tcp["flags"].to_numpy().astype(np.int64)
+    length = tcp["payload_len"].to_numpy() + (flags & 0x02 > 0) + (flags & 0x01 > 0)
+    tcp = tcp.assign(length=length)[length > 0]
+    count = 0
+    for _, stream in tcp.groupby(["sport", "dst", "dport"], observed=True):
+        seq = stream["seq"].to_numpy().astype(np.int64)
+        start = (seq - seq[0]) % 2**32  # from the stream's first sequence number
+        reach = np.maximum.accumulate(start + stream["length"].to_numpy())
+        count += int((start[1:] < reach[:-1]).sum())
+    return count
+
+
+def run(config: Path, out: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HOSTWIRE, "run", str(config), "--out", str(out), *extra], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_four_runs_on_three_ssh_hosts_complete_with_clocks_recovered_and_proc_agreeing(lab: "hostlab.Lab") -> None:
+    out = lab.root.parent / "runs" / "c"
+    # the sender host's control link, captured from this side: its ssh sessions' retransmissions
+    control_pcap = lab.root / "control.pcap"
+    tcpdump = subprocess.Popen(["tcpdump", "-q", "-i", f"hl{lab.pid}c0", "-s", "96", "-U", "-w", str(control_pcap),
+                                "tcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    try:
+        proc = run(campaign_file(lab.root / "c.toml", lab), out)
+    finally:
+        tcpdump.terminate()
+        tcpdump.wait()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from hostwire.read.pcap import read_pcap
+    from hostwire.read.procsamples import read_proc_samples
+
+    control = read_pcap(control_pcap)
+    # the sender host's CLOCK_BOOTTIME (its time namespace's offset is 0) onto CLOCK_REALTIME
+    boot_to_real = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    assert wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
+    book = json.loads((out / "campaign.json").read_text())
+    assert [r["status"] for r in book["runs"]] == ["complete"] * 4
+    assert set(book["hosts"]) == {"sender", "receiver", "capture"}
+    assert all(h["facts"]["kernel_release"] and h["facts"]["clocksource"] for h in book["hosts"].values())
+    known = lab.offsets
+    retransmitted = 0
+    for entry in book["runs"]:
+        manifest = json.loads((out / entry["run_id"] / "manifest.json").read_text())
+        clocks = manifest["clocks"]
+        udp, traffic = clocks["receiver"]["udp"], clocks["receiver"]["traffic"]
+        # the time namespaces' offsets, recovered by the UDP exchange within its own bound
+        truth_us = (known["rx"] - known["tx"]) * 1e6
+        assert abs(udp["offset_us"] - truth_us) <= udp["bound_us"], udp
+        # one kernel: the capture clocks are equal, within the traffic's own bound
+        for role in ("receiver", "capture"):
+            hull = clocks[role]["traffic"]
+            assert abs(hull["offset_us"]) <= hull["bound_us"] < 1000, hull
+            truth = (known["rx" if role == "receiver" else "cap"] - known["tx"]) * 1e6
+            assert abs(hull["monotonic_offset_us"] - truth) <= hull["bound_us"] + 50, hull
+        assert clocks["receiver"]["chosen"] == min(("udp", "traffic"), key=lambda m: clocks["receiver"][m]["bound_us"])
+        assert traffic["frames_toward"] > 100 and traffic["frames_from"] > 10
+        # /proc of every host: bytes per interface against each host's capture
+        run_dir = out / entry["run_id"]
+        for role, dev, direction in (("sender", "d0", "tx"), ("receiver", "d0", "rx"), ("capture", "ptx", "rx")):
+            frames = read_pcap(run_dir / "raw" / "hosts" / role / "wire.pcap")
+            toward = frames["dst"].astype(str).to_numpy() == "198.18.0.2"
+            counted = manifest["proc"][role]["totals"][f"net.{dev}.{direction}_bytes"]
+            captured = int(frames["wire_len"].to_numpy()[toward].sum())
+            assert abs(counted - captured) <= 0.01 * captured, (role, counted, captured)
+        # RetransSegs against the captures: the sender host's TCP is the benchmark's, on the
+        # measured link, and the ssh sessions hostwire holds to it, on its control link
+        sent = read_pcap(run_dir / "raw" / "hosts" / "sender" / "wire.pcap")
+        retrans = retransmissions(sent, "198.18.0.1")
+        samples = read_proc_samples(run_dir / "raw" / "hosts" / "sender" / "proc.txt")
+        span = (samples["t_s"].iloc[0] * 1e9 + boot_to_real, samples["t_s"].iloc[-1] * 1e9 + boot_to_real)
+        ssh = control[(control["t_ns"] >= span[0] - 10e6) & (control["t_ns"] <= span[1] + 10e6)]
+        assert manifest["losses"]["qdisc_drops"] == 0  # none lost before the sender's capture
+        assert manifest["proc"]["sender"]["totals"]["tcp_RetransSegs"] == retrans + retransmissions(ssh, lab.hosts["tx"].control_addr)
+        retransmitted += retrans
+    assert retransmitted > 0  # the lab's bottleneck drops: the count is tested on real retransmissions
+    for step in (["analyze", str(out)], ["report", str(out)]):
+        done = subprocess.run([*HOSTWIRE, *step], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert (out / "report.html").exists()
+
+
+def test_a_host_that_refuses_the_key_is_one_line_and_the_campaign_goes_on(lab: "hostlab.Lab") -> None:
+    other = lab.root / "other_id"
+    hostlab.sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other))
+    text = lab.ssh_config.read_text()
+    rx_block = text[text.index("Host rx"):text.index("Host cap")]
+    lab.ssh_config.write_text(text + "\n" + rx_block.replace("Host rx", "Host rxbadkey")
+                              .replace(str(lab.root / "id") + "\n", str(other) + "\n"))
+    out = lab.root.parent / "runs" / "k"
+    proc = run(campaign_file(lab.root / "k.toml", lab, receiver="rxbadkey", grid="senders = [1]"), out)
+    assert proc.returncode == 1
+    book = json.loads((out / "campaign.json").read_text())
+    assert [r["status"] for r in book["runs"]] == ["failed", "failed"]
+    lines = [line for line in proc.stderr.splitlines() if "Permission denied" in line]
+    # once before the first run, then as each run's reason
+    problem = "receiver (rxbadkey): root@198.18.1.6: Permission denied (publickey). (cannot reach it)"
+    assert lines == [f"hostwire: {problem}", *(f"hostwire: run {r['run_id']} failed: {problem}" for r in book["runs"])]
+    assert "Traceback" not in proc.stderr
+    assert wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
+
+
+def test_a_host_cut_off_mid_run_marks_it_partial_and_resume_redoes_it(lab: "hostlab.Lab") -> None:
+    out = lab.root.parent / "runs" / "cut"
+    config = campaign_file(lab.root / "cut.toml", lab, grid="senders = [1]", repetitions=2, duration_s=4.0)
+    proc = subprocess.Popen([*HOSTWIRE, "run", str(config), "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    link = f"hl{lab.pid}c1"  # the receiver's control link
+    deadline = time.monotonic() + 120
+    while not list(out.glob("p000*.partial/raw/hosts/receiver/hw-bench-receive.log")):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(1.0)
+    hostlab.sh("ip", "link", "set", link, "down")
+    time.sleep(9.0)  # longer than ssh's ServerAlive (3 x 2 s)
+    hostlab.sh("ip", "link", "set", link, "up")
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 1, stdout + stderr
+    book = json.loads((out / "campaign.json").read_text())
+    statuses = [r["status"] for r in book["runs"]]
+    assert statuses[0] == "partial" and statuses[1] == "complete", book["runs"]
+    assert book["runs"][0]["reason"].startswith("receiver (rx): lost"), book["runs"][0]["reason"]
+    assert wait_nothing_left(lab, 30) == {"tx": [], "rx": [], "cap": []}
+    again = run(config, out, "--resume")
+    assert again.returncode == 0, again.stdout + again.stderr
+    book = json.loads((out / "campaign.json").read_text())
+    assert [r["status"] for r in book["runs"]] == ["complete", "complete"]
+    assert book["runs"][1].get("resumed") and not book["runs"][0].get("resumed")
+    assert wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
+
+
+def test_a_host_without_tracefs_is_named_and_its_runs_marked(tmp_path: Path) -> None:
+    lab = make_lab(tmp_path, no_tracefs=("tx",))
+    try:
+        lab.open()
+        out = tmp_path / "runs" / "t"
+        proc = run(campaign_file(lab.root / "t.toml", lab, grid="senders = [1]", repetitions=1, kernel_trace=True), out)
+        assert proc.returncode == 1
+        assert "hostwire: sender (tx): missing tracefs: not mounted" in proc.stderr, proc.stderr
+        book = json.loads((out / "campaign.json").read_text())
+        run_entry = book["runs"][0]
+        assert run_entry["status"] == "failed" and "hw-schedtrace" in run_entry["reason"], run_entry
+        assert wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
+    finally:
+        lab.close()
