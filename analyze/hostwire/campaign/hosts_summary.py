@@ -114,6 +114,6 @@ def hosts_section(builder: Any, section: Any) -> None:
             text += f"<p>The figure: the samples of run {html.escape(first.name)} on every host.</p>"
         except (InputError, OSError, ValueError, KeyError):
             pass
-    from hostwire.campaign.report import _table_html
+    from hostwire.campaign.html_table import table_html as _table_html
 
     builder.sections.append(section("Hosts", text + _table_html(table), names))

@@ -18,6 +18,7 @@ import pandas as pd
 
 from hostwire.safewrite import write_text, write_with
 from hostwire.campaign import figure, plots, tables
+from hostwire.campaign.html_table import table_html as _table_html
 from hostwire.errors import HostwireError, InputError
 from hostwire.metrics.regime import WHY_WIRE_CANNOT_DEPEND, df_goodput_fit_by_limit
 from hostwire.timeline.gaps import CAUSES
@@ -38,23 +39,6 @@ class Section:
     title: str
     body: str
     figures: list[str] = field(default_factory=list)
-
-
-def _table_html(df: pd.DataFrame, classes: pd.Series | None = None, float_format: str = "{:.4g}") -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    rows = []
-    for i, row in enumerate(df.itertuples(index=False)):  # itertuples keeps each column's type
-        cells = []
-        for value in row:
-            if isinstance(value, float):
-                text = "" if np.isnan(value) else float_format.format(value)
-            else:
-                text = str(value)
-            cells.append(f"<td>{html.escape(text)}</td>")
-        cls = f' class="{classes.iloc[i]}"' if classes is not None and classes.iloc[i] else ""
-        rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
-    # a table wider than the page scrolls inside it instead of running off its edge
-    return f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
 
 
 class ReportBuilder:
