@@ -1,13 +1,9 @@
-# hw-schedtrace: tracefs collector and reader of the patched kernel's /proc/schedtrace (library
-# part st_*.c, st_proc*.c; thin main.c) and its tests.
+# hw-schedtrace: the tracefs collector (library part st_*.c; thin main.c) and its tests.
 ST_LIB := sched-trace/st_buffer.c sched-trace/st_stats.c sched-trace/st_datwrite.c \
-          sched-trace/st_datread.c sched-trace/st_convert.c sched-trace/st_record.c \
-          sched-trace/st_procparse.c sched-trace/st_procconv.c sched-trace/st_procjson.c \
-          sched-trace/st_procrec.c
+          sched-trace/st_datread.c sched-trace/st_convert.c sched-trace/st_record.c
 
 $(eval $(call hw_program,hw-schedtrace,sched-trace/main.c $(ST_LIB),libtracefs libtraceevent,-lpthread))
 $(eval $(call hw_ctest,test-schedtrace,sched-trace/tests/st_test.c $(ST_LIB),libtracefs libtraceevent,-lpthread))
-$(eval $(call hw_ctest,test-schedtrace-proc,sched-trace/tests/st_proc_test.c $(ST_LIB),libtracefs libtraceevent,-lpthread))
 
 # Test program (not installed): two processes ping-pong one byte over two pipes and block at a
 # start and an end barrier, so a test can count their context switches exactly.

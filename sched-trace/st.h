@@ -107,6 +107,7 @@ struct st_config {
     int npids;
     const char *events[ST_MAX_EVENTS];  /* "system:event"; none: the default scheduler set */
     int nevents;
+    bool switch_ext;                    /* also custom:sched_switch_ext_tp (kernel-patches/) */
     const char *filters[ST_MAX_FILTERS];/* "system:event=EXPR" */
     int nfilters;
     const char *suffix;
@@ -121,6 +122,10 @@ int st_record(const struct st_config *cfg, struct hw_err *err);
 /* log: the line naming what was written (verbose: and the records of each CPU); NULL: none. */
 int st_convert_file(const char *dat_path, const char *outdir, bool syscalls, FILE *log, int verbose,
                     struct hw_err *err);
+
+/* The scheduler's state at every switch: a custom event of a kernel built with the
+ * sched_switch_ext series (kernel-patches/, CONFIG_SCHED_SWITCH_EXT_EVENT). */
+#define ST_SWITCH_EXT_EVENT "custom:sched_switch_ext_tp"
 
 #define ST_MARKER_PREFIX "hw-schedtrace clock "
 

@@ -151,6 +151,12 @@ static int check_events(struct st_buffer *buf, const struct st_buffer_spec *spec
             buf->enabled[buf->nenabled++] = buf->names[i];
         } else if (spec->optional[i]) {
             buf->missing[buf->nmissing++] = buf->names[i];
+        } else if (strcmp(buf->names[i], ST_SWITCH_EXT_EVENT) == 0) {
+            /* not a usage error: the same command works on the kernel that has it */
+            hw_seterr(err, "failed to find event %s: this kernel was not built with "
+                      "CONFIG_SCHED_SWITCH_EXT_EVENT (the sched_switch_ext series, kernel-patches/)",
+                      buf->names[i]);
+            return -1;
         } else {
             hw_seterr(err, "failed to find event %s: this kernel has no such tracepoint in %s/events",
                       buf->names[i], tracefs_tracing_dir());

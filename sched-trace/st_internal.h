@@ -17,7 +17,7 @@ const char *st_buffer_tgids(const struct st_buffer *buf);
 extern const char *const st_io_calls[];
 extern const size_t st_n_io_calls;
 
-/* The head of syscalls.tsv (common/hwsyscalls.h) for backend "tracefs" or "proc": the calls are
+/* The head of syscalls.tsv (common/hwsyscalls.h) for backend "tracefs": the calls are
  * those of st_io_calls. */
 void st_syscalls_header(FILE *out, const char *backend);
 

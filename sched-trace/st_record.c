@@ -113,6 +113,8 @@ static int build_specs(struct recording *s, struct hw_err *err)
     for (int i = 0; i < cfg->nevents; i++)
         if (add_event(sp, cfg->events[i], err) < 0)
             return -1;
+    if (cfg->switch_ext && add_event(sp, ST_SWITCH_EXT_EVENT, err) < 0)
+        return -1;
     if (cfg->syscalls) {
         static char suffix[80];
         snprintf(suffix, sizeof(suffix), "%s%ssys", cfg->suffix ? cfg->suffix : "", cfg->suffix ? "-" : "");
