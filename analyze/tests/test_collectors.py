@@ -107,12 +107,12 @@ def test_a_point_chooses_its_collectors(tmp_path: Path, build_dir: Path) -> None
     assert sched.follows_pid and not sched.wrapper
     assert sched.command(4242)[-3:] == ["--syscalls", "--pid", "4242"]
     assert sched.argv[sched.argv.index(str(build_dir / "bin" / "hw-schedtrace")) + 1] == "-o"
-    # the patched kernel's ring: the same collector, hw-schedtrace's proc mode
-    point.kernel_source = "proc"
-    _, ring = collectors.for_point(tmp_path, point, topo)
-    tool = ring.argv.index(str(build_dir / "bin" / "hw-schedtrace"))
-    assert ring.argv[tool + 1:tool + 4] == ["proc", "-o", str(tmp_path)]
-    assert ring.command(4242)[-3:] == ["--syscalls", "--pid", "4242"]
+    # the patched kernel's event: the same collector, with custom:sched_switch_ext_tp
+    point.kernel_source = "event"
+    _, ext = collectors.for_point(tmp_path, point, topo)
+    tool = ext.argv.index(str(build_dir / "bin" / "hw-schedtrace"))
+    assert ext.argv[tool + 1:tool + 4] == ["-o", str(tmp_path), "--switch-ext"]
+    assert ext.command(4242)[-3:] == ["--syscalls", "--pid", "4242"]
     point = SimpleNamespace(capture=False, capture_side="tx", syscalls="preload", kernel_trace=False,
                             receiver_cpus=None)
     (iotrace,) = collectors.for_point(tmp_path, point, topo)

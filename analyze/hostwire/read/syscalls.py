@@ -20,6 +20,7 @@ COLUMNS = [
 ]
 INT_COLUMNS = ["t_enter_ns", "t_exit_ns", "pid", "tid", "fd", "req_bytes"]
 FD_KINDS = ("tcp", "udp", "unix", "file", "pipe", "other", "unknown")
+# "proc": recordings of the first kernel series' /proc/schedtrace ring, still read
 BACKENDS = ("ptrace", "preload", "tracefs", "proc")
 
 

@@ -209,10 +209,9 @@ class Schedtrace(BackgroundTool):
 
     def __init__(self, raw: Path, cpus: str | None, syscall_pid: int | None = None, *,
                  syscalls: bool = False, options: list[str] | None = None, source: str = "tracefs") -> None:
-        # source "proc": the patched kernel's /proc/schedtrace ring, same files but schedtrace.txt
-        # in place of trace.dat
-        mode = ["proc"] if source == "proc" else []
-        argv = [*taskset_prefix(cpus), str(paths.tool("hw-schedtrace")), *mode, "-o", str(raw), *(options or [])]
+        # source "event": also the patched kernel's custom:sched_switch_ext_tp, in the same buffer
+        extra = ["--switch-ext"] if source == "event" else []
+        argv = [*taskset_prefix(cpus), str(paths.tool("hw-schedtrace")), "-o", str(raw), *extra, *(options or [])]
         super().__init__("hw-schedtrace", argv, raw / "schedtrace.log")
         self.raw = raw
         self.progress_files = [raw / name for name in ("trace.dat", "sched.tsv", "syscalls.dat", "syscalls.tsv")]

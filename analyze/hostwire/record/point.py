@@ -13,7 +13,7 @@ from hostwire.record.link import LinkSpec
 from hostwire.units import parse_cpu_list, parse_rate
 
 SYSCALL_BACKENDS = ("none", "tracefs", "ptrace", "preload")
-KERNEL_SOURCES = ("tracefs", "proc")
+KERNEL_SOURCES = ("tracefs", "event")
 
 
 # Limits of hw-bench main's options (benchmark/main.c): checked here too, so that a bad point is
@@ -100,8 +100,9 @@ class RunPoint:
     trace_buffer_kib: int = 0
     trace_drain: bool = True
     kernel_trace: bool = True  # hw-schedtrace: scheduler and network events
-    # Where the kernel timeline comes from: "tracefs" (any kernel), or "proc", the patched kernel's
-    # /proc/schedtrace ring (hw-schedtrace proc; kernel-patches/, vm mode with kernel = "patched")
+    # What the kernel timeline holds: "tracefs", the stock events (any kernel), or "event", those
+    # and the scheduler's state at every switch, custom:sched_switch_ext_tp of the patched kernel
+    # (hw-schedtrace --switch-ext; kernel-patches/, vm mode with kernel = "patched")
     kernel_source: str = "tracefs"
     syscalls: str = "none"  # I/O system calls of the benchmark: none, tracefs, ptrace or preload
     # A collector set (COLLECTOR_SETS: "none", "kernel", "kernel+ptrace", ...) that sets capture,
@@ -141,9 +142,6 @@ class RunPoint:
             if value > MAX_SECONDS:
                 raise PointError((name,), f"{name} = {value!r}: at most {MAX_SECONDS:g} s (one day, hw-bench's limit), got {value!r}")
         _whole(self, "trace_buffer_kib", 0, 1 << 22)
-        if self.kernel_source == "proc" and (self.trace_buffer_kib or not self.trace_drain):
-            raise PointError(("kernel_source", "trace_buffer_kib", "trace_drain"), "kernel_source = 'proc': trace_buffer_kib and trace_drain size and drain tracefs "
-                             "buffers; the ring of /proc/schedtrace has its own size")
         if not isinstance(self.trace_drain, bool):
             raise PointError(("trace_drain",), f"trace_drain = {self.trace_drain!r}: expected true or false")
         cpus = os.cpu_count() or 1

@@ -1,5 +1,6 @@
 """A fresh guest for every run: the paper rebooted both machines before each measurement; hostwire
-boots a QEMU VM of the stock or the schedtrace-patched kernel (scripts/kernel.sh builds both),
+boots a QEMU VM of the stock or the patched kernel (scripts/kernel.sh builds both; and v1, the
+first version of the series, for benchmarks),
 runs one command in it and powers it off.
 
 The guest mounts the host's root read-only over 9p, so it runs the host's programs and the
@@ -25,7 +26,8 @@ from hostwire.errors import HostwireError, UsageError
 
 log = logging.getLogger(__name__)
 
-FLAVOURS = ("stock", "patched")
+FLAVOURS = ("stock", "patched")  # what a campaign may boot
+BENCH_FLAVOURS = (*FLAVOURS, "v1")  # and the series' first version, for the per-switch cost bench
 INIT = paths.REPO_ROOT / "kernel-patches" / "vm-init.sh"
 DEFAULT_TIMEOUT_S = 900.0
 
@@ -36,8 +38,8 @@ def kernel_dir() -> Path:
 
 def kernel_image(flavour: str) -> Path:
     """The bzImage of a flavour; raises with the command that builds it when it is missing."""
-    if flavour not in FLAVOURS:
-        raise UsageError(f"kernel must be one of {', '.join(FLAVOURS)}, not {flavour!r}")
+    if flavour not in BENCH_FLAVOURS:
+        raise UsageError(f"kernel must be one of {', '.join(BENCH_FLAVOURS)}, not {flavour!r}")
     image = kernel_dir() / flavour / "bzImage"
     if not image.is_file():
         raise HostwireError(f"the {flavour} guest kernel is not built: {image} is missing (run 'make kernel')")
@@ -90,29 +92,32 @@ class Boot:
 
 
 def qemu_argv(image: Path, share: Path, cpus: int, memory_mb: int, kvm: bool, init: Path = INIT,
-              writable: tuple[Path, ...] = ()) -> list[str]:
+              writable: tuple[Path, ...] = (), append: str = "") -> list[str]:
     accel = ["-accel", "kvm", "-cpu", "host"] if kvm else ["-accel", "tcg", "-cpu", "max"]
-    append = ("console=ttyS0 root=hostroot rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=262144 "
+    cmdline = ("console=ttyS0 root=hostroot rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=262144 "
               f"ro init={init} panic=-1 hostwire.share={share}")
     if writable:
-        append += " hostwire.rw=" + ",".join(str(p) for p in writable)
+        cmdline += " hostwire.rw=" + ",".join(str(p) for p in writable)
+    if append:
+        cmdline += " " + append
     extra = []
     for i, path in enumerate(writable):
         extra += ["-virtfs", f"local,path={path},mount_tag=hwrw{i},security_model=none,multidevs=remap"]
     return ["qemu-system-x86_64", *accel, "-m", str(memory_mb), "-smp", str(cpus), "-kernel", str(image),
-            "-append", append, "-display", "none", "-monitor", "none", "-no-reboot",
+            "-append", cmdline, "-display", "none", "-monitor", "none", "-no-reboot",
             "-serial", f"file:{share / 'console.log'}", "-nic", "none",
             "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
             "-virtfs", f"local,path={share},mount_tag=hwshare,security_model=none,multidevs=remap", *extra]
 
 
 def boot(flavour: str, command: list[str] | str, share: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-         cpus: int = 2, memory_mb: int = 2048, init: Path = INIT, writable: tuple[Path, ...] = ()) -> Boot:
+         cpus: int = 2, memory_mb: int = 2048, init: Path = INIT, writable: tuple[Path, ...] = (),
+         append: str = "") -> Boot:
     """Boots a fresh guest of `flavour`, runs `command` (argv or shell text) in it with `share` as
     working directory, and powers it off. The guest writes console.log, guest.log (the command's
     output), guest.rc, boot_id into `share`. `writable` are host directories the guest mounts
     read-write at the same paths (where a run's directory lands). `init` replaces the guest's
-    first program (tests)."""
+    first program and `append` is added to the kernel command line (tests: lockdown=...)."""
     image = kernel_image(flavour)
     qemu = shutil.which("qemu-system-x86_64")
     if qemu is None:
@@ -128,7 +133,7 @@ def boot(flavour: str, command: list[str] | str, share: Path, *, timeout_s: floa
     for path in (share, *writable):
         if not path.is_dir() or any(c in str(path) for c in " ,\t\n"):
             raise UsageError(f"{path}: a guest can mount only an existing directory without spaces or commas")
-    argv = qemu_argv(image, share, cpus, memory_mb, kvm, init, writable)
+    argv = qemu_argv(image, share, cpus, memory_mb, kvm, init, writable, append)
     log.info("booting the %s kernel (%s): %s", flavour, "kvm" if kvm else "emulated", text)
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
