@@ -117,8 +117,8 @@ help:
 	@echo "make demo    the quick campaign between two network namespaces, its analysis and report"
 	@echo "make bench   performance benchmarks against peer tools"
 	@echo "make soak    one hour of 20 senders, 20 background processes and every collector, checked (SOAK_MINUTES=3 for a short one)"
-	@echo "make kernel  the stock and the schedtrace-patched guest kernels (kernel-patches/) under $(BUILD)/kernel/"
-	@echo "make test-vm the boot tests: both kernels in QEMU (make kernel first)"
+	@echo "make kernel  the stock, the patched (kernel-patches/) and the v1 guest kernels under $(BUILD)/kernel/"
+	@echo "make test-vm the boot tests: the guest kernels in QEMU (make kernel first)"
 	@echo "make clean   remove build/ (the venv stays; remove .venv by hand)"
 
 setup:
@@ -181,7 +181,7 @@ clean:
 	rm -rf build
 
 kernel: setup
-	$(Q)scripts/kernel.sh build both
+	$(Q)scripts/kernel.sh build all
 
 # The guest mounts the host's root read-only over 9p (kernel-patches/vm-init.sh): the kernels are
 # the whole image.

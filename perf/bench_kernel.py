@@ -1,12 +1,18 @@
-"""The paper's table 2 redone: the cost of a process switch on the stock and on the schedtrace-
-patched guest kernel, each booted fresh in QEMU, measured by hw-bench pingpong (two processes on
-one CPU passing a byte: one round trip is two switches).
+"""The per-switch cost of recording the scheduler, three ways, in one run: the stock kernel's
+tracefs sched_switch, the patched kernel's custom:sched_switch_ext_tp (the series in
+kernel-patches/) and v1's /proc/schedtrace ring (the series' first version, rebuilt from the
+project's history by scripts/kernel.sh build v1); each kernel booted fresh in QEMU, measured by
+hw-bench pingpong (two processes on one CPU passing a byte: one round trip is two switches), as
+the paper's table 2 did.
 
-Rows per kernel: the bare ping-pong; on the patched kernel also with /proc/schedtrace recording
-(the ring sized to hold every record, so that none is dropped); on both, with tracefs
-sched_switch recording through hw-schedtrace (the stock kernel's own instrument). Each figure is
-the median of --rounds ping-pongs of --loops round trips. Without KVM the guest is emulated: the
-absolute figures are then emulated time, and only the ratios within one table mean much.
+Rows per kernel: the bare ping-pong, then the same under each instrument the kernel has:
+tracefs sched_switch on all three (hw-schedtrace -e sched:sched_switch), the event on the
+patched one (hw-schedtrace -e custom:sched_switch_ext_tp), the ring on v1 (sized to hold every
+record, so that none is dropped). Each figure is the median of --rounds ping-pongs of --loops
+round trips, bare and instrumented alternating. The cost an instrument adds per switch is half
+the round trip's growth over the same kernel's bare figure; the ratios compare those costs with
+stock sched_switch's. Without KVM the guest is emulated: the absolute figures are then emulated
+time, and only the ratios within one table mean much.
 
     .venv/bin/python perf/bench_kernel.py [--loops N] [--rounds R] [--out DIR]
 """
@@ -27,6 +33,10 @@ from hostwire.record import vm
 from hostwire.errors import HostwireError
 
 RING_RECORDS = 4 * 1024 * 1024
+# the instruments measured on each kernel, in this order in every round
+INSTRUMENTS = {"stock": ("sched_switch",), "patched": ("sched_switch", "switch_ext"),
+               "v1": ("sched_switch", "v1_ring")}
+EVENTS = {"sched_switch": "sched:sched_switch", "switch_ext": "custom:sched_switch_ext_tp"}
 
 
 def guest_script(flavour: str, loops: int, rounds: int) -> str:
@@ -35,16 +45,19 @@ def guest_script(flavour: str, loops: int, rounds: int) -> str:
     lines = ["set -e", ": > results.tsv"]
     for i in range(rounds):
         lines.append(f"printf 'bare\\t%s\\n' \"$({pingpong})\" >> results.tsv")
-        lines.append(f"{schedtrace} -o tf{i} -e sched:sched_switch -- sh -c "
-                     f"'printf \"tracefs\\t%s\\n\" \"$({pingpong})\" >> results.tsv' > /dev/null")
-        lines.append(f"rm -rf tf{i}")
-        if flavour == "patched":
-            lines += ["echo disable > /proc/schedtrace_control", f"echo 'size {RING_RECORDS}' > /proc/schedtrace_control",
-                      "echo clear > /proc/schedtrace_control", "echo enable > /proc/schedtrace_control",
-                      f"printf 'schedtrace\\t%s\\n' \"$({pingpong})\" >> results.tsv",
-                      "echo disable > /proc/schedtrace_control",
-                      "grep -E '^(written|lost) ' /proc/schedtrace_control | tr ' ' '\\t' >> ring.tsv",
-                      "echo clear > /proc/schedtrace_control"]
+        for name in INSTRUMENTS[flavour]:
+            if name in EVENTS:
+                lines.append(f"{schedtrace} -o tf{i} -e {EVENTS[name]} -- sh -c "
+                             f"'printf \"{name}\\t%s\\n\" \"$({pingpong})\" >> results.tsv' > /dev/null")
+                lines.append(f"rm -rf tf{i}")
+            else:
+                lines += ["echo disable > /proc/schedtrace_control",
+                          f"echo 'size {RING_RECORDS}' > /proc/schedtrace_control",
+                          "echo clear > /proc/schedtrace_control", "echo enable > /proc/schedtrace_control",
+                          f"printf '{name}\\t%s\\n' \"$({pingpong})\" >> results.tsv",
+                          "echo disable > /proc/schedtrace_control",
+                          "grep -E '^(written|lost) ' /proc/schedtrace_control | tr ' ' '\\t' >> ring.tsv",
+                          "echo clear > /proc/schedtrace_control"]
     return "\n".join(lines) + "\n"
 
 
@@ -56,6 +69,27 @@ def microseconds(text: str) -> float:
     return float(found.group(1))
 
 
+def measure(flavour: str, loops: int, rounds: int, share: Path) -> tuple[vm.Boot, dict[str, float]]:
+    """One fresh guest of `flavour`: the median µs per round trip of each row, and v1's ring counts."""
+    boot = vm.boot(flavour, guest_script(flavour, loops, rounds), share)
+    if boot.failure():
+        raise HostwireError(str(boot.failure()))
+    rows: dict[str, list[float]] = {}
+    for line in (share / "results.tsv").read_text().splitlines():
+        name, text = line.split("\t", 1)
+        rows.setdefault(name, []).append(microseconds(text))
+    medians = {name: statistics.median(values) for name, values in rows.items()}
+    ring = share / "ring.tsv"
+    if ring.exists():
+        counts: dict[str, int] = {}
+        for line in ring.read_text().splitlines():
+            key, value = line.split("\t")
+            counts[key] = counts.get(key, 0) + int(value)
+        medians["ring_written"] = counts.get("written", 0)
+        medians["ring_lost"] = counts.get("lost", 0)
+    return boot, medians
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loops", type=int, help="round trips per ping-pong (100000; 20000 when emulated)")
@@ -63,10 +97,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="keep the guests' files here")
     args = parser.parse_args()
     try:
-        for flavour in vm.FLAVOURS:
+        for flavour in INSTRUMENTS:
             vm.kernel_image(flavour)
     except HostwireError as err:
-        print(f"bench_kernel: skipped: {err}")
+        print(f"bench_kernel: skipped: {err} (scripts/kernel.sh build all)")
         return 0
     kvm = vm.kvm_usable()
     args.loops = args.loops or (100_000 if kvm else 20_000)
@@ -74,41 +108,35 @@ def main() -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="hostwire-kernel-bench-"))
     table: dict[str, dict[str, float]] = {}
     boots = {}
-    for flavour in vm.FLAVOURS:
-        share = out / flavour
-        boot = vm.boot(flavour, guest_script(flavour, args.loops, args.rounds), share)
-        if boot.failure():
-            print(f"bench_kernel: {boot.failure()}", file=sys.stderr)
+    for flavour in INSTRUMENTS:
+        try:
+            boots[flavour], table[flavour] = measure(flavour, args.loops, args.rounds, out / flavour)
+        except HostwireError as err:
+            print(f"bench_kernel: {err}", file=sys.stderr)
             return 1
-        boots[flavour] = boot
-        rows: dict[str, list[float]] = {}
-        for line in (share / "results.tsv").read_text().splitlines():
-            name, text = line.split("\t", 1)
-            rows.setdefault(name, []).append(microseconds(text))
-        table[flavour] = {name: statistics.median(values) for name, values in rows.items()}
-        ring = share / "ring.tsv"
-        if ring.exists():
-            counts: dict[str, int] = {}
-            for line in ring.read_text().splitlines():
-                key, value = line.split("\t")
-                counts[key] = counts.get(key, 0) + int(value)
-            table[flavour]["ring_written"] = counts.get("written", 0)
-            table[flavour]["ring_lost"] = counts.get("lost", 0)
     emulated = any(b.emulated for b in boots.values())
-    print(f"table 2 redone: hw-bench pingpong, {args.loops} round trips, median of {args.rounds}"
+    # µs each instrument adds per switch, over the same kernel's bare ping-pong
+    added = {(flavour, name): (table[flavour][name] - table[flavour]["bare"]) / 2
+             for flavour in INSTRUMENTS for name in INSTRUMENTS[flavour]}
+    reference = added[("stock", "sched_switch")]
+    print(f"per-switch cost: hw-bench pingpong, {args.loops} round trips, median of {args.rounds}"
           + (" (EMULATED guests: no KVM here; times are emulated)" if emulated else " (KVM)"))
-    print(f"{'kernel':<9} {'instrument':<12} {'us/round trip':>14} {'us/switch':>10} {'vs bare':>8}")
+    print(f"{'kernel':<8} {'instrument':<13} {'us/round trip':>14} {'us/switch':>10} {'added us/switch':>16} "
+          f"{'vs stock sched_switch':>22}")
     for flavour, rows in table.items():
-        bare = rows["bare"]
-        for name in ("bare", "schedtrace", "tracefs"):
-            if name in rows:
-                print(f"{flavour:<9} {name:<12} {rows[name]:>14.2f} {rows[name] / 2:>10.2f} {rows[name] / bare:>8.3f}")
-    print(f"patched/stock, bare: {table['patched']['bare'] / table['stock']['bare']:.3f}")
-    if "ring_written" in table["patched"]:
-        print(f"ring: {table['patched']['ring_written']} records written, {table['patched']['ring_lost']} lost")
-    (out / "table2.json").write_text(json.dumps({"loops": args.loops, "rounds": args.rounds, "emulated": emulated,
-                                                 "table": table,
-                                                 "boots": {f: b.manifest() for f, b in boots.items()}}, indent=2))
+        print(f"{flavour:<8} {'bare':<13} {rows['bare']:>14.2f} {rows['bare'] / 2:>10.2f}")
+        for name in INSTRUMENTS[flavour]:
+            cost = added[(flavour, name)]
+            ratio = cost / reference if reference > 0 else float("nan")
+            print(f"{flavour:<8} {name:<13} {rows[name]:>14.2f} {rows[name] / 2:>10.2f} {cost:>16.2f} {ratio:>22.3f}")
+    for flavour in ("patched", "v1"):
+        print(f"{flavour}/stock, bare: {table[flavour]['bare'] / table['stock']['bare']:.3f}")
+    print(f"v1 ring: {table['v1'].get('ring_written', 0):.0f} records written, "
+          f"{table['v1'].get('ring_lost', 0):.0f} lost")
+    (out / "switch_cost.json").write_text(json.dumps({
+        "loops": args.loops, "rounds": args.rounds, "emulated": emulated, "table": table,
+        "added_us_per_switch": {f"{f}/{n}": v for (f, n), v in added.items()},
+        "boots": {f: b.manifest() for f, b in boots.items()}}, indent=2))
     print(f"files: {out}")
     return 0
 

@@ -30,22 +30,39 @@ def write_json(path: str, values: dict) -> None:
 
 
 def sieves(count: int, seconds: float, cpu: int, out: str) -> None:
-    """`count` CPU-bound sieves pinned to one CPU for `seconds`: that run queue holds exactly
-    `count` runnable tasks while only they run there; their /proc/PID/maps for the program
-    counters."""
+    """`count` CPU-bound sieves pinned to one CPU, `seconds` of steady state: that run queue
+    holds exactly `count` runnable tasks while only they run there; their /proc/PID/maps for the
+    program counters."""
     bench = os.environ["HW_BENCH"]
-    procs = [subprocess.Popen(["taskset", "-c", str(cpu), bench, "sieve", "--log2", "16", "--rounds", "100000000"],
+    procs = [subprocess.Popen(["taskset", "-c", str(cpu), bench, "sieve", "--log2", "16", "--rounds", "1000000"],
                               stdout=subprocess.DEVNULL) for _ in range(count)]
-    time.sleep(seconds / 2)
+    # loading the program over 9p can take the guest seconds: the steady state begins once each
+    # sieve runs its own code, plus half a second for PELT's load (half-life 32 ms) to settle
+    deadline = time.monotonic() + 120
+    while not all(_computing(p.pid, bench) for p in procs):
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            raise RuntimeError("the sieves did not start")
+        time.sleep(0.05)
+    time.sleep(0.5)
     maps = {p.pid: Path(f"/proc/{p.pid}/maps").read_text() for p in procs}
     t_steady = time.monotonic_ns()
-    time.sleep(seconds / 2)
+    time.sleep(seconds)
     t_end = time.monotonic_ns()
     for p in procs:
         p.kill()
         p.wait()
     write_json(out, {"pids": [p.pid for p in procs], "cpu": cpu, "maps": maps, "t_steady_ns": t_steady,
                      "t_end_ns": t_end})
+
+
+def _computing(pid: int, program: str) -> bool:
+    """The process runs `program` (its exec is done) and has used CPU time in user space."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return exe == os.path.realpath(program) and int(fields[11]) > 0  # utime, in ticks
 
 
 def tcp_memory_pages() -> int:
@@ -57,9 +74,9 @@ def tcp_memory_pages() -> int:
 
 
 def blocked_sender(out: str) -> None:
-    """A sender whose peer never reads: it fills both socket buffers without blocking (so the
-    bytes queued are known exactly), then blocks in a one-byte send; TCP's memory count is read
-    before, and while it is blocked."""
+    """A sender whose peer never reads: it fills the socket buffers without blocking (a lower
+    bound of the bytes queued, known exactly), then sends on, blocking, until the buffers stay
+    full; TCP's memory count is read before, and while it is blocked."""
     for name in ("wmem_max", "rmem_max"):
         Path(f"/proc/sys/net/core/{name}").write_text(str(BUFFER_BYTES))
     pages_before = tcp_memory_pages()
@@ -84,8 +101,8 @@ def blocked_sender(out: str) -> None:
                 break
         os.write(report_w, f"{queued}\n".encode())
         sender.setblocking(True)
-        sender.send(b"y")  # blocks: the buffers are full and the peer never reads
-        os._exit(0)
+        while True:  # blocks for good once the peer's window closes: the peer never reads
+            sender.send(chunk)
     queued = int(os.read(report_r, 64).decode())
     time.sleep(0.5)
     t_blocked = time.monotonic_ns()
@@ -136,10 +153,20 @@ def _followed_parent(go_r: int, report_w: int) -> None:
     os._exit(0)
 
 
+def _burn_pid() -> int:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
 def pid_reuse(schedtrace: str, raw: str, out: str) -> None:
     """hw-schedtrace follows one process (set_event_pid with event-fork); its child exits and an
     unrelated process gets the child's pid; then the followed process forks again."""
     Path("/proc/sys/kernel/pid_max").write_text(str(REUSE_PID_MAX))
+    while _burn_pid() < REUSE_PID_MAX - 98:  # until pids wrap into 301..399, where they cycle
+        pass
     go_r, go_w = os.pipe()
     report_r, report_w = os.pipe()
     start_r, start_w = os.pipe()

@@ -97,35 +97,36 @@ def test_the_event_repeats_sched_switch_field_by_field(recorded: pd.DataFrame) -
 
 def test_runnable_sieves_give_the_run_queue_length_and_load(guest: Path, recorded: pd.DataFrame) -> None:
     """Three CPU-bound sieves pinned to one CPU: at a switch from one to another that run queue
-    holds exactly the three (the one leaving is still runnable), all CFS; after a second of it,
-    PELT's load is three nice-0 loads. The sieves are preempted in user space: their program
+    holds exactly the three (the one leaving is still runnable), all CFS; after half a second of
+    it, PELT's load is three nice-0 loads. The sieves are preempted in user space: their program
     counters lie in their executable mappings."""
     truth = json.loads((guest / "sieves.json").read_text())
     pids = set(truth["pids"])
     ext = switches(recorded)
     between = ext[(ext["cpu"] == truth["cpu"]) & ext["prev_pid"].isin(pids) & ext["next_pid"].isin(pids)]
     assert len(between) > 50, len(between)
-    nr = between["nr_running"].astype(int)
-    assert nr.mode()[0] == SIEVES and (nr == SIEVES).mean() >= 0.8, nr.value_counts()
-    assert (between["cfs_queued"].astype(int) == SIEVES).mean() >= 0.8
-    steady = between[between["t_ns"] >= truth["t_steady_ns"]]
+    # once all three run their own code (before, they are still loading; after, dying)
+    steady = between[(between["t_ns"] >= truth["t_steady_ns"]) & (between["t_ns"] <= truth["t_end_ns"])]
+    nr = steady["nr_running"].astype(int)
+    assert len(steady) > 20 and (nr == SIEVES).mean() >= 0.9, nr.value_counts()
+    assert (steady["cfs_queued"].astype(int) == SIEVES).mean() >= 0.9
     load = steady["cfs_load_avg"].astype(float).median()
     assert abs(load - SIEVES * NICE_0_LOAD) <= 0.15 * SIEVES * NICE_0_LOAD, load
     # EEVDF: the chosen entity's deadline lies ahead of its virtual runtime
-    assert (as_int(between["next_deadline"]) > as_int(between["next_vruntime"])).mean() >= 0.99
+    assert (as_int(steady["next_deadline"]) > as_int(steady["next_vruntime"])).mean() >= 0.99
     inside = []
-    for pid in pids:
+    for pid in pids:  # the maps of the steady state (before it, a sieve may still be taskset)
         ranges = [tuple(int(v, 16) for v in line.split()[0].split("-"))
                   for line in truth["maps"][str(pid)].splitlines() if "x" in line.split()[1]]
-        ips = as_int(between.loc[between["prev_pid"] == pid, "prev_user_ip"])
+        ips = as_int(steady.loc[steady["prev_pid"] == pid, "prev_user_ip"])
         inside += [any(lo <= ip < hi for lo, hi in ranges) for ip in ips]
-    assert len(inside) > 50 and np.mean(inside) >= 0.99, np.mean(inside)
+    assert len(inside) > 20 and np.mean(inside) >= 0.99, np.mean(inside)
 
 
 def test_a_sender_blocked_on_full_buffers_shows_them(guest: Path, recorded: pd.DataFrame) -> None:
     """The sender queued a known number of bytes without blocking, then blocked: its last switch
-    out is a sleep with TCP's memory count as /proc/net/sockstat showed it while it was
-    blocked, which grew by at least the bytes queued (less what each CPU may hold back)."""
+    out is a sleep with TCP's memory count as /proc/net/sockstat showed it while it was blocked
+    (up to what the CPUs hold back), which grew by at least the bytes queued (less the same)."""
     truth = json.loads((guest / "sender.json").read_text())
     assert truth["state_blocked"] == "S" and truth["queued_bytes"] > 4 * PCPU_RESERVE_BYTES, truth
     ext = switches(recorded)
@@ -133,7 +134,8 @@ def test_a_sender_blocked_on_full_buffers_shows_them(guest: Path, recorded: pd.D
     last = mine.iloc[-1]
     assert int(last["prev_state"]) == 1, last
     pages = int(last["tcp_mem_pages"])
-    assert pages == truth["pages_blocked"], (pages, truth)
+    # the same counter; between the two readings a CPU may fold its reserve into it
+    assert abs(pages - truth["pages_blocked"]) <= 2 * PCPU_RESERVE_BYTES // 4096, (pages, truth)
     grown = (pages - truth["pages_before"]) * 4096
     assert truth["queued_bytes"] - 2 * PCPU_RESERVE_BYTES <= grown <= 4 * truth["queued_bytes"], (grown, truth)
 
