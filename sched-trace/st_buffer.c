@@ -3,6 +3,7 @@
  * trace-cmd's recorder does; what is left when tracing stops is read page by page. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -252,6 +253,16 @@ struct st_buffer *st_buffer_open(const struct st_buffer_spec *spec, const char *
     const char *dir = tracefs_tracing_dir();
     if (!dir) {
         hw_seterr(err, "failed to find tracefs: it is not mounted (mount -t tracefs nodev /sys/kernel/tracing)");
+        goto fail;
+    }
+    /* a kernel locked down for confidentiality mounts tracefs but creates none of its files (a
+     * user without the right to look gets EACCES, and the messages below) */
+    char trace_file[PATH_MAX];
+    struct stat st;
+    snprintf(trace_file, sizeof(trace_file), "%s/trace", dir);
+    if (stat(trace_file, &st) < 0 && errno == ENOENT) {
+        hw_seterr(err, "failed to read tracefs at %s: it shows no files (a kernel locked down for "
+                  "confidentiality closes it; see /sys/kernel/security/lockdown)", dir);
         goto fail;
     }
     if (check_events(buf, spec, present, err) < 0)

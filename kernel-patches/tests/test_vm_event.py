@@ -34,14 +34,19 @@ def tool(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def guest(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One boot of the patched kernel: the recordings the tests below read."""
+    """One boot of the patched kernel, the event enabled from its command line in the top buffer
+    (then disabled): the recordings the tests below read."""
     try:
         vm.kernel_image("patched")
     except Exception as exc:  # noqa: BLE001 - the one line says what to do
         pytest.fail(str(exc), pytrace=False)
     share = tmp_path_factory.mktemp("event")
     bench, schedtrace, workloads = tool("hw-bench"), tool("hw-schedtrace"), f"python3 {WORKLOADS}"
+    event = f"/sys/kernel/tracing/events/custom/{EXT}"
     script = f"""set -e
+cat {event}/enable > boot_enable.txt
+grep -c ' {EXT}: ' /sys/kernel/tracing/trace > boot_records.txt || true
+echo 0 > {event}/enable
 export HW_BENCH={bench}
 {schedtrace} -o ev --switch-ext -- sh -c '
   {workloads} sieves {SIEVES} 2.0 {SIEVE_CPU} sieves.json
@@ -52,7 +57,7 @@ export HW_BENCH={bench}
   sh -c '{bench} pingpong --loops 3000 --cpu 0 & {bench} pingpong --loops 3000 --cpu 1; wait' > behind.log 2>&1
 {workloads} pid-reuse {schedtrace} reuse reuse.json
 """
-    result = vm.boot("patched", script, share, timeout_s=1200)
+    result = vm.boot("patched", script, share, timeout_s=1200, append=f"trace_event=custom:{EXT}")
     assert result.failure() is None, (result.failure(), (share / "guest.log").read_text()[-3000:],
                                       (share / "console.log").read_text()[-3000:])
     return share
@@ -70,6 +75,16 @@ def switches(df: pd.DataFrame) -> pd.DataFrame:
 
 def as_int(values: pd.Series) -> np.ndarray:
     return np.array([int(str(v), 0) for v in values], dtype=np.uint64)
+
+
+def test_the_event_can_be_enabled_from_the_kernel_command_line(guest: Path) -> None:
+    """trace_event= enables events before initcalls run, when the custom event has no tracepoint
+    yet: patch 1 makes that attempt fail cleanly, and the later one (event_trace_enable_again)
+    enables it, so the top buffer holds its records from boot on."""
+    assert (guest / "boot_enable.txt").read_text().strip() == "1"
+    assert int((guest / "boot_records.txt").read_text()) > 100
+    console = (guest / "console.log").read_text(errors="replace")
+    assert "BUG:" not in console and "Oops" not in console and "WARNING:" not in console
 
 
 def test_the_event_repeats_sched_switch_field_by_field(recorded: pd.DataFrame) -> None:

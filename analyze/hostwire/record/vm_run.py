@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
+from hostwire import paths
 from hostwire.record import vm
 from hostwire.errors import HostwireError, Terminated
 from hostwire.manifest import MANIFEST_NAME, seal, write_json_atomic
@@ -39,7 +40,9 @@ def record_run_in_vm(run_root: Path, run_id: str, point: RunPoint, config: dict[
     final, partial = run_root / run_id, run_root / f"{run_id}.partial"
     try:
         with sigterm_unwinds():  # Ctrl-C or SIGTERM: vm.boot kills the guest on the way out
-            boot = vm.boot(kernel, [sys.executable, "-m", "hostwire.record.vm_run", str(job)], work,
+            # the guest imports this checkout's hostwire, whatever the interpreter's own paths say
+            guest = ["env", f"PYTHONPATH={paths.REPO_ROOT / 'analyze'}", sys.executable, "-m", "hostwire.record.vm_run", str(job)]
+            boot = vm.boot(kernel, guest, work,
                            timeout_s=timeout_s, writable=(run_root,))
     except (KeyboardInterrupt, Terminated):
         _mark(partial, "partial", "interrupted")
