@@ -4,8 +4,9 @@
 #   scripts/kernel.sh build [stock|patched|v1|both|all]  bzImages under build/kernel/<flavour>/
 #       patched: the series in kernel-patches/ (and the options of kernel-patches/patched.config);
 #       v1: the series' first version, as the project's history has it (for benchmarks);
-#       both: stock and patched (what make kernel builds); all: the three. Each flavour
-#       rebuilds the one object tree with its series applied in place (ccache for the rest).
+#       both: stock and patched; all: the three (what make kernel builds). Each flavour
+#       rebuilds the one object tree with its series applied in place (ccache for the rest);
+#       the patched one only after checkpatch.pl --strict (report: build/kernel/checkpatch.log).
 #   scripts/kernel.sh check    the series applies (patch -p1 and git am), checkpatch.pl --strict
 #                              finds no error in it (report: build/kernel/checkpatch.log), and
 #                              the files it adds or changes compile
@@ -269,12 +270,14 @@ case ${1:-build} in
     check) unpack; check ;;
     build)
         unpack
+        # the patched kernel is built only from a series checkpatch finds no error in
         case ${2:-both} in
-            stock | patched | v1) build_one "$2" ;;
-            both) build_one stock; build_one patched ;;
-            all) build_one stock; build_one patched; build_one v1 ;;
+            stock | v1) build_one "$2" ;;
+            patched) checkpatch; build_one patched ;;
+            both) checkpatch; build_one stock; build_one patched ;;
+            all) checkpatch; build_one stock; build_one patched; build_one v1 ;;
             *) say "usage: scripts/kernel.sh build [stock|patched|v1|both|all]"; exit 2 ;;
         esac ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) say "usage: scripts/kernel.sh build [stock|patched|v1|both|all] | check | source"; exit 2 ;;
 esac

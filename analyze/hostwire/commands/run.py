@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Records each point of CONFIG's grid (cross product of its [grid] lists, "
         "[defaults] for the rest, [campaign] repetitions and order) into the campaign directory, "
         "one run directory each, with campaign.json beside them. [host] mode = \"vm\" records each "
-        "run in a freshly booted QEMU guest of the stock or the schedtrace-patched kernel; [hosts] runs "
+        "run in a freshly booted QEMU guest of the stock or the patched kernel (kernel-patches/); [hosts] runs "
         "the sender, the receiver and the capture on real machines over ssh. The config "
         "is checked in full before anything starts.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
