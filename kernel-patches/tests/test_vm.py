@@ -116,6 +116,7 @@ test -e /proc/schedtrace; echo $? > proc.rc
     assert read("proc.rc").strip() == "1"
 
 
+@pytest.mark.timeout(2400)  # two emulated runs on a loaded host
 def test_quick_campaign_in_vm_mode(tmp_path: Path) -> None:
     """Every run boots a fresh guest (boot ids differ), records its kernel timeline with the
     patched kernel's custom:sched_switch_ext_tp, its results land in its run directory, and the

@@ -18,7 +18,8 @@ from hostwire.read.sched import read_sched_json, read_sched_tsv
 from hostwire.read.syscalls import read_syscalls
 from hostwire.record import vm
 
-pytestmark = [pytest.mark.vm, pytest.mark.privileged, pytest.mark.slow]
+# the boot, emulated on a loaded host, takes minutes: it counts into the first test's time
+pytestmark = [pytest.mark.vm, pytest.mark.privileged, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 WORKLOADS = Path(__file__).with_name("guest_workloads.py")
 EXT = "sched_switch_ext_tp"
@@ -48,7 +49,7 @@ cat {event}/enable > boot_enable.txt
 grep -c ' {EXT}: ' /sys/kernel/tracing/trace > boot_records.txt || true
 echo 0 > {event}/enable
 export HW_BENCH={bench}
-{schedtrace} -o ev --switch-ext -- sh -c '
+taskset -c 0 {schedtrace} -o ev --switch-ext -- sh -c '
   {workloads} sieves {SIEVES} 2.0 {SIEVE_CPU} sieves.json
   {workloads} blocked-sender sender.json
   {workloads} pending-signal signal.json
@@ -111,8 +112,8 @@ def test_the_event_repeats_sched_switch_field_by_field(recorded: pd.DataFrame) -
 
 
 def test_runnable_sieves_give_the_run_queue_length_and_load(guest: Path, recorded: pd.DataFrame) -> None:
-    """Three CPU-bound sieves pinned to one CPU: at a switch from one to another that run queue
-    holds exactly the three (the one leaving is still runnable), all CFS; after half a second of
+    """Three CPU-bound sieves pinned to one CPU, everything else on the other: at a switch from
+    one to another that run queue holds the three (the one leaving is still runnable), all CFS; after half a second of
     it, PELT's load is three nice-0 loads. The sieves are preempted in user space: their program
     counters lie in their executable mappings."""
     truth = json.loads((guest / "sieves.json").read_text())
@@ -122,9 +123,12 @@ def test_runnable_sieves_give_the_run_queue_length_and_load(guest: Path, recorde
     assert len(between) > 50, len(between)
     # once all three run their own code (before, they are still loading; after, dying)
     steady = between[(between["t_ns"] >= truth["t_steady_ns"]) & (between["t_ns"] <= truth["t_end_ns"])]
-    nr = steady["nr_running"].astype(int)
-    assert len(steady) > 20 and (nr == SIEVES).mean() >= 0.9, nr.value_counts()
-    assert (steady["cfs_queued"].astype(int) == SIEVES).mean() >= 0.9
+    nr, queued = steady["nr_running"].astype(int), steady["cfs_queued"].astype(int)
+    # never fewer than the three; more only while another task woken there waits (a kernel
+    # thread of that CPU: the rest of the workload runs on CPU 0)
+    assert len(steady) > 20 and (nr >= SIEVES).all() and (queued >= SIEVES).all(), nr.value_counts()
+    assert nr.mode()[0] == SIEVES and (nr == SIEVES).mean() >= 0.75, nr.value_counts()
+    assert (queued == nr).mean() >= 0.95
     load = steady["cfs_load_avg"].astype(float).median()
     assert abs(load - SIEVES * NICE_0_LOAD) <= 0.15 * SIEVES * NICE_0_LOAD, load
     # EEVDF: the chosen entity's deadline lies ahead of its virtual runtime
