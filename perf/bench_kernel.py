@@ -7,11 +7,13 @@ the paper's table 2 did.
 
 Rows per kernel: the bare ping-pong, then the same under each instrument the kernel has:
 tracefs sched_switch on all three (hw-schedtrace -e sched:sched_switch), the event on the
-patched one (hw-schedtrace -e custom:sched_switch_ext_tp), the ring on v1 (sized to hold every
-record, so that none is dropped). Each figure is the median of --rounds ping-pongs of --loops
+patched one (hw-schedtrace -e custom:sched_switch_ext_tp), the ring on v1. Every recorder is
+read after the ping-pong, as v1's ring was: tracefs buffers sized to hold every event, without
+hw-schedtrace's drain (on an emulated host a drain on the guest's other vCPU would be what is
+measured); the ring sized likewise; the losses are printed (0 expected). Each figure is the median of --rounds ping-pongs of --loops
 round trips, bare and instrumented alternating. The cost an instrument adds per switch is half
 the round trip's growth over the same kernel's bare figure; the ratios compare those costs with
-stock sched_switch's. Without KVM the guest is emulated: the absolute figures are then emulated
+stock sched_switch's, and with the same kernel's sched_switch (free of differences between boots). Without KVM the guest is emulated: the absolute figures are then emulated
 time, and only the ratios within one table mean much.
 
     .venv/bin/python perf/bench_kernel.py [--loops N] [--rounds R] [--out DIR]
@@ -39,6 +41,18 @@ INSTRUMENTS = {"stock": ("sched_switch",), "patched": ("sched_switch", "switch_e
 EVENTS = {"sched_switch": "sched:sched_switch", "switch_ext": "custom:sched_switch_ext_tp"}
 
 
+def buffer_kib(loops: int) -> int:
+    """Per-CPU tracefs buffer that holds every event of a ping-pong: two switches a round trip,
+    at most 160 bytes each with the ring buffer's headers, three times over."""
+    return max(4096, 3 * loops * 2 * 160 // 1024)
+
+
+def lost_events(log: str) -> int:
+    """The events hw-schedtrace's buffers lost, from its `... lost: overrun N, dropped N, ...` lines."""
+    return sum(int(n) for line in log.splitlines() if "lost:" in line
+               for n in re.findall(r"(?:overrun|dropped) (\d+)", line))
+
+
 def guest_script(flavour: str, loops: int, rounds: int) -> str:
     bench, schedtrace = paths.tool("hw-bench"), paths.tool("hw-schedtrace")
     pingpong = f"{bench} pingpong --loops {loops} --cpu 0"
@@ -47,8 +61,11 @@ def guest_script(flavour: str, loops: int, rounds: int) -> str:
         lines.append(f"printf 'bare\\t%s\\n' \"$({pingpong})\" >> results.tsv")
         for name in INSTRUMENTS[flavour]:
             if name in EVENTS:
-                lines.append(f"{schedtrace} -o tf{i} -e {EVENTS[name]} -- sh -c "
-                             f"'printf \"{name}\\t%s\\n\" \"$({pingpong})\" >> results.tsv' > /dev/null")
+                # like v1's ring, read after the ping-pong: no collector runs beside it (on an
+                # emulated host its other vCPU would be the cost measured), the buffer holds all
+                lines.append(f"{schedtrace} -o tf{i} -e {EVENTS[name]} -b {buffer_kib(loops)} --no-drain -- sh -c "
+                             f"'printf \"{name}\\t%s\\n\" \"$({pingpong})\" >> results.tsv' > /dev/null "
+                             f"2>> collector.log")
                 lines.append(f"rm -rf tf{i}")
             else:
                 lines += ["echo disable > /proc/schedtrace_control",
@@ -79,6 +96,9 @@ def measure(flavour: str, loops: int, rounds: int, share: Path) -> tuple[vm.Boot
         name, text = line.split("\t", 1)
         rows.setdefault(name, []).append(microseconds(text))
     medians = {name: statistics.median(values) for name, values in rows.items()}
+    collector = share / "collector.log"
+    if collector.exists():
+        medians["tracefs_lost"] = lost_events(collector.read_text())
     ring = share / "ring.tsv"
     if ring.exists():
         counts: dict[str, int] = {}
@@ -122,17 +142,21 @@ def main() -> int:
     print(f"per-switch cost: hw-bench pingpong, {args.loops} round trips, median of {args.rounds}"
           + (" (EMULATED guests: no KVM here; times are emulated)" if emulated else " (KVM)"))
     print(f"{'kernel':<8} {'instrument':<13} {'us/round trip':>14} {'us/switch':>10} {'added us/switch':>16} "
-          f"{'vs stock sched_switch':>22}")
+          f"{'vs stock sched_switch':>22} {'vs own sched_switch':>20}")
     for flavour, rows in table.items():
         print(f"{flavour:<8} {'bare':<13} {rows['bare']:>14.2f} {rows['bare'] / 2:>10.2f}")
+        own = added[(flavour, "sched_switch")]  # the same kernel's: free of the boots' differences
         for name in INSTRUMENTS[flavour]:
             cost = added[(flavour, name)]
             ratio = cost / reference if reference > 0 else float("nan")
-            print(f"{flavour:<8} {name:<13} {rows[name]:>14.2f} {rows[name] / 2:>10.2f} {cost:>16.2f} {ratio:>22.3f}")
+            ratio_own = cost / own if own > 0 else float("nan")
+            print(f"{flavour:<8} {name:<13} {rows[name]:>14.2f} {rows[name] / 2:>10.2f} {cost:>16.2f} {ratio:>22.3f} "
+                  f"{ratio_own:>20.3f}")
     for flavour in ("patched", "v1"):
         print(f"{flavour}/stock, bare: {table[flavour]['bare'] / table['stock']['bare']:.3f}")
     print(f"v1 ring: {table['v1'].get('ring_written', 0):.0f} records written, "
-          f"{table['v1'].get('ring_lost', 0):.0f} lost")
+          f"{table['v1'].get('ring_lost', 0):.0f} lost; tracefs events lost: "
+          + ", ".join(f"{f} {rows.get('tracefs_lost', 0):.0f}" for f, rows in table.items()))
     (out / "switch_cost.json").write_text(json.dumps({
         "loops": args.loops, "rounds": args.rounds, "emulated": emulated, "table": table,
         "added_us_per_switch": {f"{f}/{n}": v for (f, n), v in added.items()},
