@@ -61,6 +61,9 @@ def test_series_applies_and_compiles() -> None:
     assert any(line.startswith("hostwire kernel: git am applies the 3 patches: ") for line in lines), lines
     checked = [line for line in lines if line.startswith("hostwire kernel: checkpatch.pl --strict: ")]
     assert checked and re.findall(r"total: (\d+) errors", checked[0]) == ["0", "0", "0"], checked
+    # the whole report, into the test log (pytest -rP shows it)
+    report = Path(checked[0].rsplit("(report: ", 1)[1].rstrip(")"))
+    print(report.read_text())
 
 
 def test_broken_patch_is_one_line(tmp_path: Path) -> None:
