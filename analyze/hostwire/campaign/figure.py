@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.axis import Axis  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 DPI = 110             # the report saves its PNGs at this resolution
 PAGE_WIDTH_PX = 1100  # the report's page is at most this wide
@@ -30,6 +31,20 @@ WIDTH, HEIGHT = 7.0, 4.2
 
 def point_label(senders: int, background: int) -> str:
     return f"M={senders} N={background}"
+
+
+# A figure's curves are keyed by a campaign's grid points (M, N) or, in the report of one run, by
+# the names of that run's series (its streams and "all"): text.
+Key = tuple[int, int] | str
+
+
+def is_grid_point(key: object) -> bool:
+    return isinstance(key, tuple) and len(key) == 2
+
+
+def key_label(key: Key) -> str:
+    """A curve's name in a legend: M=.. N=.. for a grid point, else the series' own name."""
+    return point_label(*key) if is_grid_point(key) else str(key)
 
 
 # -- axes ------------------------------------------------------------------------------------------
@@ -137,6 +152,42 @@ def panels_by_background(points: Iterable[tuple[int, int]], row_height: float = 
     cmap = plt.get_cmap("viridis")
     colours = {m: cmap(0.85 * (1 - i / max(1, len(senders) - 1))) for i, m in enumerate(senders)}
     return fig, panels, colours
+
+
+SERIES_COLOURS = ("black", "tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
+                  "tab:olive", "tab:cyan")
+
+
+class Curves:
+    """Where each curve of a small-multiples figure goes and its colour. A campaign's grid points
+    (M, N): one panel per number of background processes N and a colour per number of senders M
+    (panels_by_background). One run's series (keys that are text): one panel, a colour each, in
+    the order given (the first, "all" where the caller puts it first, black)."""
+
+    def __init__(self, keys: Iterable[Key], row_height: float = 2.3) -> None:
+        keys = list(dict.fromkeys(keys))
+        self.grid = bool(keys) and all(is_grid_point(k) for k in keys)
+        if self.grid:
+            self.fig, self._panels, self._colours = panels_by_background(keys, row_height)  # type: ignore[arg-type]
+        else:
+            self.fig, ax = new_figure(WIDE, 0.9 + 1.4 * row_height)
+            self._panels = {None: ax}
+            self._colours = {k: SERIES_COLOURS[i % len(SERIES_COLOURS)] for i, k in enumerate(keys)}
+
+    def ax(self, key: Key) -> Axes:
+        return self._panels[key[1]] if self.grid else self._panels[None]  # type: ignore[index]
+
+    def colour(self, key: Key) -> Any:
+        return self._colours[key[0]] if self.grid else self._colours[key]  # type: ignore[index]
+
+    def axes(self) -> list[Axes]:
+        return list(self._panels.values())
+
+    def legend(self, extra: Sequence[Any] = ()) -> None:
+        """One entry per colour (senders M, or each series), then `extra`."""
+        names = sorted(self._colours) if self.grid else list(self._colours)
+        handles = [Line2D([], [], color=self._colours[k], lw=1.5, label=str(k)) for k in names]
+        outside_legend(self.fig, [*handles, *extra], title="senders M" if self.grid else "stream")
 
 
 # -- figures ---------------------------------------------------------------------------------------

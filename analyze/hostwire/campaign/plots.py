@@ -11,7 +11,7 @@ draws one panel per number of background processes N."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import matplotlib.ticker as mticker
@@ -23,8 +23,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from hostwire.campaign.figure import (HEIGHT, WIDE, WIDTH, log_axis, new_figure, outside_legend,
-                                      panels_by_background, point_label)
+from hostwire.campaign.figure import (HEIGHT, SERIES_COLOURS, WIDE, WIDTH, Curves, Key, is_grid_point, key_label,
+                                      log_axis, new_figure, outside_legend)
 
 HIGHLIGHT = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
 LIMIT_STYLE = {"cpu": ("tab:red", "CPU-limited"), "wire": ("tab:blue", "wire-limited"),
@@ -104,13 +104,21 @@ GAP_CAUSE_COLORS = {"on_wire": "tab:gray", "vcpu_stolen": "black", "receiver_win
 
 
 def plot_gap_causes(shares: pd.DataFrame) -> Figure:
-    """Where the long gaps' time goes, per grid point: one stacked bar per point (index M, N),
-    each cause's share of the gap time (columns named by the causes, rows summing to 1). The bars
-    are grouped by N (named above each group), M under each bar."""
-    shares = shares.sort_index(level=[1, 0])
-    senders = shares.index.get_level_values(0).astype(int).to_numpy()
-    background = shares.index.get_level_values(1).astype(int).to_numpy()
-    group = np.cumsum(np.r_[0, background[1:] != background[:-1]]) if len(shares) else np.zeros(0, int)
+    """Where the long gaps' time goes: one stacked bar per row, each cause's share of the gap time
+    (columns named by the causes, rows summing to 1). Rows indexed by grid point (M, N): the bars
+    grouped by N (named above each group), M under each bar. Rows indexed by text (one run's
+    streams, and all): the bars in the given order, each named by its index (lines split at
+    newlines)."""
+    grid = shares.index.nlevels == 2
+    if grid:
+        shares = shares.sort_index(level=[1, 0])
+        names = [str(m) for m in shares.index.get_level_values(0).astype(int)]
+        background = shares.index.get_level_values(1).astype(int).to_numpy()
+        group = np.cumsum(np.r_[0, background[1:] != background[:-1]]) if len(shares) else np.zeros(0, int)
+    else:
+        names = [str(k) for k in shares.index]
+        background = np.zeros(len(shares), int)
+        group = np.zeros(len(shares), int)
     x = np.arange(len(shares)) + 0.8 * group  # a gap between the groups
     fig, ax = new_figure(WIDE, HEIGHT)
     bottom = np.zeros(len(shares))
@@ -123,18 +131,18 @@ def plot_gap_causes(shares: pd.DataFrame) -> Figure:
     if len(x):  # room for at least eight bars, so that a few are not drawn as wide as the page
         pad = max(0.6, (8 - (x[-1] - x[0])) / 2)
         ax.set_xlim(x[0] - pad, x[-1] + pad)
-    ax.set_xticks(x, [str(m) for m in senders])
-    for g in np.unique(group):
+    ax.set_xticks(x, names)
+    for g in np.unique(group) if grid else []:
         centre = x[group == g].mean()
         ax.annotate(f"N = {background[group == g][0]}", xy=(centre, 1.0), xycoords=("data", "axes fraction"),
                     xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=8)
-    ax.set_xlabel("sending processes M, grouped by background processes N")
+    ax.set_xlabel("sending processes M, grouped by background processes N" if grid else "stream")
     ax.set_ylabel("share of the long gaps' time")
     ax.set_ylim(0, 1)
     outside_legend(fig, handles[::-1], title="cause")  # top to bottom as stacked
     fig.draw_without_rendering()  # lays the axes out: the room per bar decides the labels' size
     slot_pt = 72 * ax.get_position().width * fig.get_figwidth() / float(np.ptp(ax.get_xlim()))
-    widest = max((len(str(m)) for m in senders), default=1)
+    widest = max((len(line) for name in names for line in name.splitlines()), default=1)
     size = slot_pt / (0.62 * widest + 0.3)  # a digit is about 0.6 of the font size wide
     if size >= 6:
         ax.tick_params(axis="x", labelsize=min(9.0, size))
@@ -156,31 +164,35 @@ def _pool_on_t(curve: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"t_ns": np.exp(out["log_t"].to_numpy()), "idc": out["idc"].to_numpy()})
 
 
-def plot_idc_curves(idc: dict[tuple[int, int], pd.DataFrame]) -> Figure:
-    """Figure 4 of the paper: IDC(t) of all data frames (the `all` rows) against the bin length t,
-    one panel per number of background processes N, one curve per number of senders M (runs of a
-    point pooled by their mean), and IDC = 1, a Poisson stream's, dashed."""
+def _whole(table: pd.DataFrame) -> pd.DataFrame:
+    """A curve's rows: the `all` rows of a table of several streams, else the table (one run's
+    stream, or a run of one stream)."""
+    return table[table["stream"] == "all"] if (table["stream"] == "all").any() else table
+
+
+def plot_idc_curves(idc: Mapping[Key, pd.DataFrame]) -> Figure:
+    """Figure 4 of the paper: IDC(t) of all data frames (the `all` rows) against the bin length t;
+    keyed by grid point, one panel per number of background processes N, one curve per number of
+    senders M (runs of a point pooled by their mean); keyed by a run's series (text), one curve
+    each (figure.Curves). IDC = 1, a Poisson stream's, dashed."""
     curves = {}
-    for point, table in idc.items():
-        whole = table[table["stream"] == "all"]
+    for key, table in idc.items():
+        whole = _whole(table)
         if len(whole):
-            curves[point] = _pool_on_t(whole)
-    fig, panels, colours = panels_by_background(curves or idc)
-    for (senders, background), curve in sorted(curves.items()):
-        panels[background].plot(curve["t_ns"].to_numpy() / 1e6, curve["idc"].to_numpy(), color=colours[senders],
-                                lw=1.3)
-    for ax in panels.values():
+            curves[key] = _pool_on_t(whole)
+    layout = Curves(curves or idc)
+    for key, curve in (sorted(curves.items()) if layout.grid else curves.items()):
+        layout.ax(key).plot(curve["t_ns"].to_numpy() / 1e6, curve["idc"].to_numpy(), color=layout.colour(key),
+                            lw=1.3)
+    for ax in layout.axes():
         ax.axhline(1.0, color="0.4", ls="--", lw=0.8)
         ax.grid(alpha=0.3, which="major")
-    for ax in panels.values():
         log_axis(ax.xaxis)
         log_axis(ax.yaxis)
-    fig.supxlabel("bin length t [ms]", fontsize=10)
-    fig.supylabel("IDC(t) of the frames", fontsize=10)
-    handles = [Line2D([], [], color=colours[m], lw=1.5, label=str(m)) for m in sorted(colours)]
-    handles.append(Line2D([], [], color="0.4", ls="--", lw=0.8, label="1 (Poisson)"))
-    outside_legend(fig, handles, title="senders M")
-    return fig
+    layout.fig.supxlabel("bin length t [ms]", fontsize=10)
+    layout.fig.supylabel("IDC(t) of the frames", fontsize=10)
+    layout.legend([Line2D([], [], color="0.4", ls="--", lw=0.8, label="1 (Poisson)")])
+    return layout.fig
 
 
 def _ccdf(bins: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -228,34 +240,39 @@ def story_points(points: Iterable[tuple[int, int]], longest: tuple[int, int] | N
     return chosen
 
 
-def interval_highlights(hists: dict[tuple[int, int], pd.DataFrame],
-                        ) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
-    """The points plot_interval_distributions colours (`story_points`) and the point whose frame
-    intervals reach furthest (the largest upper bin edge; None without frame rows)."""
-    tops = {point: float(part["hi_ns"].max()) for point, table in hists.items()
+def interval_highlights(hists: Mapping[Key, pd.DataFrame]) -> tuple[list[Key], Key | None]:
+    """The keys plot_interval_distributions colours (grid points: `story_points`; a run's series:
+    every one, as many as there are colours) and the key whose frame intervals reach furthest
+    (the largest upper bin edge; None without frame rows)."""
+    tops = {key: float(part["hi_ns"].max()) for key, table in hists.items()
             if len(part := _interval_bins(table, "frame"))}
+    if hists and not all(is_grid_point(k) for k in hists):
+        return list(hists)[:len(HIGHLIGHT)], max(tops, key=lambda k: tops[k]) if tops else None
     longest = max(tops, key=lambda p: (tops[p], p)) if tops else None
-    return story_points(hists, longest), longest
+    return story_points(hists, longest), longest  # type: ignore[arg-type]
 
 
-def plot_interval_distributions(hists: dict[tuple[int, int], pd.DataFrame]) -> Figure:
+def plot_interval_distributions(hists: Mapping[Key, pd.DataFrame]) -> Figure:
     """Figure 3 of the paper, the tails: the share of intervals longer than x against x (the
     complementary distribution on log-log axes, read off the histograms as `_ccdf` says) of frame
     intervals on the link (left: the `all` rows, the gaps between any two data frames; else every
     stream's bins summed) and of write intervals (right: every sending process's, summed); the
     runs of a point pooled. Coloured: the points `interval_highlights` picks, the one whose frame
-    intervals reach furthest named; grey: every other point."""
+    intervals reach furthest named; grey: every other point. Keyed by a run's series (text), each
+    series a colour."""
     chosen, longest = interval_highlights(hists)
+    grid = all(is_grid_point(k) for k in hists)
+    palette = HIGHLIGHT if grid else SERIES_COLOURS  # a run's series as in its other figures
     fig, axes = new_figure(WIDE, HEIGHT, ncols=2, sharey=True)
     for ax, kind in zip(axes, ("frame", "write")):
         drawn = 0
-        for point, table in sorted(hists.items()):
+        for point, table in (sorted(hists.items()) if all(is_grid_point(k) for k in hists) else hists.items()):
             x, y = _ccdf(_interval_bins(table, kind))
             if len(x) == 0:
                 continue
             drawn += 1
             if point in chosen:
-                ax.plot(x, y, color=HIGHLIGHT[chosen.index(point) % len(HIGHLIGHT)], lw=1.6, zorder=3)
+                ax.plot(x, y, color=palette[chosen.index(point) % len(palette)], lw=1.6, zorder=3)
             else:
                 ax.plot(x, y, color="0.6", lw=0.8, alpha=0.7, zorder=2)
         if not drawn:
@@ -268,39 +285,38 @@ def plot_interval_distributions(hists: dict[tuple[int, int], pd.DataFrame]) -> F
     axes[0].set_title("frame intervals", fontsize=10)
     axes[1].set_title("write intervals", fontsize=10)
     axes[0].set_ylabel("share of intervals longer than x")
-    handles = [Line2D([], [], color=HIGHLIGHT[k % len(HIGHLIGHT)], lw=1.6,
-                      label=point_label(*point) + ("\n(longest frame interval)" if point == longest else ""))
+    handles = [Line2D([], [], color=palette[k % len(palette)], lw=1.6,
+                      label=key_label(point) + ("\n(longest frame interval)" if point == longest else ""))
                for k, point in enumerate(chosen)]
     if len(chosen) < len(hists):
-        handles.append(Line2D([], [], color="0.6", lw=0.8, label="other points"))
-    outside_legend(fig, handles, title="grid point")
+        handles.append(Line2D([], [], color="0.6", lw=0.8, label="other points" if grid else "other streams"))
+    outside_legend(fig, handles, title="grid point" if grid else "stream")
     return fig
 
 
-def plot_contract_curves(contracts: dict[tuple[int, int], pd.DataFrame]) -> Figure:
+def plot_contract_curves(contracts: Mapping[Key, pd.DataFrame]) -> Figure:
     """Zero-loss dual-leaky-bucket contracts: the smallest MBS against the SCR, averaged over the
-    streams (the `all` rows; a run of one stream has only its own), one panel per number of
-    background processes N, a colour per number of senders M, one line per run (their SCR grids
-    differ: each starts at its run's smallest mean cell rate); a run with a single point (its mean
-    rate is the peak rate) is a dot."""
-    fig, panels, colours = panels_by_background(contracts)
-    for (senders, background), table in sorted(contracts.items()):
-        whole = table[table["stream"] == "all"] if (table["stream"] == "all").any() else table
+    streams (the `all` rows; a run of one stream has only its own); keyed by grid point, one
+    panel per number of background processes N, a colour per number of senders M, one line per
+    run (their SCR grids differ: each starts at its run's smallest mean cell rate); keyed by a
+    run's series (text), one line each. A run or series with a single point (its mean rate is the
+    peak rate) is a dot."""
+    layout = Curves(contracts)
+    for key, table in (sorted(contracts.items()) if layout.grid else contracts.items()):
+        whole = _whole(table)
         runs = whole["run"] if "run" in whole.columns else pd.Series(0, index=whole.index)
         for _, run in whole.groupby(runs.to_numpy(), sort=False):
             curve = run.groupby("scr_cells_s")["mbs_min"].mean()
-            ax = panels[background]
-            ax.plot(curve.index.to_numpy(float) / 1e3, curve.to_numpy(float), color=colours[senders], lw=1.2,
-                    marker="o" if len(curve) == 1 else None, markersize=4)
-    for ax in panels.values():
+            layout.ax(key).plot(curve.index.to_numpy(float) / 1e3, curve.to_numpy(float), color=layout.colour(key),
+                                lw=1.2, marker="o" if len(curve) == 1 else None, markersize=4)
+    for ax in layout.axes():
         log_axis(ax.yaxis)
         ax.xaxis.set_major_locator(mticker.MaxNLocator(nbins=5))
         ax.grid(alpha=0.3, which="major")
-    fig.supxlabel("sustainable cell rate SCR [1000 cells/s]", fontsize=10)
-    fig.supylabel("smallest MBS for zero loss [cells]", fontsize=10)
-    handles = [Line2D([], [], color=colours[m], lw=1.5, label=str(m)) for m in sorted(colours)]
-    outside_legend(fig, handles, title="senders M")
-    return fig
+    layout.fig.supxlabel("sustainable cell rate SCR [1000 cells/s]", fontsize=10)
+    layout.fig.supylabel("smallest MBS for zero loss [cells]", fontsize=10)
+    layout.legend()
+    return layout.fig
 
 
 ROLE_CLASSES = {"send": ("senders", "tab:blue"), "bg": ("background", "tab:red"), "recv": ("receivers", "tab:green"),
@@ -330,12 +346,17 @@ def _thin_labels(ax: Axes, positions: Sequence[float], labels: Sequence[str], ro
 
 
 def plot_process_trace(frames: pd.DataFrame, writes: pd.DataFrame, running: pd.DataFrame | None,
-                       t0_ns: int, title: str) -> Figure:
+                       t0_ns: int, title: str, role_colours: Mapping[str, str] | None = None,
+                       cpus: str = "sender's CPU") -> Figure:
     """Figure 2 of the paper: around an off period, each stream's data frames (bars) and its
     sender's writes (dots above the bars; a write whose stream sent no frame here gets a row of
-    its own), seconds since t0_ns, and, where the kernel was traced, which process ran on the
-    sender's CPU: one row per role, or per class of role (senders, background, ...) when there are
-    more than MAX_ROLE_ROWS roles."""
+    its own), seconds since t0_ns, and, where the kernel was traced, which process ran on `cpus`
+    (`running`: t_ns and role of each switch, and t_end_ns where several CPUs are drawn, else each
+    runs until the next switch):
+    one row per role, or per class of role (senders, background, ...) when there are more than
+    MAX_ROLE_ROWS roles. `role_colours` gives roles outside the benchmark's classes (a recorded
+    program's processes, the tasks that preempted it) a colour of their own, and their rows come
+    first, in its order."""
     streams = sorted(frames["stream"].astype(str).unique()) if len(frames) else []
     w_stream = writes["stream"].astype(str) if "stream" in writes.columns else pd.Series("", index=writes.index)
     w_role = writes["role"].astype(str) if "role" in writes.columns else pd.Series("?", index=writes.index)
@@ -344,8 +365,10 @@ def plot_process_trace(frames: pd.DataFrame, writes: pd.DataFrame, running: pd.D
     orphans = sorted(set(w_role[~w_stream.isin(streams)]), key=_role_order)
     labels = [owner.get(name, f"stream {i}") for i, name in enumerate(streams)] + orphans
     stream_rows = len(labels)
-    roles = sorted(running["role"].astype(str).unique(), key=_role_order) if running is not None and len(running) \
-        else []
+    own = list(role_colours or {})
+    roles = sorted(running["role"].astype(str).unique(),
+                   key=lambda r: (own.index(r) if r in own else len(own), _role_order(r))) \
+        if running is not None and len(running) else []
     by_class = len(roles) > MAX_ROLE_ROWS
     levels = list(dict.fromkeys(_role_class(r) for r in roles)) if by_class else roles
     top_height = max(1.6, 0.16 * stream_rows)
@@ -383,18 +406,21 @@ def plot_process_trace(frames: pd.DataFrame, writes: pd.DataFrame, running: pd.D
         running = running.sort_values("t_ns", kind="stable")
         t = (running["t_ns"].to_numpy(np.int64) - t0_ns) / 1e9
         level = _role_classes(running["role"]) if by_class else running["role"].astype(str).to_numpy()
-        ends = np.r_[t[1:], t[-1]]  # each switch's process runs until the next switch
+        if "t_end_ns" in running.columns:  # each CPU's own intervals: several CPUs overlap
+            ends = (running["t_end_ns"].to_numpy(np.int64) - t0_ns) / 1e9
+        else:
+            ends = np.r_[t[1:], t[-1]]  # each switch's process runs until the next switch
         for k, name in enumerate(levels):
             mine = level == name
-            run_ax.broken_barh(list(zip(t[mine], (ends - t)[mine])), (len(levels) - k - 0.4, 0.8),
-                               color=ROLE_CLASSES[_role_class(name)][1])
+            colour = (role_colours or {}).get(name) or ROLE_CLASSES[_role_class(name)][1]
+            run_ax.broken_barh(list(zip(t[mine], (ends - t)[mine])), (len(levels) - k - 0.4, 0.8), color=colour)
         run_ax.set_ylim(0.4, len(levels) + 0.6)
         names = [ROLE_CLASSES[name][0] for name in levels] if by_class else levels
         _thin_labels(run_ax, [len(levels) - k for k in range(len(levels))], names,
                      72 * bottom_height * 0.8 / max(1, len(levels)), 8.0)
         run_ax.axvline(0.0, color="0.3", ls=":", lw=0.8)
         run_ax.grid(alpha=0.3, axis="x")
-        run_ax.set_ylabel("running on the\nsender's CPU", fontsize=8)
+        run_ax.set_ylabel(f"running on the\n{cpus}", fontsize=8)
         last = run_ax
     last.set_xlabel("time [s] (0: the start of the longest off period)")
     if handles:

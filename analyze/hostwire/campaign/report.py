@@ -9,16 +9,15 @@ import json
 import logging
 import textwrap
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from hostwire.safewrite import write_text, write_with
-from hostwire.campaign import figure, plots, tables
-from hostwire.campaign.html_table import table_html as _table_html
+from hostwire.campaign import plots, tables
+from hostwire.campaign.html_table import table_html
+from hostwire.campaign.page import Section, save_figure, write_page
 from hostwire.errors import HostwireError, InputError
 from hostwire.metrics.regime import WHY_WIRE_CANNOT_DEPEND, df_goodput_fit_by_limit
 from hostwire.timeline.gaps import CAUSES
@@ -32,13 +31,6 @@ def load_reference() -> dict[str, Any]:
     from hostwire.versioned import read_json
 
     return read_json(REFERENCE, "hostwire-reference", 1)
-
-
-@dataclass
-class Section:
-    title: str
-    body: str
-    figures: list[str] = field(default_factory=list)
 
 
 class ReportBuilder:
@@ -77,15 +69,7 @@ class ReportBuilder:
         return names, (f"<p>One figure per setup: {'; '.join(captions)}.</p>" if len(names) > 1 else "")
 
     def save(self, fig: Any, name: str) -> str:
-        import matplotlib.pyplot as plt
-
-        # plots/ is not followed if it is a symbolic link, nor any name in it
-        write_with(self.plots / f"{name}.png", lambda handle: fig.savefig(handle, format="png", dpi=figure.DPI),
-                   below=self.plots.parent, create=True)  # at most figure.PAGE_WIDTH_PX wide
-        write_with(self.plots / f"{name}.svg", lambda handle: fig.savefig(handle, format="svg"),
-                   below=self.plots.parent, create=True)
-        plt.close(fig)
-        return name
+        return save_figure(fig, self.plots, name)
 
     def per_point_tables(self, table: str, setup: str | None = None) -> dict[tuple[int, int], pd.DataFrame]:
         """Each run's tables/<table>.parquet, concatenated per grid point (M, N), with a column
@@ -157,7 +141,7 @@ class ReportBuilder:
             "Sanity of every run",
             "<p>Rows in red are runs that are not complete or are marked; their figures below are drawn "
             "hollow or left out of fits. <code>hostwire metrics sanity RUN --check</code> names the cause.</p>"
-            + _table_html(table, classes)))
+            + table_html(table, classes)))
 
     def goodput(self) -> None:
         """Goodput against the mix, fitted in each regime (the measured `limit`), the paper's r set
@@ -173,7 +157,7 @@ class ReportBuilder:
                 "docs/metrics.md, \"What limited a run\"), never taken from the config. "
                 f"{html.escape(WHY_WIRE_CANNOT_DEPEND)}</p>")
         if len(fits):
-            text += _table_html(fits, float_format="{:.3f}")
+            text += table_html(fits, float_format="{:.3f}")
         cpu = fits[fits["limit"] == "cpu"]
         cpu_fit = None
         if len(cpu) and np.isfinite(cpu["pearson_r"].iloc[0]):
@@ -220,7 +204,7 @@ class ReportBuilder:
             limits = ", ".join(f"{n} {lim}" for lim, n in jain.limits.items()) or "not measured"
             text += (f"<h3>Today: {html.escape(jain.setup)}</h3><p>Window {window}; what limited the runs: "
                      f"{html.escape(limits)}.</p>")
-            text += _table_html(jain.table.reset_index().rename(columns={"background": "N \\ M"}),
+            text += table_html(jain.table.reset_index().rename(columns={"background": "N \\ M"}),
                                 float_format="{:.4f}")
             if np.isfinite(jain.pearson_r):
                 text += (f"<p>Over the {jain.common_points} grid points this setup shares with the paper's table: "
@@ -231,7 +215,7 @@ class ReportBuilder:
                          "correlation.</p>")
             figures.append(self.save(plots.plot_jain_heatmap(jain.table, f"Jain's index: {jain.setup}"),
                                      "jain_heatmap" if k == 0 else f"jain_heatmap_{k + 1}"))
-        text += "<h3>Paper, table 3</h3>" + _table_html(paper.reset_index().rename(columns={"background": "N \\ M"}),
+        text += "<h3>Paper, table 3</h3>" + table_html(paper.reset_index().rename(columns={"background": "N \\ M"}),
                                                        float_format="{:.4f}")
         self.sections.append(Section("Fairness (paper table 3)", text, figures))
 
@@ -313,7 +297,7 @@ class ReportBuilder:
             if several:
                 figure.suptitle(setup, fontsize=10)
             names.append(self.save(figure, "gap_causes" if not names else f"gap_causes_{len(names) + 1}"))
-        self.sections.append(Section("Why the long gaps happen", text + _table_html(table, float_format="{:.3f}"),
+        self.sections.append(Section("Why the long gaps happen", text + table_html(table, float_format="{:.3f}"),
                                      names))
 
     def accuracy(self) -> None:
@@ -330,7 +314,7 @@ class ReportBuilder:
         text = (f"<p>Each collector set against <code>{html.escape(baseline)}</code>, run for run (same grid point "
                 "and repetition): mean difference and its 95 % interval; a set changes the answer when an interval "
                 "excludes zero (the MSHN method).</p>")
-        self.sections.append(Section("Does a collector change the answer?", text + _table_html(table)))
+        self.sections.append(Section("Does a collector change the answer?", text + table_html(table)))
 
     def model(self) -> None:
         """Predicted beside measured, from model.parquet (hostwire.model.report_section)."""
@@ -342,7 +326,7 @@ class ReportBuilder:
             self.sections.append(Section("The model against the runs", text))
             return
         name = self.save(rs.plot_predicted_against_measured(table), "model")
-        self.sections.append(Section("The model against the runs", text + _table_html(shown, classes), [name]))
+        self.sections.append(Section("The model against the runs", text + table_html(shown, classes), [name]))
 
     def process_trace(self) -> None:
         try:
@@ -399,33 +383,11 @@ class ReportBuilder:
 
     def write(self) -> Path:
         book = self._campaign_json()
-        name = html.escape(str(book.get("name", self.campaign.name)))
-        parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>hostwire: {name}</title>",
-                 f"<style>{CSS}</style></head><body>",
-                 f"<h1>hostwire campaign {name}</h1>",
-                 f"<p class=\"small\">Made {time.strftime('%Y-%m-%d %H:%M')} from {html.escape(str(self.campaign))}. "
-                 f"Paper figures: {html.escape(self.reference['source'])}.</p>"]
-        for section in self.sections:
-            parts.append(f"<section><h2>{html.escape(section.title)}</h2>{section.body}")
-            for fig in section.figures:
-                parts.append(f'<figure><a href="plots/{fig}.svg"><img src="plots/{fig}.png" alt="{fig}"></a></figure>')
-            parts.append("</section>")
-        parts.append("</body></html>")
-        out = self.campaign / "report.html"
-        write_text(out, "\n".join(parts))
-        return out
-
-
-CSS = """
-body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
-table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0; }
-.scroll { overflow-x: auto; max-width: 100%; }
-th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
-tr.bad td { background: #fdd; }
-.warn { color: #a00; font-weight: bold; }
-.small { font-size: 0.8em; color: #666; }
-img { max-width: 100%; }
-"""
+        name = str(book.get("name", self.campaign.name))
+        byline = (f"Made {time.strftime('%Y-%m-%d %H:%M')} from {html.escape(str(self.campaign))}. "
+                  f"Paper figures: {html.escape(self.reference['source'])}.")
+        return write_page(self.campaign / "report.html", f"hostwire: {name}", f"hostwire campaign {name}", byline,
+                          self.sections)
 
 
 def build_report(campaign: str | Path) -> Path:

@@ -108,6 +108,12 @@ def _from_run_logs(kind: str, source: Source, window: Window, args: Any) -> pd.D
     raise AssertionError("unreachable")
 
 
+def _logs_name_streams(source: Source) -> bool:
+    """A benchmark run: its senders' and receivers' logs name the streams. A program recorded by
+    `hostwire record` has no such logs: its streams are the capture's, as on a bare capture."""
+    return source.is_run and (source.manifest or {}).get("point", {}).get("kind") != "program"
+
+
 def _run_streams(source: Source, wanted: Sequence[str] | None) -> list[str]:
     known: set[str] = set()
     for df in (source.writes, source.received):
@@ -142,7 +148,7 @@ def _delivered(source: Source, window: Window,
     app: the receivers' reads within the window, None on a bare capture. On a run both list every
     stream the senders' and receivers' logs name (after --stream), a starved one with 0; on a
     bare capture every TCP connection (after --stream)."""
-    names = _run_streams(source, wanted) if source.is_run else None
+    names = _run_streams(source, wanted) if _logs_name_streams(source) else None
     app = None
     if source.received is not None:
         rec = source.received
