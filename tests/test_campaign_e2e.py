@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -17,6 +16,8 @@ import pytest
 from hostwire.paths import REPO_ROOT
 from hostwire.record.topology import list_namespaces
 from hostwire.timeline.gaps import CAUSES
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
+from browser_helpers import load_in_chromium
 
 # One worker records the quick campaign for every test of this module (pytest-xdist's loadgroup).
 pytestmark = pytest.mark.xdist_group("quick_campaign")
@@ -93,33 +94,11 @@ def test_quick_campaign_records_every_point_and_reports(quick_campaign: Path) ->
 def test_report_renders_in_a_real_browser(quick_campaign: Path) -> None:
     """Headless Chromium loads report.html: every image loads, the console shows no error, and a
     screenshot is kept beside the report."""
-    browser = shutil.which("chromium")
-    if browser is None:
-        pytest.fail("chromium is not installed (make setup installs it)", pytrace=False)
-    screenshot = quick_campaign / "report-screenshot.png"
-    url = (quick_campaign / "report.html").as_uri()
-    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
-              "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000"]
-    shot = subprocess.run([*common, f"--screenshot={screenshot}", "--window-size=1200,3000", url],
-                          capture_output=True, text=True, timeout=120)
-    assert screenshot.exists() and screenshot.stat().st_size > 10000, shot.stderr[-2000:]
-    # A script run in the page after load: each image must have decoded to a non-zero size.
-    probe = quick_campaign / "probe.html"
-    probe.write_text((quick_campaign / "report.html").read_text().replace(
-        "</body>", "<script>window.addEventListener('load', () => { const bad = [...document.images]"
-        ".filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src); document.title = "
-        "'images:' + document.images.length + ':broken:' + bad.length + ':wide:' + "
-        "(document.documentElement.scrollWidth - document.documentElement.clientWidth); });</script></body>"))
-    dom = subprocess.run([*common, "--window-size=1200,3000", "--dump-dom", probe.as_uri()], capture_output=True,
-                         text=True, timeout=120)
-    title = re.search(r"<title>([^<]*)</title>", dom.stdout)
-    assert title is not None, dom.stderr[-2000:]
-    count, broken, wide = re.fullmatch(r"images:(\d+):broken:(\d+):wide:(-?\d+)",  # type: ignore[union-attr]
-                                       title.group(1)).groups()
-    assert int(count) >= 6 and int(broken) == 0, title.group(1)
-    assert int(wide) <= 0, f"the page is {wide} px wider than the window: a table or figure runs off its edge"
-    console = [line for line in (shot.stderr + dom.stderr).splitlines() if "CONSOLE" in line or "ERR_FILE" in line]
-    assert console == [], console
+    loaded = load_in_chromium(quick_campaign / "report.html", quick_campaign / "report-screenshot.png")
+    assert loaded.images >= 6 and loaded.broken == 0, loaded
+    assert loaded.wider_px <= 0, \
+        f"the page is {loaded.wider_px} px wider than the window: a table or figure runs off its edge"
+    assert loaded.console == [], loaded.console
 
 
 @pytest.fixture

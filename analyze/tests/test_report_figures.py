@@ -142,6 +142,30 @@ def _trace_figure(m: int, n: int) -> Figure:
     return plots.plot_process_trace(*trace(m, n), 10_000_000_000, f"M={m} N={n}: longest off period 60.0 ms")
 
 
+def run_series(tables: dict[tuple[int, int], pd.DataFrame], grid: str, lines: int = 1) -> dict[str, pd.DataFrame]:
+    """One run's table (the grid's largest point) keyed as the one-run report keys it: all
+    streams first, then each stream by its process and ports."""
+    table = tables[max(_points(grid))]
+    out = {"all streams": table[table["stream"] == "all"]}
+    for i, stream in enumerate(sorted(set(table["stream"]) - {"all"})):
+        out[f"iperf3 {4200 + i}{chr(10) if lines > 1 else ' '}:{40000 + i}>:5001"] = table[table["stream"] == stream]
+    return out
+
+
+def _program_trace_figure() -> Figure:
+    """A recorded program on two CPUs: each switch with its own end, the program's processes and
+    its top preempters named and coloured."""
+    frames, writes, running = trace(2, 2)
+    cpu = np.arange(len(running)) % 2
+    ends = running.groupby(cpu)["t_ns"].shift(-1).fillna(running["t_ns"].max()).astype(np.int64)
+    names = np.where(running["role"].str.startswith("send"), "iperf3 4200",
+                     np.where(running["role"].str.startswith("bg"), "sh 4300", running["role"]))
+    return plots.plot_process_trace(frames, writes.assign(role="iperf3 4200"),
+                                    running.assign(t_end_ns=ends, role=names), 10_000_000_000,
+                                    "iperf3 4200 :40000>:5001: longest off period 60.0 ms",
+                                    {"iperf3 4200": "tab:blue", "sh 4300": "tab:red"}, "CPUs 0,1")
+
+
 FIGURES: dict[str, Callable[[str], Figure]] = {
     "goodput": lambda grid: plots.plot_goodput_vs_mix(
         summary(grid, False), {"pearson_r": 0.93, "slope_bit_s": 7e6, "intercept_bit_s": 2e6}, 0.99),
@@ -155,6 +179,13 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
     "idc": lambda grid: plots.plot_idc_curves(idc_tables(grid)),
     "contracts": lambda grid: plots.plot_contract_curves(contract_tables(grid)),
     "process trace": lambda grid: _trace_figure(*((20, 20) if grid == "36 points" else (2, 2))),
+    # the one-run report (hostwire.campaign.run_report): the same figures keyed by one run's streams
+    "run gap causes": lambda grid: plots.plot_gap_causes(pd.DataFrame(
+        {key: gap_shares(grid).iloc[k] for k, key in enumerate(run_series(idc_tables(grid), grid, 2))}).T),
+    "run intervals": lambda grid: plots.plot_interval_distributions(run_series(interval_hists(grid), grid)),
+    "run idc": lambda grid: plots.plot_idc_curves(run_series(idc_tables(grid), grid)),
+    "run contracts": lambda grid: plots.plot_contract_curves(run_series(contract_tables(grid), grid)),
+    "program trace": lambda grid: _program_trace_figure(),
 }
 
 

@@ -147,6 +147,9 @@ class RunReport:
             if self.program else []
         rows.append(("recorded", self._collectors() + (f"; interfaces {', '.join(interfaces)}" if interfaces else "")))
         rows.append(("losses", self._losses()))
+        problems = self.run.source_problems()
+        if problems:
+            rows.append(("sources", "; ".join(problems)))
         attribution = m.get("attribution")
         if self.program:
             if attribution:
@@ -282,6 +285,8 @@ class RunReport:
                 + table_html(rows, float_format="{:.3f}"))
 
     def _preempters(self, pre: pd.DataFrame) -> str:
+        if not self.run.has("raw/sched.tsv"):
+            return "<p>Who preempted the senders is not known: this run has no kernel trace (raw/sched.tsv).</p>"
         if len(pre) == 0:
             return "<p>No sender waited runnable while another task ran: nothing preempted it.</p>"
         per = pre.assign(gap=pre["stream"].astype(str) + "@" + pre["t_start_ns"].astype(str)).groupby(

@@ -1,0 +1,158 @@
+"""`hostwire report RUN` on one benchmark run (a copy of the committed fixture run, without root):
+every section, the numbers checked against what the benchmark logged and the link allows, every
+figure it references on disk, and a run that lacks its capture or its kernel trace reported all
+the same, each missing input named where its figure would be."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hostwire.campaign.run_report import build_run_report
+from hostwire.paths import REPO_ROOT
+
+FIXTURE = REPO_ROOT / "tests" / "fixtures" / "run-small"
+SECTIONS = ("What was recorded", "Streams", "Why the long gaps happen", "Process trace around the longest off period",
+            "Frame intervals", "Index of dispersion for counts", "Zero-loss traffic contracts")
+WIRE_SECTIONS = SECTIONS[2:]
+
+
+class _Tables(HTMLParser):
+    """Each <section>'s title and its tables, as text cells."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sections: dict[str, list[list[list[str]]]] = {}
+        self.texts: dict[str, str] = {}
+        self._title: str | None = None
+        self._in_h2 = False
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "h2":
+            self._in_h2, self._title = True, ""
+        elif tag == "table" and self._title is not None:
+            self.sections[self._title].append([])
+        elif tag == "tr" and self._title is not None and self.sections.get(self._title):
+            self.sections[self._title][-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "h2":
+            self._in_h2 = False
+            assert self._title is not None
+            self.sections[self._title] = []
+            self.texts[self._title] = ""
+        elif tag in ("td", "th") and self._cell is not None and self._title is not None:
+            self.sections[self._title][-1][-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in_h2:
+            self._title = (self._title or "") + data
+        elif self._cell is not None:
+            self._cell.append(data)
+        elif self._title is not None:
+            self.texts[self._title] += data
+
+
+def parse(page: Path) -> tuple[dict[str, list[pd.DataFrame]], dict[str, str]]:
+    parser = _Tables()
+    parser.feed(page.read_text())
+    tables = {title: [pd.DataFrame(rows[1:], columns=rows[0]) for rows in found if rows]
+              for title, found in parser.sections.items()}
+    return tables, parser.texts
+
+
+def report(run: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hostwire", "report", str(run)], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    out = tmp_path / "run-small"
+    shutil.copytree(FIXTURE, out)
+    return out
+
+
+def figures_on_disk(run: Path) -> list[str]:
+    """The figures report.html shows, each checked to be a PNG with its SVG beside it."""
+    images = re.findall(r'src="(plots/[^"]+)"', (run / "report.html").read_text())
+    for image in images:
+        assert (run / image).stat().st_size > 1000, image
+        assert (run / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", image
+        assert (run / image).with_suffix(".svg").stat().st_size > 1000, image
+    return images
+
+
+def test_benchmark_run(run: Path) -> None:
+    proc = report(run)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(run / "report.html")
+    tables, texts = parse(run / "report.html")
+    assert list(tables) == list(SECTIONS)
+    assert set(figures_on_disk(run)) == {f"plots/{n}.png" for n in
+                                         ("gap_causes", "process_trace", "intervals", "idc", "contracts")}
+    recorded = dict(tables["What was recorded"][0].to_numpy())
+    assert recorded["grid point"] == "M = 1 senders, N = 1 background processes"
+    assert recorded["duration"].startswith("0.400 s")  # the fixture's logging window, 0.4 s
+    assert recorded["link rate"] == "10 Mbit/s (the run's shaper)"
+    # the stream and its two ends as the benchmark logged them
+    bench = json.loads((run / "raw" / "bench" / "bench.json").read_text())
+    sender = next(p for p in bench["processes"] if p["role"] == "send-0")
+    receiver = next(p for p in bench["receivers"] if p["role"] == "recv-0")
+    (streams,) = tables["Streams"]
+    assert len(streams) == 1
+    row = streams.iloc[0]
+    assert (int(row["pid"]), row["process"], row["receiver"]) == (sender["pid"], "send-0", f"recv-0 {receiver['pid']}")
+    # one sender fills a 10 Mbit/s shaper: goodput near, and never above, the payload share of
+    # full-size frames with TCP timestamps (1448 of 1514 bytes)
+    assert 9.0 < float(row["goodput [Mbit/s]"]) <= 10 * 1448 / 1514
+    # each stream's causes are shares of its gap time
+    shares = tables["Why the long gaps happen"][0]
+    causes = shares.columns[3:]
+    assert "app-idle" in causes and "preempted" in causes
+    assert (shares[causes].astype(float).sum(axis=1) - 1).abs().max() < 0.002  # three decimals each
+    # the process trace's off period is the longest frame interval of that stream
+    intervals = tables["Frame intervals"][0]
+    longest = float(intervals.loc[intervals["stream"] == "all streams", "max [ms]"].iloc[0])
+    caption = re.search(r"the most \((\d+\.\d) ms, at 0\)", texts["Process trace around the longest off period"])
+    assert caption is not None and abs(float(caption.group(1)) - longest) <= 0.05
+
+
+def test_a_missing_capture_or_kernel_trace_is_named_in_place(run: Path, tmp_path: Path) -> None:
+    no_trace = tmp_path / "no-trace"
+    shutil.copytree(run, no_trace)
+    (no_trace / "raw" / "sched.tsv").unlink()
+    (run / "raw" / "wire.pcap").unlink()
+    for directory in (run, no_trace):
+        assert build_run_report(directory) == directory / "report.html"
+    tables, texts = parse(run / "report.html")
+    assert list(tables) == list(SECTIONS)
+    for title in WIRE_SECTIONS:
+        assert "this run has no wire capture (raw/wire.pcap)" in texts[title], title
+    assert figures_on_disk(run) == []
+    recorded = dict(tables["What was recorded"][0].to_numpy())
+    assert recorded["recorded"].startswith("no wire capture, kernel trace")
+    assert "raw/wire.pcap: missing" in recorded["sources"]
+    tables, texts = parse(no_trace / "report.html")
+    assert "this run has no kernel trace (raw/sched.tsv)" in texts["Process trace around the longest off period"]
+    assert "no kernel trace (raw/sched.tsv)" in texts["Why the long gaps happen"]
+    assert len(figures_on_disk(no_trace)) == 5
+
+
+def test_digest_is_a_campaign_option(run: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "hostwire", "report", "--digest", str(run)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--digest is for a campaign" in proc.stderr and not (run / "report.html").exists()
