@@ -10,67 +10,16 @@ import re
 import shutil
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from hostwire.campaign.run_report import build_run_report
 from hostwire.paths import REPO_ROOT
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
+from report_pages import SECTIONS, WIRE_SECTIONS, figures_on_disk, parse
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "run-small"
-SECTIONS = ("What was recorded", "Streams", "Why the long gaps happen", "Process trace around the longest off period",
-            "Frame intervals", "Index of dispersion for counts", "Zero-loss traffic contracts")
-WIRE_SECTIONS = SECTIONS[2:]
-
-
-class _Tables(HTMLParser):
-    """Each <section>'s title and its tables, as text cells."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sections: dict[str, list[list[list[str]]]] = {}
-        self.texts: dict[str, str] = {}
-        self._title: str | None = None
-        self._in_h2 = False
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag == "h2":
-            self._in_h2, self._title = True, ""
-        elif tag == "table" and self._title is not None:
-            self.sections[self._title].append([])
-        elif tag == "tr" and self._title is not None and self.sections.get(self._title):
-            self.sections[self._title][-1].append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "h2":
-            self._in_h2 = False
-            assert self._title is not None
-            self.sections[self._title] = []
-            self.texts[self._title] = ""
-        elif tag in ("td", "th") and self._cell is not None and self._title is not None:
-            self.sections[self._title][-1][-1].append("".join(self._cell))
-            self._cell = None
-
-    def handle_data(self, data: str) -> None:
-        if self._in_h2:
-            self._title = (self._title or "") + data
-        elif self._cell is not None:
-            self._cell.append(data)
-        elif self._title is not None:
-            self.texts[self._title] += data
-
-
-def parse(page: Path) -> tuple[dict[str, list[pd.DataFrame]], dict[str, str]]:
-    parser = _Tables()
-    parser.feed(page.read_text())
-    tables = {title: [pd.DataFrame(rows[1:], columns=rows[0]) for rows in found if rows]
-              for title, found in parser.sections.items()}
-    return tables, parser.texts
 
 
 def report(run: Path) -> subprocess.CompletedProcess[str]:
@@ -83,16 +32,6 @@ def run(tmp_path: Path) -> Path:
     out = tmp_path / "run-small"
     shutil.copytree(FIXTURE, out)
     return out
-
-
-def figures_on_disk(run: Path) -> list[str]:
-    """The figures report.html shows, each checked to be a PNG with its SVG beside it."""
-    images = re.findall(r'src="(plots/[^"]+)"', (run / "report.html").read_text())
-    for image in images:
-        assert (run / image).stat().st_size > 1000, image
-        assert (run / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", image
-        assert (run / image).with_suffix(".svg").stat().st_size > 1000, image
-    return images
 
 
 def test_benchmark_run(run: Path) -> None:
@@ -118,6 +57,7 @@ def test_benchmark_run(run: Path) -> None:
     # one sender fills a 10 Mbit/s shaper: goodput near, and never above, the payload share of
     # full-size frames with TCP timestamps (1448 of 1514 bytes)
     assert 9.0 < float(row["goodput [Mbit/s]"]) <= 10 * 1448 / 1514
+    assert int(row["unique bytes"]) * 8 / 0.4 == pytest.approx(float(row["goodput [Mbit/s]"]) * 1e6, rel=1e-3)
     # each stream's causes are shares of its gap time
     shares = tables["Why the long gaps happen"][0]
     causes = shares.columns[3:]

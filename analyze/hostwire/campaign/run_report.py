@@ -153,8 +153,8 @@ class RunReport:
         attribution = m.get("attribution")
         if self.program:
             if attribution:
-                rows.append(("frames", f"{attribution['frames']}: {attribution['frames_attributed']} of the program, "
-                                       f"{attribution['frames_foreign']} foreign"))
+                rows.append(("frames", f"{attribution['frames']} TCP/UDP: {attribution['frames_attributed']} of the "
+                                       f"program, {attribution['frames_foreign']} foreign{self._other_frames()}"))
                 rows.append(("segments", f"{attribution['segments']}: {attribution['segments_attributed']} of the "
                                          "program (a GSO/TSO super-packet counts the segments it carries)"))
             else:
@@ -167,6 +167,16 @@ class RunReport:
                      + table_html(procs[[c for c in ("pid", "comm", "frames_sent", "frames_received", "segments_sent")
                                          if c in procs.columns]]))
         return Section("What was recorded", body)
+
+    def _other_frames(self) -> str:
+        """The frames that are neither TCP nor UDP (ARP, ICMP, ...): captured, attributed to no
+        socket."""
+        if not self.run.has("raw/wire.pcap"):
+            return ""
+        skipped = self.run.df_frames().attrs.get("skipped") or {}
+        count = sum(int(n) for n in skipped.values())
+        return f"; besides, {count} other frames ({', '.join(f'{k} {n}' for k, n in sorted(skipped.items()))})" \
+            if count else ""
 
     def _collectors(self) -> str:
         parts = []
@@ -213,12 +223,12 @@ class RunReport:
         table_["sender_pid"] = table_["sender_pid"].fillna(-1).astype(np.int64)
         table_["sender_role"] = table_["sender_role"].fillna("").astype(str)
         try:
-            goodput = table("goodput", self.run).set_index("stream")["bit_s"]
-        except HostwireError:  # no TCP stream: the UDP figure below stands alone
-            goodput = pd.Series(dtype=float)
+            unique = table("goodput", self.run).set_index("stream")["bytes"]
+        except HostwireError:  # no TCP stream: every flow counts its payload (UDP)
+            unique = pd.Series(dtype=float)
         seconds = (end - start) / 1e9
-        table_["goodput_mbit_s"] = table_["stream"].map(goodput).fillna(
-            table_["payload_bytes"] * 8 / max(seconds, 1e-9)).astype(float) / 1e6
+        table_["unique_bytes"] = table_["stream"].map(unique).fillna(table_["payload_bytes"]).astype(np.int64)
+        table_["goodput_mbit_s"] = table_["unique_bytes"] * 8 / max(seconds, 1e-9) / 1e6
         owner = np.where(table_["sender_pid"] > 0,
                          table_["sender_role"].where(table_["sender_role"] != "", "?") + " "
                          + table_["sender_pid"].astype(str), "foreign")
@@ -232,13 +242,14 @@ class RunReport:
             "receiver": [f"{r} {int(p)}" if pd.notna(p) and int(p) > 0 else "" for p, r in
                          zip(table_["receiver_pid"], table_["receiver_role"].fillna(""))],
             "data frames": table_["frames"], "payload bytes": table_["payload_bytes"],
-            "goodput [Mbit/s]": table_["goodput_mbit_s"]})
+            "unique bytes": table_["unique_bytes"], "goodput [Mbit/s]": table_["goodput_mbit_s"]})
         text = ("<p>Each stream in the direction that carried its payload, with the process that sent it "
                 + ("(the socket's holder: raw/sockets.tsv, the kernel's inet_sock_set_state, the traced calls) "
                    if self.program else "(the benchmark's logs) ")
                 + "and, where this host received it too, the receiver; data frames and payload bytes in the window; "
-                "goodput: the unique payload bytes of a TCP stream (retransmissions counted once), a UDP flow's "
-                "payload, over the window. A stream no process of the run held is foreign.</p>")
+                "unique bytes: a TCP stream's payload with each retransmitted byte counted once (a UDP flow's "
+                "payload); goodput: the unique bytes over the window. A stream no process of the run held is "
+                "foreign.</p>")
         return Section("Streams", text + table_html(shown, float_format="{:.3f}"))
 
     def gap_causes(self) -> Section:
