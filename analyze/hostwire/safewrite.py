@@ -35,8 +35,8 @@ def open_dir(path: Path, *, below: Path | None = None, create: bool = False) -> 
     path = Path(path)
     if below is not None:
         base, parts = Path(below), Path(path).relative_to(below).parts
-    else:
-        base, parts = path.parent, (path.name,)
+    else:  # "." (the folder of a bare file name) has no name of its own to check
+        base, parts = path.parent, (path.name,) if path.name else ()
     try:
         fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as err:

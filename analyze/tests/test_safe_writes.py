@@ -139,3 +139,12 @@ def test_pcapcols_replaces_links_and_refuses_a_symlinked_folder(tmp_path: Path, 
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "symbolic link" in done.stderr, done.stderr
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_bare_file_name_is_written_in_the_working_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hostwire timeline RUN -o x.pftrace`: the folder of a bare name is ".", which has no name of
+    its own to open below its parent."""
+    monkeypatch.chdir(tmp_path)
+    write_text(Path("x.pftrace"), "trace")
+    assert (tmp_path / "x.pftrace").read_text() == "trace"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pftrace"]  # no temporary left
