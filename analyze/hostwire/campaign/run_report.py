@@ -238,7 +238,8 @@ class RunReport:
         self.streams = table_.rename(columns={"sender_pid": "pid"})
         shown = pd.DataFrame({
             "stream": table_["stream"], "proto": table_["proto"].map({6: "tcp", 17: "udp"}).fillna("?"),
-            "pid": table_["sender_pid"], "process": np.where(table_["sender_pid"] > 0, table_["sender_role"], "foreign"),
+            "pid": table_["sender_pid"],
+            "process": np.where(table_["sender_pid"] > 0, table_["sender_role"], "foreign"),
             "receiver": [f"{r} {int(p)}" if pd.notna(p) and int(p) > 0 else "" for p, r in
                          zip(table_["receiver_pid"], table_["receiver_role"].fillna(""))],
             "data frames": table_["frames"], "payload bytes": table_["payload_bytes"],
@@ -291,8 +292,9 @@ class RunReport:
             if (ms > 0).any():
                 rows[f"{cause.replace('_', '-')} [ms]"] = ms
         rows["preempted by"] = [";".join(str(p).split(";")[:3]) for p in top["preempted_by"].fillna("")]
-        return (f"<p>The longest gaps, at most {LONGEST_GAPS} (<code>hostwire gaps RUN</code> rows; at: seconds since the window's "
-                "start; preempted by: the first three tasks that ran while the sender waited, with their share):</p>"
+        return (f"<p>The longest gaps, at most {LONGEST_GAPS} (<code>hostwire gaps RUN</code> rows; at: seconds since "
+                "the window's start; preempted by: the first three tasks that ran while the sender waited, with their "
+                "share):</p>"
                 + table_html(rows, float_format="{:.3f}"))
 
     def _preempters(self, pre: pd.DataFrame) -> str:

@@ -68,7 +68,8 @@ def _writes(run: Run) -> pd.DataFrame:
     names = tl.df_streams().groupby("sender_pid")["sender_role"].first()
     pid = sends["pid"].to_numpy(np.int64)
     comm = pd.Series(pid).map(names).fillna("").astype(str).to_numpy()
-    return pd.DataFrame({"t_ns": sends["t_enter_ns"].to_numpy(np.int64), "t_end_ns": sends["t_exit_ns"].to_numpy(np.int64),
+    return pd.DataFrame({"t_ns": sends["t_enter_ns"].to_numpy(np.int64),
+                         "t_end_ns": sends["t_exit_ns"].to_numpy(np.int64),
                          "pid": pid, "role": np.char.add(np.char.add(comm.astype(str), " "), pid.astype(str)),
                          "stream": sends["stream"].astype(str).to_numpy(), "bytes": sends["bytes"].to_numpy()})
 
