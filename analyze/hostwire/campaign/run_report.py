@@ -110,7 +110,7 @@ class RunReport:
     def attempt(self, title: str, make: Callable[[], Section | None]) -> None:
         try:
             section = make()
-        except (HostwireError, KeyError, ValueError) as err:
+        except (HostwireError, KeyError, TypeError, ValueError) as err:  # what a run short of an input raises
             log.info("%s: %s not drawn: %s", self.path, title, err)
             section = Section(title, f"<p class=\"warn\">Not drawn: {html.escape(str(err))}</p>")
         if section is not None:
