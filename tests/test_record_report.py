@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hostwire.metrics.compute import table
 from hostwire.record.link import LinkSpec
 from hostwire.record.topology import Topology
 
@@ -79,6 +80,9 @@ def test_report_of_a_recorded_iperf3(tmp_path: Path) -> None:
     # iperf3 counts what it wrote and what its server read; the server resets the connection at
     # the end, so the last writes may never reach the wire (nor be retransmitted: unique bytes)
     assert received <= int(data["unique bytes"]) <= min(sent + COOKIE, int(data["payload bytes"]))
+    # hostwire metrics goodput takes a recorded program's streams from its capture (no logs name them)
+    goodput = table("goodput", out).set_index("stream")
+    assert int(goodput.at[data["stream"], "bytes"]) == int(data["unique bytes"])
 
     gaps = tables["Why the long gaps happen"][0]
     label = f"iperf3 {pid} :{src.rpartition(':')[2]}>:{dst.rpartition(':')[2]}"
