@@ -91,8 +91,13 @@ def test_a_missing_capture_or_kernel_trace_is_named_in_place(run: Path, tmp_path
     assert len(figures_on_disk(no_trace)) == 5
 
 
-def test_digest_is_a_campaign_option(run: Path) -> None:
+def test_digest_is_a_campaign_option_and_a_missing_path_is_named(run: Path) -> None:
+    """--digest on a run is a usage error; a path that is no directory is named in one line."""
     proc = subprocess.run([sys.executable, "-m", "hostwire", "report", "--digest", str(run)], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "--digest is for a campaign" in proc.stderr and not (run / "report.html").exists()
+    missing = subprocess.run([sys.executable, "-m", "hostwire", "report", str(run / "nothing")], capture_output=True,
+                             text=True, timeout=60)
+    expected = f"hostwire: {run / 'nothing'}: no such directory (a campaign or a run directory)\n"
+    assert missing.returncode == 1 and missing.stderr == expected

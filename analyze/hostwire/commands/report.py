@@ -46,8 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from hostwire.campaign.report import build_report, digest_lines
     from hostwire.campaign.run_report import build_run_report, is_run_directory
-    from hostwire.errors import UsageError
+    from hostwire.errors import InputError, UsageError
 
+    if not args.campaign.is_dir():
+        raise InputError(f"{args.campaign}: no such directory (a campaign or a run directory)")
     if is_run_directory(args.campaign):
         if args.digest:
             raise UsageError("report: --digest is for a campaign; RUN/report.html has its own summary")
