@@ -254,13 +254,13 @@ class RunReport:
         return Section("Streams", text + table_html(shown, float_format="{:.3f}"))
 
     def gap_causes(self) -> Section:
-        from hostwire.timeline import build, gaps
+        from hostwire.timeline import gap_sources, gaps
 
         title = "Why the long gaps happen"
         if (why := self.lacks()) is not None:
             return Section(title, f"<p>Not explained: {html.escape(why)}.</p>")
         start, end = self.run.window_ns()
-        found, pre = gaps.explain(build.gap_inputs(self.run), None, (start, end))
+        found, pre = gaps.explain(gap_sources.gap_inputs(self.run), None, (start, end))
         self.gaps, self.preempters = found, pre
         text = ("<p>Every gap between two data frames of a stream longer than twice the first frame's time on the "
                 "wire, split into causes that add up to it (<code>hostwire gaps RUN --summary</code>; the rules in "
