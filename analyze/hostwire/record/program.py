@@ -38,6 +38,7 @@ from hostwire.record import collectors
 from hostwire.record.netlink_facts import LinkFacts, chosen_interfaces, link_facts
 from hostwire.record.program_attribution import attribute_run
 from hostwire.record.runner import create_run_dir, git_revision, host_facts
+from hostwire.record.resources import ResourceSampler
 from hostwire.record.sockets import SocketSampler
 
 log = logging.getLogger(__name__)
@@ -233,6 +234,8 @@ def _record_into(partial: Path, final: Path, req: RecordRequest, command: list[s
     live = register_live(partial)
     started: list[Any] = []
     sampler = SocketSampler(raw / "sockets.tsv", [req.pid] if req.pid else [])
+    # /proc/stat through the recording: the CPUs' use and the hypervisor's steal (gap cause vcpu-stolen)
+    resources = ResourceSampler(raw / "resources.tsv")
     launch = _Launch(raw, req, command)
     status, reason, exit_status = "complete", "", 0
     with _Signals() as signals:
@@ -244,6 +247,7 @@ def _record_into(partial: Path, final: Path, req: RecordRequest, command: list[s
                     started.append(tool)
                 if signals.received:
                     raise _Interrupted()
+            resources.start()
             sampler.start()
             if req.pid is None:
                 launch.fork_held()
@@ -270,6 +274,7 @@ def _record_into(partial: Path, final: Path, req: RecordRequest, command: list[s
             window_end = time.monotonic_ns()
             launch.end()
             sampler_stats = sampler.stop() if sampler.rounds else None
+            manifest["resources"] = resources.stop()
             for tool in reversed(started):
                 manifest["exit"][tool.name] = tool.stop()
             for tool in started:
