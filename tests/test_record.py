@@ -231,6 +231,7 @@ def test_ctrl_c_keeps_the_run(topo: Topology, tmp_path: Path) -> None:
     assert left_behind(out, [m["command"]["pid"]]) == []
 
 
+@pytest.mark.long
 def test_ctrl_c_in_a_terminal(topo: Topology, tmp_path: Path) -> None:
     """In a terminal the command's group is the foreground one: Ctrl-C (the tty's ^C) reaches the
     command, hostwire outlives it, keeps the run marked interrupted and exits with its status."""

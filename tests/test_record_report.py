@@ -26,7 +26,7 @@ from record_helpers import SERVER, env, hostwire_argv, manifest, record, server,
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyze" / "tests"))
 from report_pages import SECTIONS, figures_on_disk, parse
 
-pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.timeout(300), pytest.mark.long]
 
 BLOCK = 128 * 1024   # iperf3's TCP write size
 RATE = 20e6          # -b 20M

@@ -128,6 +128,7 @@ def _check_rows(rows: list[program.ProgramRow], names: list[str]) -> None:
     assert _leftovers(os.getpid()) == []
 
 
+@pytest.mark.long
 @pytest.mark.privileged("netns", "tracefs")
 def test_program_rows_are_produced_and_well_formed(build_dir: Path, tmp_path: Path) -> None:
     """Two short rounds of iperf3 (1 s) and tcp-rr alone and under hostwire record, with a peer
