@@ -1,0 +1,62 @@
+"""The pieces of `hostwire record` that need no kernel: frames attributed to the sockets a
+program held (hand-built tables), and GSO/TSO super-packets counted as the segments they carry."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hostwire.read.sockets import attribute_frames, attribution_counts
+from hostwire.record.program_attribution import segments_carried
+from hostwire.record.sockets import endpoint, parse_net_table
+
+
+def frames(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["proto", "src", "sport", "dst", "dport", "ip_len", "payload_len"])
+
+
+def sockets(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["t_ns", "pid", "comm", "fd", "inode", "proto", "local", "remote", "state"])
+
+
+def test_frames_go_to_the_socket_that_sent_or_received_them() -> None:
+    f = frames([
+        (6, "198.18.0.1", 40000, "198.18.0.2", 5201, 1500, 1448),   # sent by the connected socket
+        (6, "198.18.0.2", 5201, "198.18.0.1", 40000, 52, 0),        # its ACK, received
+        (17, "198.18.0.1", 5353, "198.18.0.9", 53, 60, 32),        # an unconnected UDP socket bound to *:5353
+        (6, "198.18.0.7", 1111, "198.18.0.8", 2222, 52, 0),         # someone else's
+        (6, "::1", 5201, "::1", 40002, 100, 48),                    # IPv6 loopback: received by the client
+    ])
+    s = sockets([
+        (1, 10, "client", 3, 100, "tcp", "198.18.0.1:40000", "198.18.0.2:5201", "ESTABLISHED"),
+        (1, 11, "child", 3, 100, "tcp", "198.18.0.1:40000", "198.18.0.2:5201", "ESTABLISHED"),  # after fork
+        (2, 10, "client", 4, 101, "udp", "0.0.0.0:5353", "0.0.0.0:0", ""),
+        (2, 10, "client", 5, 102, "tcp", "[::1]:40002", "[::1]:5201", "ESTABLISHED"),
+    ])
+    owners = attribute_frames(f, s)
+    assert owners["pid"].tolist() == [11, 11, 10, -1, 10]  # the youngest holder of a shared socket
+    assert owners["direction"].tolist() == ["out", "in", "out", "", "in"]
+    counts = attribution_counts(f, owners)
+    assert (counts["frames"], counts["frames_attributed"], counts["frames_foreign"]) == (5, 4, 1)
+    assert {(p["pid"], p["frames_sent"], p["frames_received"]) for p in counts["processes"]} == {(10, 1, 1), (11, 1, 1)}
+
+
+def test_super_packets_count_as_their_segments() -> None:
+    f = frames([
+        (6, "198.18.0.1", 1, "198.18.0.2", 2, 1500, 1448),       # one MTU-sized frame
+        (6, "198.18.0.1", 1, "198.18.0.2", 2, 14532, 14480),     # 10 segments of 1448
+        (6, "198.18.0.1", 1, "198.18.0.2", 2, 3000, 2948),       # 2 full segments and 52 bytes: 3
+        (6, "127.0.0.1", 1, "127.0.0.1", 2, 65000, 64948),       # loopback: a frame is a frame
+        (6, "198.18.0.1", 1, "198.18.0.2", 2, 52, 0),            # a bare ACK
+    ])
+    assert segments_carried(f, 1500).tolist() == [1, 10, 3, 1, 1]
+    assert segments_carried(f, None).tolist() == [1, 1, 1, 1, 1]
+
+
+def test_proc_net_endpoints() -> None:
+    assert endpoint("0100007F:1F90", 2) == "127.0.0.1:8080"
+    assert endpoint("00000000000000000000000001000000:1451", 10) == "[::1]:5201"
+    assert endpoint("0000000000000000FFFF00000200A8C0:0050", 10) == "192.168.0.2:80"  # IPv4-mapped
+    table = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+             "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1\n")
+    (inode, entry), = parse_net_table(table, "tcp", 2).items()
+    assert inode == 4242 and (entry.local, entry.remote, entry.state) == ("127.0.0.1:8080", "0.0.0.0:0", "LISTEN")
