@@ -125,17 +125,25 @@ def _host(addr: object) -> str:
     return f"[{text}]" if ":" in text else text
 
 
-def select_streams(labelled: pd.DataFrame, wanted: Sequence[str] | None) -> pd.DataFrame:
-    """Keep the streams named in `wanted`: a full stream name or a port number of either end."""
+def selected_names(names: Sequence[str], wanted: Sequence[str] | None) -> set[str]:
+    """The stream names that `wanted` names: a full stream name or a port number of either end
+    (all of them when nothing is wanted); an item naming none is an InputError."""
     if not wanted:
-        return labelled
-    names = labelled["stream"].cat.categories
+        return set(names)
     keep: set[str] = set()
     for item in wanted:
         matched = [n for n in names if n == item or (item.isdigit() and _has_port(n, int(item)))]
         if not matched:
             raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(names) or 'none'}")
         keep.update(matched)
+    return keep
+
+
+def select_streams(labelled: pd.DataFrame, wanted: Sequence[str] | None) -> pd.DataFrame:
+    """Keep the streams named in `wanted` (selected_names)."""
+    if not wanted:
+        return labelled
+    keep = selected_names([str(n) for n in labelled["stream"].cat.categories], wanted)
     out = labelled[labelled["stream"].isin(keep).to_numpy()]
     return out.assign(stream=out["stream"].cat.remove_unused_categories())
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
-from hostwire.metrics.streams import TCP, _has_port, _host
+from hostwire.metrics.streams import TCP, _host, selected_names
 from hostwire.metrics.window import Window
 from hostwire.read.pcapchunks import CaptureChunks, Chunk
 
@@ -67,7 +67,7 @@ class StreamLabels:
         b = np.where(self.data_fwd, hi, lo)
         names = [f"{_host(capture.addresses[x >> 16])}:{x & 0xFFFF}>{_host(capture.addresses[y >> 16])}:{y & 0xFFFF}"
                  for x, y in zip(a.tolist(), b.tolist())]
-        keep = _selected(sorted(names), wanted)
+        keep = selected_names(sorted(names), wanted)
         self.names = [name for name in sorted(names) if name in keep]
         position = {name: i for i, name in enumerate(self.names)}
         # conn -> stream number among the kept names, -1 for a connection left out
@@ -82,19 +82,6 @@ class StreamLabels:
         stream = self.code_of_conn[conn]
         is_data = (forward == self.data_fwd[conn]) & (chunk["payload_len"] > 0) & (stream >= 0)
         return stream, is_data
-
-
-def _selected(names: list[str], wanted: Sequence[str] | None) -> set[str]:
-    """hostwire.metrics.streams.select_streams on names: a full name or a port of either end."""
-    if not wanted:
-        return set(names)
-    keep: set[str] = set()
-    for item in wanted:
-        matched = [n for n in names if n == item or (item.isdigit() and _has_port(n, int(item)))]
-        if not matched:
-            raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(names) or 'none'}")
-        keep.update(matched)
-    return keep
 
 
 def scan(capture: CaptureChunks, wanted: Sequence[str] | None = None) -> StreamLabels:
