@@ -25,7 +25,7 @@ from hostwire.record.hosts import Host, HostLost
 from hostwire.record.point import RunPoint
 from hostwire.record.remote_prepare import Prepared
 from hostwire.record.remote_run import record_on_hosts, role_of, unique_hosts
-from hostwire.record.runner import RunRecord, create_run_dir, git_revision
+from hostwire.record.runner import RunRecord, create_run_dir, git_revision, publish_run
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +72,7 @@ def record_run_on_hosts(run_root: Path, run_id: str, point: RunPoint, hosts: dic
             write_json_atomic(partial / MANIFEST_NAME, seal(manifest))
             record.manifest = manifest
         if record.status == "complete":
-            try:
-                partial.rename(final)
-            except OSError as err:
-                raise HostwireError(f"failed to rename {partial} to {final.name}: {err.strerror or err}") from None
-            record.directory = final
+            record.directory = publish_run(partial, final)
         unregister_live(live)
     return record
 

@@ -37,7 +37,7 @@ from hostwire.manifest import (MANIFEST_FORMAT, MANIFEST_NAME, raw_digests, regi
 from hostwire.record import collectors
 from hostwire.record.netlink_facts import LinkFacts, chosen_interfaces, link_facts
 from hostwire.record.program_attribution import attribute_run
-from hostwire.record.runner import create_run_dir, git_revision, host_facts
+from hostwire.record.runner import create_run_dir, git_revision, host_facts, publish_run
 from hostwire.record.resources import ResourceSampler
 from hostwire.record.sockets import SocketSampler
 
@@ -307,11 +307,7 @@ def _record_into(partial: Path, final: Path, req: RecordRequest, command: list[s
     write_json_atomic(partial / MANIFEST_NAME, seal(manifest))
     directory = partial
     if status == "complete":
-        try:
-            partial.rename(final)
-            directory = final
-        except OSError as err:
-            raise HostwireError(f"failed to rename {partial} to {final.name}: {err.strerror or err}") from None
+        directory = publish_run(partial, final)
     unregister_live(live)
     if status == "failed" and req.pid is None and launch.exit_status is None:
         exit_status = 1

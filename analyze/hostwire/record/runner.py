@@ -215,11 +215,7 @@ def _record_into(partial: Path, final: Path, point: RunPoint, record: RunRecord,
     # The sealed manifest makes the run complete; the rename only shows it. A runner killed
     # between the two leaves its registry entry, and doctor --cleanup finishes the rename.
     if record.status == "complete":
-        try:
-            partial.rename(final)
-        except OSError as err:
-            raise HostwireError(f"failed to rename {partial} to {final.name}: {err.strerror or err}") from None
-        record.directory = final
+        record.directory = publish_run(partial, final)
         if record.bench is not None:
             record.bench.directory = final / "raw" / "bench"
     unregister_live(live)
@@ -231,6 +227,16 @@ def _cpu_cap(point: RunPoint, topology: Topology | None) -> Any:
     if not point.sender_cpu_share:
         return nullcontext()
     return CpuLimit(point.sender_cpu_share, tag=topology.run_id if topology is not None else "lo")
+
+
+def publish_run(partial: Path, final: Path) -> Path:
+    """A complete run's directory renamed from `partial` to its final name (the sealed manifest
+    already says it is complete; the name only shows it)."""
+    try:
+        partial.rename(final)
+    except OSError as err:
+        raise HostwireError(f"failed to rename {partial} to {final.name}: {err.strerror or err}") from None
+    return final
 
 
 def create_run_dir(partial: Path, manifest: dict[str, Any], inner: str = "raw/bench") -> None:
