@@ -41,6 +41,19 @@ TIMING_MODULES = frozenset({
 })
 
 
+LEFTOVERS_BEFORE_SESSION: list[str] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Notes what earlier, killed hostwire processes left on this machine before any test ran:
+    tests that look for leftovers judge only what the session itself leaves."""
+    from hostwire.record import doctor
+    try:
+        LEFTOVERS_BEFORE_SESSION.extend(doctor.leftovers())
+    except OSError:
+        pass
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if Path(item.path).resolve().relative_to(REPO_ROOT).as_posix() in TIMING_MODULES:
