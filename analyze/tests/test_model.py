@@ -166,6 +166,25 @@ def test_model_table_errors_and_verdict(tmp_path: Path) -> None:
     assert "worst: M=5 N=5" in lines[1] and "-20.0 %" in lines[1]
 
 
+def test_repeatability_is_each_run_against_its_points_other_runs(tmp_path: Path) -> None:
+    key = (0.05, "none", "100mbit", 1000)
+    rows = []
+    # point (10, 0) three times: 100, 200, 300 Mbit/s; point (5, 5) twice: 50 and 55; (1, 0) once
+    for i, (m, n, mbps, jain) in enumerate([(10, 0, 100, 1.0), (10, 0, 200, 0.9), (10, 0, 300, 0.8),
+                                            (5, 5, 50, 1.0), (5, 5, 55, 1.0), (1, 0, 7, 1.0)]):
+        rows.append({"run_id": f"r{i}", "directory": f"r{i}", "repetition": i, "senders": m, "background": n,
+                     "sender_cpu_share": key[0], "link_qdisc": key[1], "link_rate": key[2], "link_queue": key[3],
+                     "status": "complete", "marked": 0, "limit": "cpu", "goodput_bit_s": mbps * 1e6, "jain": jain})
+    table = model_table(tmp_path, pd.DataFrame(rows), {key: Calibration(176e6, 0.7, 1.0, "synthetic")})
+    # by hand: 100 against (200 + 300) / 2 = 250 is +150 %; 200 against 200 is 0; 300 against 150 is -50 %;
+    # 50 against 55 is +10 %; 55 against 50 is -9.09 %; a point recorded once has none
+    assert table["goodput_repeat_error_pct"].to_numpy()[:5] == pytest.approx([150.0, 0.0, -50.0, 10.0, -100 / 11])
+    assert np.isnan(table["goodput_repeat_error_pct"].iloc[5])
+    assert table["jain_repeat_error_pct"].to_numpy()[:3] == pytest.approx([-15.0, 0.0, 100 * (0.95 / 0.8 - 1)])
+    line = next(x for x in summary_lines(table) if "repeatability" in x)
+    assert "within 10 % of 3 of 5 runs (60 %)" in line and "up to 150 %" in line
+
+
 def _hostwire(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "hostwire", *args], capture_output=True, text=True,
                           env={"PYTHONPATH": str(ANALYZE), "PATH": "/usr/bin:/bin"}, timeout=60)

@@ -50,7 +50,20 @@ def model_table(campaign: Path, summary: pd.DataFrame, calibrations: dict[tuple,
     table = pd.DataFrame(rows)
     table["goodput_error_pct"] = error_pct(table["goodput_model_mbps"], table["goodput_mbps"])
     table["jain_error_pct"] = error_pct(table["jain_model"], table["jain"])
+    for measured, column in (("goodput_mbps", "goodput_repeat_error_pct"), ("jain", "jain_repeat_error_pct")):
+        table[column] = error_pct(others_mean(table, measured), table[measured])
     return table
+
+
+def others_mean(table: pd.DataFrame, column: str) -> pd.Series:
+    """For each run, the mean of `column` over the other repetitions of its point (same set-up,
+    senders, background); nan for a point recorded once. Used as a predictor, it is the best a
+    model that sees only the point's inputs can hope for: the measurement's own repeatability."""
+    values = table[column].astype(float)
+    groups = table.groupby(["setup", "senders", "background"], sort=False)[column]
+    total = groups.transform(lambda g: g.astype(float).sum())
+    count = groups.transform("count")
+    return ((total - values) / (count - 1)).where(count > 1)
 
 
 def write_model_table(campaign: Path, table: pd.DataFrame) -> Path:
@@ -83,6 +96,14 @@ def summary_lines(table: pd.DataFrame) -> list[str]:
         if parts:
             line += " (" + ", ".join(parts) + ")"
         lines.append(line)
+        repeat_column = column.replace("_error_pct", "_repeat_error_pct")
+        if repeat_column in table and table[repeat_column].notna().any():
+            repeated = table[table[repeat_column].notna()]
+            r_hit, r_total = within_share(repeated[repeat_column])
+            m_hit, _ = within_share(repeated[column])
+            lines.append(f"  repeatability: the mean of a point's other repetitions is within {WITHIN_PCT:g} % of "
+                         f"{r_hit} of {r_total} runs ({100 * r_hit / r_total:.0f} %), the model of {m_hit}; "
+                         f"repetitions differ by up to {repeated[repeat_column].abs().max():.0f} %")
         worst = table.loc[table[column].abs().idxmax()] if table[column].notna().any() else None
         if worst is not None:
             measured, model = (("goodput_mbps", "goodput_model_mbps") if column == "goodput_error_pct"
