@@ -2,8 +2,10 @@
 same checks, window, stream filter and table as hostwire.metrics.compute, in bounded memory).
 
 The chunked path reads a bare capture (pcap or pcapng) in chunks (hostwire.read.pcapchunks) and
-serves idc, hurst, intervals (summary and --hist), bursts and the wire contract curve with an integral
-cell time; its results equal the in-memory path's (analyze/tests/test_metrics_chunked.py). `auto`
+serves idc, hurst, intervals (summary and --hist), bursts, the wire contract curve with an integral
+cell time, and goodput and fairness (the wire figure: unique payload bytes first seen within the
+window, one pass over every data frame up to the window's end, hostwire.metrics.chunked.delivered);
+its results equal the in-memory path's (analyze/tests/test_metrics_chunked.py). `auto`
 takes it for a capture of AUTO_BYTES or more; what it does not serve (a run directory, a Parquet
 table, another kind, --mbs, --cells-from write, a cell time that is not a whole number of ns, an
 SCR or PCR above the line cell rate) goes in memory."""
@@ -20,8 +22,8 @@ import pandas as pd
 
 from hostwire.errors import InputError, UsageError
 from hostwire.linkrate import link_rate
-from hostwire.metrics import cells, hurst
-from hostwire.metrics.chunked import bursts, contract, idc, intervals
+from hostwire.metrics import cells, fairness, goodput, hurst
+from hostwire.metrics.chunked import bursts, contract, delivered, idc, intervals
 from hostwire.metrics.chunked.labels import LABEL_COLUMNS, data_chunks, scan
 from hostwire.metrics.chunked.progress import Progress
 from hostwire.metrics.damage import from_attrs, partial_hint
@@ -31,10 +33,10 @@ from hostwire.read.pcapchunks import CaptureChunks
 
 log = logging.getLogger(__name__)
 
-KINDS = ("idc", "hurst", "intervals", "bursts", "contract")
+KINDS = ("idc", "hurst", "intervals", "bursts", "contract", "goodput", "fairness")
 ENGINES = ("auto", "memory", "chunked")
 DATA_COLUMNS = {"idc": ("payload_len",), "hurst": ("payload_len",), "bursts": ("payload_len",),
-                "contract": ("ip_len",)}
+                "contract": ("ip_len",), "goodput": delivered.COLUMNS, "fairness": delivered.COLUMNS}
 AUTO_BYTES = 256 << 20  # from here on a capture's in-memory tables pass about 1 GB
 
 
@@ -102,6 +104,13 @@ def compute(kind: str, args: Any) -> pd.DataFrame | None:
 def _compute(kind: str, args: Any, capture: CaptureChunks, labels: Any, window: Window) -> pd.DataFrame:
     names = labels.names
     columns = DATA_COLUMNS.get(kind, ())
+    if kind in ("goodput", "fairness"):
+        # all data frames up to the window's end, not data_chunks' window: a byte seen before the
+        # window is not new inside it
+        per_stream = delivered.wire_bytes(capture, labels, window)
+        if kind == "fairness":
+            return fairness.df_fairness(per_stream)
+        return goodput.df_goodput(per_stream, window)
 
     def passes() -> Any:
         return data_chunks(capture, labels, window, columns)
