@@ -154,7 +154,9 @@ def main() -> int:
         checks["no collector loss"] = all(losses.get(k) == 0 for k in LOSS_KEYS) and bool(
             losses.get("sched_clock_check_ok", False))
         checks[f"disk within {DISK_TOLERANCE:.0%} of --dry-run"] = abs(actual / predicted - 1) <= DISK_TOLERANCE
-        window_end = args.minutes * 60 + 10
+        # t counts from the runner's start; the logging window ends after set-up and warm-up, so up
+        # to minutes * 60 every sample is of the recording, none of the collectors' stop work
+        window_end = args.minutes * 60
         settle = min(300.0, args.minutes * 60 / 3)
         mem = series(samples, samples[0]["processes"][0]["pid"] if samples else -1)
         figures["memory"] = {}
@@ -162,6 +164,7 @@ def main() -> int:
             g = growth(points, settle, window_end)
             settled = [v for t, v in points if settle <= t <= window_end]
             figures["memory"][key] = {"settled_bytes": settled[0] if settled else None,
+                                      "series": [[t, v] for t, v in points],
                                       "max_bytes": max(v for _, v in points),
                                       "growth_after_settle": None if g is None else round(g, 4)}
             if key != "tree":

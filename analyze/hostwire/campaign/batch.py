@@ -242,7 +242,7 @@ def dry_run_lines(config: CampaignConfig) -> list[str]:
         total_s += p.warmup_s + p.duration_s + p.quiet_s + ESTIMATED_OVERHEAD_S
         disk += sum(diskuse.estimate(p).values())
         lines.append(f"{item.index + 1:4d}  {item.run_id}  {item.describe()}")
-    lines.append(f"estimated disk: {diskuse.describe(disk)} ({disk} bytes; the kernel trace at its busy rate, "
+    lines.append(f"estimated disk: {diskuse.describe(disk)} ({disk} bytes; the kernel trace at a quiet host's rate, more when other work shares the CPUs; "
                  "docs/performance.md)")
     lines.append(f"estimated time: {format_estimate(total_s)}"
                  + (f" plus a guest boot per run ({config.host['kernel']} kernel; minutes each without KVM)"

@@ -22,7 +22,7 @@ WIRE_BYTES_PER_DATA_FRAME = 245   # a data frame's record (16 + 128 bytes kept) 
 FULL_FRAME_BITS = 1514 * 8
 SYSCALL_BYTES_PER_LINK_BYTE = 0.155  # raw/syscalls.dat and .tsv: a record per write and per read
 BENCH_LOG_BYTES_PER_LINK_BYTE = 0.05  # raw/bench/send-*, recv-*
-TRACE_BYTES_PER_CPU_S = 7.1e6     # raw/trace.dat (about 30 %) and raw/sched.tsv, per traced CPU (3-min soak: 2.66 GB in 187 s on 2 CPUs)
+TRACE_BYTES_PER_CPU_S = 1.1e6     # raw/trace.dat (about 30 %) and raw/sched.tsv, per traced CPU, quiet host (docs/performance.md)
 RESOURCES_BYTES_PER_S = 5.0e3     # raw/resources.tsv
 ONCE_BYTES = 9 << 20              # the senders' data file (8 MiB), logs, manifest, digests
 
