@@ -52,19 +52,33 @@ def max_payload_bps(wire_len: np.ndarray, payload: np.ndarray, link_rate_bps: fl
     """The most payload the link can carry per second with frames of these sizes: the line rate
     times sum(payload) / sum(wire_len + frame_overhead). Without frames, a full-size frame without
     TCP options: 1460 / (1514 + frame_overhead)."""
-    wire = np.asarray(wire_len, dtype=np.float64) + frame_overhead
-    pay = np.asarray(payload, dtype=np.float64)
-    if len(wire) == 0 or wire.sum() <= 0:
+    wire = np.asarray(wire_len)
+    return max_payload_bps_of_sums(wire.sum(), np.asarray(payload).sum(), len(wire), link_rate_bps, frame_overhead)
+
+
+def max_payload_bps_of_sums(wire_len: float, payload: float, frames: int, link_rate_bps: float,
+                            frame_overhead: int = 0) -> float:
+    """max_payload_bps from the sums of the frames' wire lengths and payloads (exact integers: the
+    same figure whether the frames are summed at once or chunk by chunk)."""
+    wire = float(wire_len) + frames * frame_overhead
+    if frames == 0 or wire <= 0:
         return link_rate_bps * FULL_FRAME_PAYLOAD / (FULL_FRAME_WIRE + frame_overhead)
-    return float(link_rate_bps * pay.sum() / wire.sum())
+    return float(link_rate_bps * float(payload) / wire)
 
 
 def wire_busy_share(wire_len: np.ndarray, window: Window, link_rate_bps: float, frame_overhead: int = 0) -> float:
     """The share of the window the link spent sending these frames (the window's frames of the
     shaped direction): sum((wire_len + frame_overhead) x 8 / rate) / window."""
+    wire = np.asarray(wire_len)
+    return wire_busy_share_of_sum(wire.sum(), len(wire), window, link_rate_bps, frame_overhead)
+
+
+def wire_busy_share_of_sum(wire_len: float, frames: int, window: Window, link_rate_bps: float,
+                           frame_overhead: int = 0) -> float:
+    """wire_busy_share from the sum of the frames' wire lengths."""
     if window.length_ns <= 0 or link_rate_bps <= 0:
         return float("nan")
-    bits = (np.asarray(wire_len, dtype=np.float64) + frame_overhead).sum() * 8
+    bits = (float(wire_len) + frames * frame_overhead) * 8
     return float(bits * 1e9 / link_rate_bps / window.length_ns)
 
 

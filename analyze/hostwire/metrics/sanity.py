@@ -81,12 +81,11 @@ def impossible_intervals(frames: pd.DataFrame, window: Window, link_rate_bps: fl
     payload): the emulated link shapes it, not the ACKs coming back. The tolerance absorbs stamp
     jitter of a few microseconds and the shaper's bucket slack (a tbf bucket of 1600 bytes lets a
     1514-byte frame leave 6 % early); a catch-up burst of a late timer is far below it."""
-    if not 0 <= tolerance < 1:
-        raise UsageError(f"--tolerance {tolerance}: expected a fraction in [0, 1)")
+    check_tolerance(tolerance)
     f = clip(frames, window)
     if len(f) < 2:
         return 0, 0
-    length = (f["wire_len"] if "wire_len" in f.columns else f["ip_len"] + 14).to_numpy().astype(np.int64)
+    length = wire_length(f)
     direction, _ = pd.factorize(pd.MultiIndex.from_arrays([f["src"].astype(str), f["dst"].astype(str)]))
     direction = direction.astype(np.int64)
     if "data_dir" in f.columns:  # labelled TCP frames: each stream's data direction
@@ -304,27 +303,65 @@ def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window
     failed_checks). `context` carries the run's status, window, damaged sources and receivers'
     reads (see Context)."""
     ctx = context if context is not None else Context()
-    counters: dict[str, Any] = {}
+    frame_counters: dict[str, Any] | None = None
     delivered = delivered_bytes(labelled) if labelled is not None else None
     if frames is not None:
-        counters["frames"] = int(len(clip(frames, window)))
+        frame_counters = {"frames": int(len(clip(frames, window)))}
         if not ctx.link_unbounded:
             impossible, gaps = impossible_intervals(labelled if labelled is not None else frames, window,
                                                     link_rate_bps, tolerance)
-            counters.update(frame_gaps=gaps, impossible_intervals=impossible,
-                            impossible_share=impossible / gaps if gaps else 0.0)
+            frame_counters.update(gap_counters(impossible, gaps))
         if labelled is not None:
-            counters.update(flight_counters(labelled, window, delivered))
-        else:  # no TCP frame: nothing was retransmitted, advertised or in flight
-            counters.update(data_frames=0, tcp_retransmissions=0, retransmitted_share=0.0, min_advertised_window=-1,
-                            window_scale_unknown_streams=0, zero_window_advertisements=0, max_bytes_in_flight=0)
+            frame_counters.update(flight_counters(labelled, window, delivered))
+        else:
+            frame_counters.update(NO_TCP_COUNTERS)
+    wire = None
+    if frames is not None:
+        wire = 0.0
+        if delivered is not None and len(delivered):
+            wire = float(goodput.wire_bytes_per_stream(delivered, window, ctx.streams).sum())
+    sums = data_sums(labelled, window) if ctx.link_rate_known else None
+    goodput_counters, above = goodput_figures(wire, sums, window, link_rate_bps, ctx)
+    return assemble(frame_counters, goodput_counters, above, window, manifest, wire_clock, ctx)
+
+
+# no TCP frame: nothing was retransmitted, advertised or in flight
+NO_TCP_COUNTERS: dict[str, Any] = dict(
+    data_frames=0, tcp_retransmissions=0, retransmitted_share=0.0, min_advertised_window=-1,
+    window_scale_unknown_streams=0, zero_window_advertisements=0, max_bytes_in_flight=0)
+
+
+def gap_counters(impossible: int, gaps: int) -> dict[str, Any]:
+    return {"frame_gaps": gaps, "impossible_intervals": impossible,
+            "impossible_share": impossible / gaps if gaps else 0.0}
+
+
+def check_options(max_retransmit_share: float, frame_overhead: int) -> None:
+    """The usage errors of sanity's own options (--tolerance is checked where the gaps are)."""
+    if not 0 <= max_retransmit_share <= 1:
+        raise UsageError(f"--max-retransmit-share {max_retransmit_share}: expected a fraction in [0, 1]")
+    if frame_overhead < 0:
+        raise UsageError(f"--frame-overhead {frame_overhead}: expected bytes >= 0")
+
+
+def check_tolerance(tolerance: float) -> None:
+    if not 0 <= tolerance < 1:
+        raise UsageError(f"--tolerance {tolerance}: expected a fraction in [0, 1)")
+
+
+def assemble(frame_counters: Mapping[str, Any] | None, goodput_counters: Mapping[str, Any], goodput_above: str,
+             window: Window, manifest: Mapping[str, Any] | None, wire_clock: pd.DataFrame | None,
+             ctx: Context) -> pd.DataFrame:
+    """The table of df_sanity from the counters of the frames (None without a capture) and of
+    goodput (goodput_figures): the run's counters and the marking added, in the table's order.
+    The chunked engine (hostwire.metrics.chunked.sanity) builds its table here too."""
+    counters: dict[str, Any] = dict(frame_counters or {})
     counters["window_ns"] = window.length_ns
     if ctx.planned_window is not None:
         counters["window_planned_ns"] = ctx.planned_window.length_ns
     if ctx.status is not None:
         counters["incomplete_run"] = int(ctx.status != "complete")
     counters["window_cut"] = int(ctx.window_cut is not None)
-    goodput_counters, above = _goodput_counters(frames, labelled, delivered, window, link_rate_bps, ctx)
     counters.update(goodput_counters)
     counters["damaged_sources"] = len(ctx.damaged)
     for d in ctx.damaged:
@@ -341,7 +378,7 @@ def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window
             losses["failed_checks"] += int(not row.ok)
     categories = losses.pop("_categories", {})
     counters.update(losses)
-    reasons = marking_reasons(counters, ctx, above, categories)
+    reasons = marking_reasons(counters, ctx, goodput_above, categories)
     counters["marked"] = int(bool(reasons))
     table = pd.DataFrame(list(counters.items()), columns=COLUMNS)
     table.attrs["marked_by"] = reasons
@@ -355,23 +392,55 @@ def _relative(file: str, base: str) -> str:
     return file
 
 
-def _goodput_counters(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, delivered: pd.DataFrame | None,
-                      window: Window, link_rate_bps: float, ctx: Context) -> tuple[dict[str, Any], str]:
-    """goodput_wire_bit_s (unique payload bytes first seen in the window, of the run's streams or of
-    every stream), goodput_app_bit_s (the receivers' reads), goodput_max_bit_s (the payload share
-    of the line rate for the sizes of the window's data frames, see hostwire.metrics.goodput) and
-    goodput_above_max: how many of these figures exceed the maximum by more than the slack of
-    GOODPUT_SLACK_FRAMES frames over the window. The maximum only where the link rate is known.
-    Also returns a phrase naming the figures above the maximum ("" when none is)."""
+@dataclass(frozen=True)
+class DataSums:
+    """What the link's maximum needs of the window's frames: its data frames (count, sums of wire
+    length and payload, largest payload) and the wire lengths of its data-direction frames (the
+    shaped direction; None without TCP frames). Exact integer sums: equal whether they are
+    taken at once or chunk by chunk."""
+
+    data_frames: int = 0
+    wire_len: int = 0
+    payload: int = 0
+    largest_payload: int = 0
+    shaped_frames: int = 0
+    shaped_wire_len: int | None = None
+
+
+def wire_length(frames: pd.DataFrame) -> np.ndarray:
+    """The frames' wire length, or IP length + 14 without it."""
+    return (frames["wire_len"] if "wire_len" in frames.columns else frames["ip_len"] + 14).to_numpy().astype(np.int64)
+
+
+def data_sums(labelled: pd.DataFrame | None, window: Window) -> DataSums:
+    if labelled is None:
+        return DataSums()
+    data = clip(data_frames_of(labelled), window)
+    payload = data["payload_len"].to_numpy().astype(np.int64)
+    shaped = None
+    if "data_dir" in labelled.columns:
+        shaped = wire_length(clip(labelled[labelled["data_dir"].to_numpy(bool)], window))
+    return DataSums(data_frames=len(data), wire_len=int(wire_length(data).sum()), payload=int(payload.sum()),
+                    largest_payload=int(payload.max()) if len(payload) else 0,
+                    shaped_frames=0 if shaped is None else len(shaped),
+                    shaped_wire_len=None if shaped is None else int(shaped.sum()))
+
+
+def goodput_figures(wire_bytes: float | None, sums: DataSums | None, window: Window, link_rate_bps: float,
+                    ctx: Context) -> tuple[dict[str, Any], str]:
+    """goodput_wire_bit_s (`wire_bytes`: unique payload bytes first seen in the window, of the run's
+    streams or of every stream; None without a capture), goodput_app_bit_s (the receivers' reads),
+    goodput_max_bit_s (the payload share of the line rate for the sizes of the window's data
+    frames, see hostwire.metrics.goodput) and goodput_above_max: how many of these figures exceed
+    the maximum by more than the slack of GOODPUT_SLACK_FRAMES frames over the window. The maximum
+    only where the link rate is known (`sums`: data_sums of the window). Also returns a phrase
+    naming the figures above the maximum ("" when none is)."""
     out: dict[str, Any] = {}
     if window.length_ns <= 0:
         return out, ""
     figures: dict[str, float] = {}
-    if frames is not None:
-        wire = 0.0
-        if delivered is not None and len(delivered):
-            wire = float(goodput.wire_bytes_per_stream(delivered, window, ctx.streams).sum())
-        figures["wire"] = goodput.goodput_bps(wire, window)
+    if wire_bytes is not None:
+        figures["wire"] = goodput.goodput_bps(wire_bytes, window)
         out["goodput_wire_bit_s"] = figures["wire"]
     if ctx.received is not None:
         app = float(bytes_per_stream(ctx.received, window, ctx.streams).sum())
@@ -379,19 +448,13 @@ def _goodput_counters(frames: pd.DataFrame | None, labelled: pd.DataFrame | None
         out["goodput_app_bit_s"] = figures["app"]
     if not ctx.link_rate_known:
         return out, ""
-    data = clip(data_frames_of(labelled), window) if labelled is not None else None
-    if data is not None and len(data):
-        wire_len = (data["wire_len"] if "wire_len" in data.columns else data["ip_len"] + 14).to_numpy()
-        payload = data["payload_len"].to_numpy()
-    else:
-        wire_len = payload = np.zeros(0, np.int64)
-    most = goodput.max_payload_bps(wire_len, payload, link_rate_bps, ctx.frame_overhead)
-    if labelled is not None and "data_dir" in labelled.columns:
-        shaped = clip(labelled[labelled["data_dir"].to_numpy(bool)], window)
-        shaped_len = shaped["wire_len"] if "wire_len" in shaped.columns else shaped["ip_len"] + 14
-        out["wire_busy_share"] = goodput.wire_busy_share(shaped_len.to_numpy(), window, link_rate_bps,
-                                                         ctx.frame_overhead)
-    largest = int(payload.max()) if len(payload) else goodput.FULL_FRAME_PAYLOAD
+    sums = sums if sums is not None else DataSums()
+    most = goodput.max_payload_bps_of_sums(sums.wire_len, sums.payload, sums.data_frames, link_rate_bps,
+                                           ctx.frame_overhead)
+    if sums.shaped_wire_len is not None:
+        out["wire_busy_share"] = goodput.wire_busy_share_of_sum(sums.shaped_wire_len, sums.shaped_frames, window,
+                                                                link_rate_bps, ctx.frame_overhead)
+    largest = sums.largest_payload if sums.data_frames else goodput.FULL_FRAME_PAYLOAD
     slack = GOODPUT_SLACK_FRAMES * largest * 8 * 1e9 / window.length_ns
     out["goodput_max_bit_s"] = most
     out["goodput_above_max"] = sum(1 for v in figures.values() if v > most + slack)
