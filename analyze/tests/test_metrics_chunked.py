@@ -30,33 +30,46 @@ BASE = 1_700_000_000 * S
 
 
 def write_pcap(frames: pd.DataFrame, path: Path) -> None:
-    """A nanosecond pcap of Ethernet/IPv4/TCP frames (20-byte TCP header, payload of zeros, the
-    table's flags or PSH|ACK), in the order of the table's rows, written with numpy (no per-frame
-    Python)."""
+    """A nanosecond pcap of Ethernet/IPv4 frames in the order of the table's rows, written with
+    numpy (no per-frame Python but the write): TCP with a 20-byte header (4 more holding a
+    window-scale option where the table has a `wscale` >= 0), the table's flags (else PSH|ACK),
+    ack and window (else 0 and 65535), payload of zeros; a row whose `proto` is 17 is UDP."""
     n = len(frames)
     payload = frames["payload_len"].to_numpy().astype(np.int64)
-    size = 14 + 20 + 20 + payload
-    header = np.zeros((n, 54), dtype=np.uint8)
+    udp = frames["proto"].to_numpy() == 17 if "proto" in frames.columns else np.zeros(n, bool)
+    scale = frames["wscale"].to_numpy().astype(np.int64) if "wscale" in frames.columns else np.full(n, -1)
+    options = np.where((scale >= 0) & ~udp, 4, 0)
+    l4 = np.where(udp, 8, 20 + options)
+    size = 14 + 20 + l4 + payload
+    header = np.zeros((n, 58), dtype=np.uint8)
     header[:, 12:14] = [8, 0]
     header[:, 14] = 0x45
-    header[:, 16:18] = (20 + 20 + payload).astype(">u2").view(np.uint8).reshape(n, 2)
-    header[:, 22:24] = [64, 6]
+    header[:, 16:18] = (20 + l4 + payload).astype(">u2").view(np.uint8).reshape(n, 2)
+    header[:, 22] = 64
+    header[:, 23] = np.where(udp, 17, 6)
     for col, at in (("src", 26), ("dst", 30)):
         addr = np.array([list(map(int, str(a).split("."))) for a in frames[col].astype(str)], dtype=np.uint8)
         header[:, at:at + 4] = addr
     header[:, 34:36] = frames["sport"].to_numpy().astype(">u2").view(np.uint8).reshape(n, 2)
     header[:, 36:38] = frames["dport"].to_numpy().astype(">u2").view(np.uint8).reshape(n, 2)
     header[:, 38:42] = frames["seq"].to_numpy().astype(">u4").view(np.uint8).reshape(n, 4)
-    header[:, 46] = 5 << 4
+    if "ack" in frames.columns:
+        header[:, 42:46] = frames["ack"].to_numpy().astype(">u4").view(np.uint8).reshape(n, 4)
+    header[:, 46] = (5 + options // 4) << 4
     header[:, 47] = frames["flags"].to_numpy().astype(np.uint8) if "flags" in frames.columns else 0x18
-    header[:, 48:50] = [0xFF, 0xFF]
+    window = frames["window"].to_numpy() if "window" in frames.columns else np.full(n, 0xFFFF)
+    header[:, 48:50] = window.astype(">u2").view(np.uint8).reshape(n, 2)
+    header[:, 54:58] = np.stack([np.ones(n), np.full(n, 3), np.full(n, 3), np.maximum(scale, 0)], axis=1)
+    header[udp, 38:40] = (8 + payload[udp]).astype(">u2").view(np.uint8).reshape(-1, 2)
+    header[udp, 40:54] = 0
+    length = 34 + l4
     t = frames["t_ns"].to_numpy().astype(np.int64)
     with open(path, "wb") as handle:
         handle.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1))
         for i in range(n):  # a few thousand records of a test capture
             sec, nsec = divmod(int(t[i]), S)
             handle.write(struct.pack("<IIII", sec, nsec, int(size[i]), int(size[i])))
-            handle.write(header[i].tobytes())
+            handle.write(header[i, :length[i]].tobytes())
             handle.write(bytes(int(payload[i])))
 
 
@@ -67,13 +80,18 @@ def both(kind: str, path: Path, **options: object) -> tuple[pd.DataFrame, pd.Dat
 def assert_same(memory: pd.DataFrame, chunked: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(memory.reset_index(drop=True), chunked.reset_index(drop=True),
                                   check_exact=True, check_dtype=False)
+    if "marked_by" in memory.attrs:  # sanity: what marks the run, and how the table is marked
+        assert memory.attrs == chunked.attrs
 
 
 CASES = [("idc", {}), ("idc", {"bytes": True}), ("hurst", {}), ("intervals", {}), ("intervals", {"hist": True}),
          ("contract", {"link_rate": "10mbit"}), ("contract", {"link_rate": "10mbit", "points": 7}),
          ("idc", {"stream": ["40001"], "from_s": 0.2, "to_s": 1.5}), ("bursts", {}), ("bursts", {"theta": 5 * MS}),
          ("bursts", {"theta_factor": 3.0, "stream": ["40002"]}), ("goodput", {}), ("fairness", {}),
-         ("goodput", {"stream": ["40001"], "from_s": 0.2, "to_s": 1.5}), ("fairness", {"from_s": 0.7})]
+         ("goodput", {"stream": ["40001"], "from_s": 0.2, "to_s": 1.5}), ("fairness", {"from_s": 0.7}),
+         ("sanity", {}), ("sanity", {"link_rate": "10mbit"}),
+         ("sanity", {"link_rate": "10mbit", "from_s": 0.7, "to_s": 1.6, "frame_overhead": 24, "tolerance": 0.2}),
+         ("sanity", {"stream": ["40001"], "max_retransmit_share": 0.5})]
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +132,8 @@ def test_chunked_equals_memory_across_chunk_bounds(mixed: Path, kind: str, optio
 @pytest.mark.parametrize("kind, options", [("idc", {}), ("idc", {"bytes": True}), ("intervals", {}),
                                            ("intervals", {"hist": True}), ("bursts", {}),
                                            ("contract", {"link_rate": "10mbit"}), ("goodput", {}),
-                                           ("goodput", {"from_s": 0.5, "to_s": 1.2}), ("fairness", {"from_s": 0.3})])
+                                           ("goodput", {"from_s": 0.5, "to_s": 1.2}), ("fairness", {"from_s": 0.3}),
+                                           ("sanity", {}), ("sanity", {"link_rate": "10mbit", "from_s": 0.4})])
 def test_chunked_equals_memory_on_the_recorded_fixture(kind: str, options: dict,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "1000")
@@ -163,8 +182,8 @@ def test_exact_order_statistics_over_chunks() -> None:
 
 
 def test_engine_chunked_refuses_what_it_does_not_serve(mixed: Path) -> None:
-    with pytest.raises(UsageError, match="--engine chunked: sanity is computed in memory"):
-        table("sanity", mixed, engine="chunked")
+    with pytest.raises(UsageError, match="--engine chunked: the chunked path reads a capture file"):
+        table("sanity", FIXTURE_PCAP.parents[1], engine="chunked")
     with pytest.raises(UsageError, match="--mbs"):
         table("contract", mixed, engine="chunked", link_rate="10mbit", mbs=4)
 
@@ -379,6 +398,208 @@ def test_the_carry_holds_one_range_per_stream_and_one_per_open_hole() -> None:
     cover.feed(np.zeros(2, np.int64), np.array([1000, 3000]), flags[:2], np.array([1000, 1000]))
     assert list(cover.feed(one, np.array([500]), flags[:1], np.array([4000]))) == [500 + 1000 + 500]
     assert cover.intervals == 1
+
+
+US = 1000
+H3 = "198.18.0.3"
+H4 = "198.18.0.4"
+WRAP = 2**32
+
+
+def sanity_rows() -> pd.DataFrame:
+    """Three streams whose sanity counters are worked out by hand (stamps in µs; 154-byte data
+    frames take 123.2 µs at 10 Mbit/s). A (SENDER:40000) opens with a handshake in which both ends
+    offer a window scale (7 and 5: the receiver's windows count x 32), sends again at 4000 µs the
+    segment it first sent at 2000 µs, and its receiver advertises 100 and 300 (3200 and 9600 bytes).
+    B (198.18.0.3:40001) has no handshake (its scale is unknown: its windows are left out), its
+    sequence numbers wrap around 2**32 between its frames at 3200 and 3300 µs, only 100 µs apart
+    (an impossible interval; rows 11 and 12, on either side of a chunk boundary at 2, 3, 4 and 6
+    rows a chunk), and its receiver advertises a zero window with data outstanding at 2100 and
+    4400 µs, one with nothing outstanding at 4200 µs and an RST with window 0 at 5200 µs. C
+    (SENDER:40002) offers a scale its receiver does not (neither side scales: its 5000 is 5000
+    bytes). D (198.18.0.4:40003, no handshake) sends 1000 bytes before its first ACK, which
+    acknowledges none of them, then the first 500 again: 1000 bytes in flight then, the top sent
+    chunks before. Rows: (µs, stream, data direction, seq, ack, payload, flags, window, wscale)."""
+    rows = [
+        (0, "A", True, 1000, 0, 0, 0x02, 65535, 7),           # SYN
+        (100, "A", False, 5000, 1001, 0, 0x12, 65535, 5),     # SYN-ACK
+        (200, "A", True, 1001, 5001, 0, 0x10, 65535, -1),
+        (1000, "A", True, 1001, 5001, 100, 0x18, 65535, -1),
+        (1200, "C", True, 7000, 0, 0, 0x02, 65535, 7),        # SYN
+        (1500, "B", True, WRAP - 150, 0, 100, 0x18, 65535, -1),
+        (1700, "C", False, 9000, 7001, 0, 0x12, 65535, -1),   # SYN-ACK without the option
+        (2000, "A", True, 1101, 5001, 100, 0x18, 65535, -1),
+        (2100, "B", False, 0, WRAP - 100, 0, 0x10, 0, -1),    # zero window, 50 of 100 bytes outstanding
+        (2300, "C", True, 7001, 9001, 0, 0x10, 65535, -1),
+        (3000, "A", True, 1201, 5001, 100, 0x18, 65535, -1),
+        (3200, "B", True, WRAP - 50, 0, 100, 0x18, 65535, -1),  # [2**32 - 50, 2**32 + 50)
+        (3300, "B", True, 50, 0, 100, 0x18, 65535, -1),         # 100 µs later: impossible
+        (3350, "D", True, 20000, 0, 500, 0x18, 65535, -1),
+        (3500, "A", False, 5001, 1201, 0, 0x10, 100, -1),
+        (3600, "C", True, 7001, 9001, 100, 0x18, 65535, -1),
+        (3800, "C", False, 9001, 7101, 0, 0x10, 5000, -1),
+        (4000, "A", True, 1101, 5001, 100, 0x18, 65535, -1),  # sent again
+        (4200, "B", False, 0, 150, 0, 0x10, 0, -1),           # zero window, nothing outstanding
+        (4300, "B", True, 150, 0, 100, 0x18, 65535, -1),
+        (4400, "B", False, 0, 200, 0, 0x10, 0, -1),           # zero window, 50 bytes outstanding
+        (4450, "D", True, 20500, 0, 500, 0x18, 65535, -1),
+        (4460, "D", False, 0, 20000, 0, 0x10, 1000, -1),
+        (5000, "A", True, 1301, 5001, 100, 0x18, 65535, -1),
+        (5100, "A", False, 5001, 1401, 0, 0x10, 300, -1),
+        (5150, "D", True, 20000, 0, 500, 0x18, 65535, -1),    # sent again
+        (5200, "B", False, 0, 200, 0, 0x14, 0, -1),           # RST: never a zero window
+    ]
+    ends = {"A": (synth.SENDER, 40000), "B": (H3, 40001), "C": (synth.SENDER, 40002), "D": (H4, 40003)}
+    parts = []
+    for t, who, forward, seq, ack, payload, flags, window, wscale in rows:
+        (host, port), server = ends[who], (synth.RECEIVER, 5001)
+        (src, sport), (dst, dport) = ((host, port), server) if forward else (server, (host, port))
+        parts.append(synth.frame_table(np.array([BASE + t * US]), np.array([payload]), np.array([seq]),
+                                       np.array([ack]), src, dst, sport, dport, flags=flags, window=window,
+                                       wscale=wscale))
+    return synth.concat(parts)
+
+
+@pytest.fixture(scope="module")
+def sanity_by_hand(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sanity") / "by-hand.pcap"
+    write_pcap(sanity_rows(), path)
+    return path
+
+
+def counters(out: pd.DataFrame) -> dict[str, float]:
+    return dict(zip(out["counter"], out["value"]))
+
+
+# (options, the hand-worked counters): the whole capture, and a window from 2200 µs on. Gaps:
+# SENDER>RECEIVER (A and C), B's and D's directions; D's 554-byte frames take 443.2 µs.
+BY_HAND = [
+    ({"link_rate": "10mbit"},
+     {"frames": 27, "frame_gaps": 9 + 3 + 2, "impossible_intervals": 1, "data_frames": 13,
+      "tcp_retransmissions": 2, "min_advertised_window": 3200, "window_scale_unknown_streams": 2,
+      "zero_window_advertisements": 2, "max_bytes_in_flight": 1000, "window_ns": 5200 * US,
+      "goodput_wire_bit_s": 1900 * 8 * 1e9 / (5200 * US)}),
+    # the resend at 4000 µs starts below the first data byte of A in the window (1201): relative
+    # to it, modulo 2**32, it reaches 2**32 - 100 + 100, as in memory
+    ({"link_rate": "10mbit", "from_s": 0.0022},
+     {"frames": 18, "frame_gaps": 4 + 2 + 2, "impossible_intervals": 1, "data_frames": 10,
+      "tcp_retransmissions": 2, "min_advertised_window": 3200, "window_scale_unknown_streams": 2,
+      "zero_window_advertisements": 1, "max_bytes_in_flight": 2**32, "window_ns": 3000 * US,
+      "goodput_wire_bit_s": 1600 * 8 * 1e9 / (3000 * US), "goodput_max_bit_s": 1e7 * 2200 / 2740,
+      "wire_busy_share": (54 + 7 * 154 + 3 * 554) * 8 * 1e9 / 1e7 / (3000 * US), "goodput_above_max": 0}),
+]
+
+
+@pytest.mark.parametrize("options, expect", BY_HAND)
+def test_sanity_by_hand_across_chunk_bounds(sanity_by_hand: Path, options: dict, expect: dict,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hand-worked counters from both engines, 3 rows a chunk: the impossible pair and B's wrap
+    straddle a boundary (rows 11 | 12), the resends are chunks after their first sending (D's top
+    sent in the chunk before its resend), the SYNs' scales are chunks before the receivers'
+    windows."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "3")
+    t = (sanity_rows()["t_ns"].to_numpy() - BASE) // US
+    assert list(np.flatnonzero((t == 3200) | (t == 3300)) // 3) == [3, 4]
+    memory, chunked = both("sanity", sanity_by_hand, **options)
+    assert_same(memory, chunked)
+    got = counters(chunked)
+    assert {k: got[k] for k in expect} == expect
+    assert got["retransmitted_share"] == 2 / expect["data_frames"] and got["marked"] == 1
+    assert chunked.attrs["marked"] is True
+    assert [r.split()[0] for r in chunked.attrs["marked_by"]] == ["retransmitted_share", "zero_window_advertisements"]
+
+
+@pytest.mark.parametrize("rows", ["1", "2", "4", "5", "7", "1000"])
+@pytest.mark.parametrize("options", [{}, {"link_rate": "10mbit", "from_s": 0.0022},
+                                     {"link_rate": "10mbit", "from_s": 0.0011, "to_s": 0.0043},
+                                     {"link_rate": "1gbit", "tolerance": 0.0, "frame_overhead": 24,
+                                      "max_retransmit_share": 0.5, "stream": ["40001"]}])
+def test_sanity_by_hand_at_every_chunk_size(sanity_by_hand: Path, rows: str, options: dict,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", rows)
+    assert_same(*both("sanity", sanity_by_hand, **options))
+
+
+def test_sanity_options_as_in_memory(sanity_by_hand: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--tolerance 0.2 lets the 100 µs gap pass (98.56 µs is the bound); --stream is no filter of
+    sanity's; --max-retransmit-share above the share leaves only the zero windows marking; the
+    link rate unknown (no --link-rate): no maximum; bad options: the same errors."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "4")
+    memory, chunked = both("sanity", sanity_by_hand, link_rate="10mbit", tolerance=0.2, stream=["40001"],
+                           max_retransmit_share=0.2)
+    assert_same(memory, chunked)
+    got = counters(chunked)
+    assert got["impossible_intervals"] == 0 and got["frame_gaps"] == 14 and got["data_frames"] == 13
+    assert [r.split()[0] for r in chunked.attrs["marked_by"]] == ["zero_window_advertisements"]
+    # from 2200 µs: 4.267 Mbit/s of goodput; the maximum 2200 / 2740 of the rate, the slack two
+    # 500-byte payloads over 3 ms (2.667 Mbit/s): above it at 1 Mbit/s, within it at 3 Mbit/s
+    for rate, above in (("1mbit", 1), ("3mbit", 0)):
+        memory, chunked = both("sanity", sanity_by_hand, link_rate=rate, from_s=0.0022)
+        assert_same(memory, chunked)
+        assert counters(chunked)["goodput_above_max"] == above
+    memory, chunked = both("sanity", sanity_by_hand)
+    assert_same(memory, chunked)
+    assert "goodput_max_bit_s" not in set(chunked["counter"]) and "wire_busy_share" not in set(chunked["counter"])
+    for options, message in (({"tolerance": 1.0}, "--tolerance"), ({"max_retransmit_share": 2.0}, "--max-retransmit"),
+                             ({"frame_overhead": -1}, "--frame-overhead"), ({"from_s": 9.0}, "empty window")):
+        errors = []
+        for engine in ("memory", "chunked"):
+            with pytest.raises(UsageError, match=message) as err:
+                table("sanity", sanity_by_hand, engine=engine, **options)
+            errors.append(str(err.value))
+        assert errors[0] == errors[1]
+
+
+def test_sanity_of_a_damaged_capture_counts_the_damage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture cut short: sanity reads what it can without --partial, counts the damage and is
+    marked, in both engines alike."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "1000")
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(FIXTURE_PCAP.read_bytes()[:-30])
+    memory, chunked = both("sanity", cut, link_rate="10mbit")
+    assert_same(memory, chunked)
+    got = counters(chunked)
+    assert got["damaged_sources"] == 1 and got["marked"] == 1 and f"damage.{cut}.byte_offset" in got
+    assert chunked.attrs["warnings"] == memory.attrs["warnings"] and len(chunked.attrs["warnings"]) == 1
+
+
+def test_sanity_of_a_capture_without_tcp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """UDP only: gaps in the directions that carry payload (one flow at twice the line rate: every
+    gap impossible; its empty replies the other way not judged), TCP counters zero."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "7")
+    t = BASE + np.arange(40, dtype=np.int64) * 60 * US
+    flow = synth.frame_table(t, np.full(40, 100), np.zeros(40, np.int64), np.zeros(40, np.int64), synth.SENDER,
+                             synth.RECEIVER, 4000, 4001).assign(proto=np.uint8(17))
+    back = synth.frame_table(t + 5 * US, np.zeros(40, np.int64), np.zeros(40, np.int64), np.zeros(40, np.int64),
+                             synth.RECEIVER, synth.SENDER, 4001, 4000).assign(proto=np.uint8(17))
+    path = tmp_path / "udp.pcap"
+    write_pcap(synth.concat([flow, back]), path)
+    for options in ({"link_rate": "10mbit"}, {"link_rate": "10mbit", "from_s": 0.0007}):
+        memory, chunked = both("sanity", path, **options)
+        assert_same(memory, chunked)
+        got = counters(chunked)
+        assert got["data_frames"] == 0 and got["min_advertised_window"] == -1
+        assert got["impossible_intervals"] == got["frame_gaps"] > 0  # 60 µs apart; 142-byte frames take 113.6
+
+
+def test_the_gap_carry_holds_one_row_per_direction() -> None:
+    """Two directions over 50 chunks: the carry stays two rows, and the counts are those of the
+    frames taken at once."""
+    from hostwire.metrics.chunked.sanity import Gaps
+
+    rng = np.random.default_rng(5)
+    key = rng.integers(0, 2, 5000)
+    t = np.cumsum(rng.integers(1, 3000, 5000))
+    length = rng.integers(54, 1515, 5000)
+    gaps = Gaps(10**7, 0.05)
+    for i in range(0, 5000, 100):
+        gaps.feed(key[i:i + 100], t[i:i + 100], length[i:i + 100], np.ones(100))
+        assert len(gaps.keys) == 2 == len(gaps.last_t)
+    expect = 0
+    for k in (0, 1):
+        tk, lk = t[key == k], length[key == k]
+        expect += int((np.diff(tk) < 0.95 * (np.minimum(lk[1:], lk[:-1]) * 8 * 1e9 / 10**7)).sum())
+    assert gaps.totals(payload_only=False) == (expect, 4998)
 
 
 CHILD = """

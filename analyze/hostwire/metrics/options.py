@@ -93,7 +93,7 @@ COMMON = (
            "and counts the damage"),
     Option("--engine", "engine", "auto", str,
            "memory: read the whole input at once; chunked: passes over chunks of a capture file in bounded "
-           "memory (idc, hurst, intervals, bursts, contract, goodput, fairness; equal results); auto (default): "
+           "memory (idc, hurst, intervals, bursts, contract, goodput, fairness, sanity; equal results); auto (default): "
            "chunked for a capture of 256 MiB or more", choices=("auto", "memory", "chunked")),
 )
 _IDC = (

@@ -49,10 +49,17 @@ class Coverage:
     def feed(self, stream: np.ndarray, seq: np.ndarray, flags: np.ndarray, payload: np.ndarray) -> np.ndarray:
         """The new bytes of each data frame of one chunk (rows in time order, every stream >= 0):
         its part of the stream's sequence space that no earlier frame covered."""
+        return self.feed_flagged(stream, seq, flags, payload)[0]
+
+    def feed_flagged(self, stream: np.ndarray, seq: np.ndarray, flags: np.ndarray,
+                     payload: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """feed's new bytes, and delivered_bytes' `retransmit` of each row: it starts below the
+        highest byte an earlier frame of its stream reached (the carried ranges' top included)."""
         n = len(stream)
         new = np.zeros(n, dtype=np.int64)
+        retransmit = np.zeros(n, dtype=bool)
         if n == 0:
-            return new
+            return new, retransmit
         order = np.argsort(stream, kind="stable")  # by stream, time order kept within each
         g = stream[order].astype(np.int64)
         start = self._unwrap(g, seq[order].astype(np.int64))
@@ -67,11 +74,16 @@ class Coverage:
         all_s = np.concatenate([self.start[carried], start])
         all_e = np.concatenate([self.end[carried], end])
         by_group = np.argsort(all_g, kind="stable")
+        sg, ss, se = all_g[by_group], all_s[by_group], all_e[by_group]
+        prev_max, _ = _previous_max_end(sg, ss, se)
         fresh = np.empty(len(all_g), dtype=np.int64)
-        fresh[by_group] = first_coverage(all_g[by_group], all_s[by_group], all_e[by_group])
+        fresh[by_group] = first_coverage(sg, ss, se, prev_max)
+        behind = np.empty(len(all_g), dtype=bool)
+        behind[by_group] = ss < prev_max
         new[order] = fresh[k:]
+        retransmit[order] = behind[k:]
         self._merge(~carried, all_g, all_s, all_e)
-        return new
+        return new, retransmit
 
     def _unwrap(self, g: np.ndarray, raw: np.ndarray) -> np.ndarray:
         """Unwrapped sequence numbers of rows sorted by stream: unwrap_seq within the chunk, each

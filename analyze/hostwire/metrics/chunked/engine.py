@@ -3,12 +3,15 @@ same checks, window, stream filter and table as hostwire.metrics.compute, in bou
 
 The chunked path reads a bare capture (pcap or pcapng) in chunks (hostwire.read.pcapchunks) and
 serves idc, hurst, intervals (summary and --hist), bursts, the wire contract curve with an integral
-cell time, and goodput and fairness (the wire figure: unique payload bytes first seen within the
-window, one pass over every data frame up to the window's end, hostwire.metrics.chunked.delivered);
-its results equal the in-memory path's (analyze/tests/test_metrics_chunked.py). `auto`
-takes it for a capture of AUTO_BYTES or more; what it does not serve (a run directory, a Parquet
-table, another kind, --mbs, --cells-from write, a cell time that is not a whole number of ns, an
-SCR or PCR above the line cell rate) goes in memory."""
+cell time, goodput and fairness (the wire figure: unique payload bytes first seen within the
+window, one pass over every data frame up to the window's end, hostwire.metrics.chunked.delivered)
+and sanity (the counters of a bare capture: no manifest, receivers' logs or clock exchange;
+hostwire.metrics.chunked.sanity; like the in-memory path it reads a damaged capture up to the
+damage without --partial, counts the damage and marks the table); its results equal the in-memory
+path's (analyze/tests/test_metrics_chunked.py). `auto` takes it for a capture of AUTO_BYTES or
+more; what it does not serve (a run directory, a Parquet table, another kind, --mbs, --cells-from
+write, a cell time that is not a whole number of ns, an SCR or PCR above the line cell rate, a
+sanity table of a capture with more addresses than the stream labels take) goes in memory."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import pandas as pd
 from hostwire.errors import InputError, UsageError
 from hostwire.linkrate import link_rate
 from hostwire.metrics import cells, fairness, goodput, hurst
-from hostwire.metrics.chunked import bursts, contract, delivered, idc, intervals
+from hostwire.metrics.chunked import bursts, contract, delivered, idc, intervals, sanity
 from hostwire.metrics.chunked.labels import LABEL_COLUMNS, data_chunks, scan
 from hostwire.metrics.chunked.progress import Progress
 from hostwire.metrics.damage import from_attrs, partial_hint
@@ -33,10 +36,11 @@ from hostwire.read.pcapchunks import CaptureChunks
 
 log = logging.getLogger(__name__)
 
-KINDS = ("idc", "hurst", "intervals", "bursts", "contract", "goodput", "fairness")
+KINDS = ("idc", "hurst", "intervals", "bursts", "contract", "goodput", "fairness", "sanity")
 ENGINES = ("auto", "memory", "chunked")
 DATA_COLUMNS = {"idc": ("payload_len",), "hurst": ("payload_len",), "bursts": ("payload_len",),
-                "contract": ("ip_len",), "goodput": delivered.COLUMNS, "fairness": delivered.COLUMNS}
+                "contract": ("ip_len",), "goodput": delivered.COLUMNS, "fairness": delivered.COLUMNS,
+                "sanity": sanity.COLUMNS}
 AUTO_BYTES = 256 << 20  # from here on a capture's in-memory tables pass about 1 GB
 
 
@@ -85,19 +89,23 @@ def compute(kind: str, args: Any) -> pd.DataFrame | None:
         damaged = from_attrs(capture.attrs.get("damage"), str(capture.path))
         if damaged and capture.rows == 0:
             raise InputError(f"{damaged[0].describe()}; no frame before the damage")
-        if damaged and not partial:
+        if damaged and not partial and kind != "sanity":  # sanity always reads what it can and counts it
             raise InputError(partial_hint(damaged))
         warnings = [f"{d.describe()}: computed on the {capture.rows} frame(s) before it" for d in damaged]
         window = narrow(Window(*capture.span()), args.from_s, args.to_s)
-        labels = scan(capture, args.stream)
         try:
-            table = _compute(kind, args, capture, labels, window)
+            if kind == "sanity":
+                table = sanity.df_sanity(capture, window, args, damaged)
+            else:
+                table = _compute(kind, args, capture, scan(capture, args.stream), window)
         except NotImplementedError as why:
             log.info("%s: %s: computed in memory", capture.path, why)
             return None
         finally:
             progress.close()
-    table.attrs.update(warnings=warnings, damaged_sources=[d.as_dict() for d in damaged], marked=bool(damaged))
+    # sanity's mark is its table's: the run is marked (damage is one of the reasons)
+    marked = bool(table.attrs["marked_by"]) if kind == "sanity" else bool(damaged)
+    table.attrs.update(warnings=warnings, damaged_sources=[d.as_dict() for d in damaged], marked=marked)
     return table
 
 

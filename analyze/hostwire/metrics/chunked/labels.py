@@ -76,12 +76,16 @@ class StreamLabels:
 
     def label(self, chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
         """(stream number, -1 for a stream left out; is_data) of each row of a TCP chunk."""
+        stream, data_dir = self.directions(chunk)
+        return stream, data_dir & (chunk["payload_len"] > 0) & (stream >= 0)
+
+    def directions(self, chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
+        """(stream number, -1 for a stream left out; data_dir: the row travels in its stream's data
+        direction) of each row of a TCP chunk."""
         key, _, forward = endpoints(chunk)
         codes, uniques = pd.factorize(key, sort=False)
         conn = np.asarray([self.ids[int(k)] for k in uniques], dtype=np.int64)[codes]
-        stream = self.code_of_conn[conn]
-        is_data = (forward == self.data_fwd[conn]) & (chunk["payload_len"] > 0) & (stream >= 0)
-        return stream, is_data
+        return self.code_of_conn[conn], forward == self.data_fwd[conn]
 
 
 def scan(capture: CaptureChunks, wanted: Sequence[str] | None = None) -> StreamLabels:
