@@ -479,12 +479,12 @@ BY_HAND = [
       "tcp_retransmissions": 2, "min_advertised_window": 3200, "window_scale_unknown_streams": 2,
       "zero_window_advertisements": 2, "max_bytes_in_flight": 1000, "window_ns": 5200 * US,
       "goodput_wire_bit_s": 1900 * 8 * 1e9 / (5200 * US)}),
-    # the resend at 4000 µs starts below the first data byte of A in the window (1201): relative
-    # to it, modulo 2**32, it reaches 2**32 - 100 + 100, as in memory
+    # the resend at 4000 µs starts below the first data byte of A in the window (1201): 100 bytes
+    # below it, not 2**32 - 100 above (A's flight tops at 200); D's 1000 bytes stay the largest
     ({"link_rate": "10mbit", "from_s": 0.0022},
      {"frames": 18, "frame_gaps": 4 + 2 + 2, "impossible_intervals": 1, "data_frames": 10,
       "tcp_retransmissions": 2, "min_advertised_window": 3200, "window_scale_unknown_streams": 2,
-      "zero_window_advertisements": 1, "max_bytes_in_flight": 2**32, "window_ns": 3000 * US,
+      "zero_window_advertisements": 1, "max_bytes_in_flight": 1000, "window_ns": 3000 * US,
       "goodput_wire_bit_s": 1600 * 8 * 1e9 / (3000 * US), "goodput_max_bit_s": 1e7 * 2200 / 2740,
       "wire_busy_share": (54 + 7 * 154 + 3 * 554) * 8 * 1e9 / 1e7 / (3000 * US), "goodput_above_max": 0}),
 ]

@@ -176,16 +176,26 @@ def flight_counters(labelled: pd.DataFrame, window: Window, delivered: pd.DataFr
     codes = codes[keep]
     b = base[codes].astype(np.int64)
     is_data = lab["is_data"].to_numpy()
-    sent = np.where(is_data, (lab["seq"].to_numpy().astype(np.int64) - b) % 2**32
-                    + lab["payload_len"].to_numpy().astype(np.int64), -1)
-    acked = np.where(~lab["data_dir"].to_numpy(), (lab["ack"].to_numpy().astype(np.int64) - b) % 2**32, -1)
+    sent = np.where(is_data, seq_offset(lab["seq"].to_numpy(), b) + lab["payload_len"].to_numpy().astype(np.int64),
+                    NO_OFFSET)
+    acked = np.where(~lab["data_dir"].to_numpy(), seq_offset(lab["ack"].to_numpy(), b), NO_OFFSET)
     df = pd.DataFrame({"code": codes, "sent": sent, "acked": acked})
     g = df.groupby("code", sort=False)
     high_sent = g["sent"].cummax().to_numpy()
     high_ack = g["acked"].cummax().to_numpy()
-    flight = np.where(is_data & (high_ack >= 0), high_sent - high_ack, 0)
+    flight = np.where(is_data & (high_ack > NO_OFFSET), high_sent - high_ack, 0)
     out["max_bytes_in_flight"] = int(max(0, flight.max())) if len(flight) else 0
     return out
+
+
+NO_OFFSET = -(2**62)  # no byte sent (or acknowledged) yet: below every offset seq_offset gives
+
+
+def seq_offset(seq: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """Sequence numbers as signed offsets from a base, within half the 32-bit space each way: a
+    resend of bytes sent before the base (the window's first data byte) lies below it, not 2**32
+    above it."""
+    return (seq.astype(np.int64) - base + 2**31) % 2**32 - 2**31
 
 
 def data_frames_of(labelled: pd.DataFrame) -> pd.DataFrame:

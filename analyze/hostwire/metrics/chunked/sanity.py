@@ -157,8 +157,8 @@ class Streams:
         self.zero_base = np.full(n, -1, dtype=np.int64)
         self.zero_high = np.full(n, -1, dtype=np.int64)
         self.flight_base = flight_base
-        self.sent_high = np.full(n, -1, dtype=np.int64)
-        self.ack_high = np.full(n, -1, dtype=np.int64)
+        self.sent_high = np.full(n, sanity.NO_OFFSET, dtype=np.int64)
+        self.ack_high = np.full(n, sanity.NO_OFFSET, dtype=np.int64)
         self.data_frames = self.retransmitted = self.reverse_frames = self.zero_windows = 0
         self.min_window = np.inf
         self.max_flight: int | None = None
@@ -213,11 +213,11 @@ class Streams:
             return
         s, d, dd = stream[keep], is_data[keep], data_dir[keep]
         base = self.flight_base[s]
-        sent = np.where(d, _relative(seq[keep], base) + payload[keep], -1)
-        acked = np.where(~dd, _relative(ack[keep], base), -1)
+        sent = np.where(d, sanity.seq_offset(seq[keep], base) + payload[keep], sanity.NO_OFFSET)
+        acked = np.where(~dd, sanity.seq_offset(ack[keep], base), sanity.NO_OFFSET)
         high_sent = _running_max(s, sent, self.sent_high)
         high_ack = _running_max(s, acked, self.ack_high)
-        top = int(np.where(d & (high_ack >= 0), high_sent - high_ack, 0).max())
+        top = int(np.where(d & (high_ack > sanity.NO_OFFSET), high_sent - high_ack, 0).max())
         self.max_flight = top if self.max_flight is None else max(self.max_flight, top)
 
     def counters(self) -> dict[str, Any]:
