@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -316,15 +317,25 @@ def _parse_arrow(tsv: TsvFile, start: int, end: int, kwargs: dict[str, Any]) -> 
                                              escape_char=False),
             convert_options=pacsv.ConvertOptions(
                 include_columns=[c for c in tsv.columns if c in kinds],
-                column_types={name: (pa.string() if kind is str else _ARROW_TYPES[str(kind)])
+                # large_string: pandas' text arrays hold it, so no cast copies the text again
+                column_types={name: (pa.large_string() if kind is str else _ARROW_TYPES[str(kind)])
                               for name, kind in kinds.items()},
                 null_values=[""], strings_can_be_null=False, quoted_strings_can_be_null=False))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     text = pd.Series([""], dtype=str).dtype
-    df = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(), pa.uint64(): pd.UInt64Dtype(),
-                                       pa.string(): text}.get, split_blocks=True, self_destruct=True)
+    df = pd.DataFrame({name: (_nullable_integers(table.column(name)) if kinds[name] is not str
+                              else pd.array(table.column(name), dtype=text)) for name in table.column_names})
     return df, len(df), len(df) * (len(tsv.columns) - 1)
+
+
+def _nullable_integers(column: pa.ChunkedArray) -> pd.api.extensions.ExtensionArray:
+    """A nullable integer array (Int64, UInt64) of an Arrow column with one copy of its values:
+    pandas' own conversion copies each chunk, then the whole, then builds the mask."""
+    dtype = pd.Int64Dtype() if column.type == pa.int64() else pd.UInt64Dtype()
+    values = column.fill_null(0).to_numpy() if column.null_count else column.to_numpy()
+    mask = column.is_null().to_numpy(zero_copy_only=False) if column.null_count else np.zeros(len(values), bool)
+    return dtype.construct_array_type()(values, mask)
 
 
 def _parse(tsv: TsvFile, bounds: list[int], kwargs: dict[str, Any]) -> tuple[pd.DataFrame, int, int]:

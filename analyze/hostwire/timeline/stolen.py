@@ -29,7 +29,7 @@ def frozen(event_t: np.ndarray, samples: pd.DataFrame | None, tick_ns: int,
     empty = pd.DataFrame({"t_start_ns": pd.Series(dtype=np.int64), "t_end_ns": pd.Series(dtype=np.int64)})
     if samples is None or len(samples) == 0 or len(event_t) < 2:
         return empty
-    t = np.unique(np.asarray(event_t, dtype=np.int64))
+    t = np.sort(np.asarray(event_t, dtype=np.int64))  # repeated stamps only add zero steps: no unique needed
     long = np.flatnonzero(np.diff(t) >= min_silence_ns)
     if len(long) == 0:
         return empty
