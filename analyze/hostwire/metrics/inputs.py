@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -62,6 +62,23 @@ class Source:
         return self.frames
 
 
+@dataclass
+class WireFacts:
+    """What a run's view takes of its capture: the frames (None when there are none, or when the
+    caller reads them in chunks: hostwire.metrics.chunked.engine), why there are none, and the
+    stamps of the last frame carrying payload (the end of an incomplete run's window) and of the
+    last frame (where a damaged capture's window ends); None without frames."""
+
+    frames: pd.DataFrame | None
+    reason: str = ""
+    last_payload_ns: int | None = None
+    last_ns: int | None = None
+
+
+# reads a run's capture for view(): appends the damage it meets to the list it is given
+WireReader = Callable[[Run, list[DamagedSource]], WireFacts]
+
+
 def read_frames(path: Path, keep_damaged: bool = False) -> pd.DataFrame:
     if path.suffix == ".parquet":
         try:
@@ -73,7 +90,8 @@ def read_frames(path: Path, keep_damaged: bool = False) -> pd.DataFrame:
     return read_pcap(path, keep_damaged=keep_damaged)
 
 
-def open_input(run_or_path: Run | str | Path, keep_damaged: bool = False, needs: Needs | None = None) -> Source:
+def open_input(run_or_path: Run | str | Path, keep_damaged: bool = False, needs: Needs | None = None,
+               wire: WireReader | None = None) -> Source:
     """The frames, window and logs of INPUT: a Run, a run directory, a pcap or a Parquet frame
     table. On a run, `needs` (the raw files the caller reads) is checked first: a missing one
     raises InputError naming it before anything is read. A damaged source raises InputError naming
@@ -90,7 +108,7 @@ def open_input(run_or_path: Run | str | Path, keep_damaged: bool = False, needs:
         run = load_run(path)
     if needs is not None:
         run.require(needs)
-    return _checked(view(run, keep_damaged), keep_damaged)
+    return _checked(view(run, keep_damaged, wire), keep_damaged)
 
 
 def _checked(source: Source, keep_damaged: bool) -> Source:
@@ -110,15 +128,18 @@ def _open_capture(path: Path) -> Source:
     return source
 
 
-def view(run: Run, keep_damaged: bool = False) -> Source:
+def view(run: Run, keep_damaged: bool = False, wire: WireReader | None = None) -> Source:
     """The Source of a run: its frames (read up to any damage), writes, reads and clock exchanges
     from the Run, every damage met listed (a damaged log only with keep_damaged: without, it
-    raises), the window it recorded and why it is cut."""
+    raises), the window it recorded and why it is cut. `wire` reads the capture in place of the
+    Run's df_frames (the chunked engine gives the same facts of a capture it reads in chunks, so
+    both engines take one window, one damage list and the same warnings)."""
     damaged: list[DamagedSource] = []
-    frames, reason = _run_frames(run, damaged)
+    facts = (wire or _run_frames)(run, damaged)
+    frames, reason = facts.frames, facts.reason
     writes = _log_table(run, "df_writes", keep_damaged, damaged)
     received = _log_table(run, "df_received", keep_damaged, damaged)
-    last_frame = _last_payload_ns(frames)
+    last_frame = facts.last_payload_ns
     try:
         start, end = run.window_ns(last_frame_ns=last_frame)
         planned = Window(*run.planned_window_ns())
@@ -134,8 +155,8 @@ def view(run: Run, keep_damaged: bool = False) -> Source:
     for d in damaged:
         warnings.append(f"{d.describe()}: computed on its intact part")
     pcap_damage = [d for d in damaged if d.file.endswith(".pcap")]
-    if pcap_damage and frames is not None and len(frames):
-        last_intact = int(frames["t_ns"].to_numpy().max())
+    if pcap_damage and facts.last_ns is not None:
+        last_intact = facts.last_ns
         if last_intact < end:
             end = max(start, last_intact)
             window_cut = (f"the capture is damaged at {pcap_damage[0].where()}: the window ends at its last "
@@ -150,21 +171,22 @@ def view(run: Run, keep_damaged: bool = False) -> Source:
                   window_cut=window_cut, planned_window=planned, run=run)
 
 
-def _run_frames(run: Run, damaged: list[DamagedSource]) -> tuple[pd.DataFrame | None, str]:
-    """The run's capture on its clock, read up to any damage (listed in `damaged`); (None, why)
-    for a run without a capture or one with nothing readable."""
+def _run_frames(run: Run, damaged: list[DamagedSource]) -> WireFacts:
+    """The run's capture on its clock, read up to any damage (listed in `damaged`); no frames and
+    why for a run without a capture or one with nothing readable."""
     pcap = run.path / "raw" / "wire.pcap"
     if not pcap.exists():
-        return None, f"{pcap}: missing: this run has no wire capture"
+        return WireFacts(None, f"{pcap}: missing: this run has no wire capture")
     wirecap = pcap.with_name("wirecap.json")
     try:
         frames = run.df_frames(keep_damaged=True)
     except InputError as err:  # nothing of it can be read: still a damaged source, never an absence
         file = str(wirecap) if str(wirecap) in str(err) else str(pcap)
         damaged.append(DamagedSource(file=file, message=str(err), byte_offset=_offset_in(str(err))))
-        return None, str(err)
+        return WireFacts(None, str(err))
     damaged.extend(damage_entries(frames, str(pcap)))
-    return frames, ""
+    last = int(frames["t_ns"].to_numpy().max()) if len(frames) else None
+    return WireFacts(frames, "", _last_payload_ns(frames), last)
 
 
 def _offset_in(message: str) -> int | None:

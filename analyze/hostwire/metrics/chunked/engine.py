@@ -26,13 +26,17 @@ import pandas as pd
 from hostwire.errors import InputError, UsageError
 from hostwire.linkrate import link_rate
 from hostwire.metrics import cells, fairness, goodput, hurst
-from hostwire.metrics.chunked import bursts, contract, delivered, idc, intervals, sanity
+from hostwire.metrics import intervals as mem_intervals
+from hostwire.metrics.chunked import bursts, contract, delivered, idc, intervals, runs, sanity
 from hostwire.metrics.chunked.labels import LABEL_COLUMNS, data_chunks, scan
 from hostwire.metrics.chunked.progress import Progress
 from hostwire.metrics.damage import from_attrs, partial_hint
 from hostwire.metrics.idc import t_grid
+from hostwire.metrics.inputs import open_input
+from hostwire.metrics.needs import needs_of
 from hostwire.metrics.window import Window, narrow
 from hostwire.read.pcapchunks import CaptureChunks
+from hostwire.run import load_run
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +59,20 @@ def _served(kind: str, args: Any) -> str | None:
     """Why the chunked path cannot serve this call (None: it can)."""
     if kind not in KINDS:
         return f"{kind} is computed in memory (the chunked path serves {', '.join(KINDS)})"
-    if not _is_capture(args.input):
-        return "the chunked path reads a capture file (pcap or pcapng), not a run directory or a table"
+    if runs.run_capture(args.input) is not None:
+        if kind not in runs.RUN_KINDS:
+            return runs.IN_MEMORY_ON_A_RUN[kind]
+    elif not _is_capture(args.input):
+        return ("the chunked path reads a capture file (pcap or pcapng) or a run directory with raw/wire.pcap, "
+                "not a table, a Run object or a run without a capture")
     if kind == "contract" and (args.mbs is not None or args.cells_from != "wire"):
         return "contract --mbs and --cells-from write are computed in memory"
     return None
+
+
+def _capture_of(value: Any) -> Path:
+    """The capture file the chunked path reads: INPUT, or a run directory's raw/wire.pcap."""
+    return runs.run_capture(value) or Path(value)
 
 
 def wanted(kind: str, args: Any) -> bool:
@@ -76,12 +89,14 @@ def wanted(kind: str, args: Any) -> bool:
         if why is not None:
             raise UsageError(f"--engine chunked: {why}")
         return True
-    return why is None and Path(args.input).stat().st_size >= AUTO_BYTES
+    return why is None and _capture_of(args.input).stat().st_size >= AUTO_BYTES
 
 
 def compute(kind: str, args: Any) -> pd.DataFrame | None:
     """The table of hostwire.metrics.compute.compute for `kind` on a capture, with its attrs; None
     when this call needs what only the in-memory path does (the caller computes it there)."""
+    if runs.run_capture(args.input) is not None:
+        return _compute_run(kind, args)
     partial = bool(getattr(args, "partial", False))
     progress = Progress(Path(args.input).name)
     columns = (*LABEL_COLUMNS, *DATA_COLUMNS.get(kind, ()))
@@ -109,7 +124,65 @@ def compute(kind: str, args: Any) -> pd.DataFrame | None:
     return table
 
 
-def _compute(kind: str, args: Any, capture: CaptureChunks, labels: Any, window: Window) -> pd.DataFrame:
+def _compute_run(kind: str, args: Any) -> pd.DataFrame | None:
+    """compute on a run directory: the run's capture on the run's clock, the run's window, damage
+    and warnings (hostwire.metrics.inputs.view, fed by hostwire.metrics.chunked.runs), the streams
+    checked against the run's logs and the writes' rows of intervals, as hostwire.metrics.compute
+    does on a run."""
+    from hostwire.metrics.compute import _run_streams, _writes
+
+    run = load_run(args.input)
+    ok, pairs = runs.readable(run)
+    if not ok:
+        return None  # wirecap.json unreadable: the in-memory path lists it as damaged, reading no frame
+    needs = needs_of(kind, cells_from=getattr(args, "cells_from", "wire"))
+    progress = Progress(run.path.name)
+    columns = (*LABEL_COLUMNS, *DATA_COLUMNS.get(kind, ()))
+    try:
+        capture = CaptureChunks(run.path / "raw" / "wire.pcap", pairs, keep_damaged=True, columns=columns,
+                                progress=progress.update)
+    except InputError:  # nothing of the capture readable: the in-memory path names it, reading no frame
+        progress.close()
+        return None
+    with capture:
+        try:
+            if capture.rows == 0:
+                return None
+            source = open_input(run, keep_damaged=bool(getattr(args, "partial", False)), needs=needs,
+                                wire=runs.wire_facts(capture))
+            window = narrow(source.window, args.from_s, args.to_s)
+            labels = scan(capture, args.stream)
+            # as in memory: --stream must also name a stream of the run's logs
+            names = _run_streams(source, args.stream)
+            writes = _writes(source, names if args.stream else None)
+            table = _compute(kind, args, capture, labels, window, source.manifest)
+        except NotImplementedError as why:
+            log.info("%s: %s: computed in memory", capture.path, why)
+            return None
+        finally:
+            progress.close()
+    if kind == "intervals" and writes is not None:
+        table = _with_write_gaps(table, writes, window, args)
+    table.attrs.update(warnings=list(source.warnings), damaged_sources=[d.as_dict() for d in source.damaged],
+                       marked=bool(source.damaged or source.window_cut))
+    return table
+
+
+def _with_write_gaps(table: pd.DataFrame, writes: pd.DataFrame, window: Window, args: Any) -> pd.DataFrame:
+    """The frame rows and, after them, the in-memory rows of the gaps between each sending
+    process's writes (hostwire.metrics.intervals.df_intervals): the logs are small."""
+    gaps = mem_intervals.write_gaps(writes, window)
+    if not len(gaps):
+        return table
+    if args.hist:
+        rows = mem_intervals.log_histogram(gaps, "write", args.per_decade)
+    else:
+        rows = mem_intervals.summarize(gaps, "write")
+    return pd.concat([table, rows], ignore_index=True)
+
+
+def _compute(kind: str, args: Any, capture: CaptureChunks, labels: Any, window: Window,
+             manifest: dict[str, Any] | None = None) -> pd.DataFrame:
     names = labels.names
     columns = DATA_COLUMNS.get(kind, ())
     if kind in ("goodput", "fairness"):
@@ -139,11 +212,11 @@ def _compute(kind: str, args: Any, capture: CaptureChunks, labels: Any, window: 
             grid = table["t_ns"].to_numpy().astype(np.float64)
             fit_from = int(np.sqrt(grid.min() * grid.max()))
         return hurst.df_hurst(table, fit_from, args.fit_to)
-    return _contract(args, passes, names, window)
+    return _contract(args, passes, names, window, manifest or {})
 
 
-def _contract(args: Any, passes: Any, names: list[str], window: Window) -> pd.DataFrame:
-    rate = link_rate({}, args.link_rate).bps
+def _contract(args: Any, passes: Any, names: list[str], window: Window, manifest: dict[str, Any]) -> pd.DataFrame:
+    rate = link_rate(manifest, args.link_rate).bps  # a run's manifest names its link rate
     pcr = args.pcr if args.pcr is not None else rate / cells.CELL_BITS
     d = cells.cell_time_ns(rate)
     if not isinstance(d, int):
