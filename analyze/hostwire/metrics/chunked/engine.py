@@ -8,10 +8,21 @@ window, one pass over every data frame up to the window's end, hostwire.metrics.
 and sanity (the counters of a bare capture: no manifest, receivers' logs or clock exchange;
 hostwire.metrics.chunked.sanity; like the in-memory path it reads a damaged capture up to the
 damage without --partial, counts the damage and marks the table); its results equal the in-memory
-path's (analyze/tests/test_metrics_chunked.py). `auto` takes it for a capture of AUTO_BYTES or
-more; what it does not serve (a run directory, a Parquet table, another kind, --mbs, --cells-from
-write, a cell time that is not a whole number of ns, an SCR or PCR above the line cell rate, a
-sanity table of a capture with more addresses than the stream labels take) goes in memory."""
+path's (analyze/tests/test_metrics_chunked.py).
+
+On a run directory it reads raw/wire.pcap for idc, hurst, intervals, bursts and the wire contract
+(hostwire.metrics.chunked.runs.RUN_KINDS) with the in-memory path's run semantics: stamps on the
+run's clock (wirecap.json's clock pairs), the run's window, damage, warnings and mark from
+hostwire.metrics.inputs.view (fed with the capture's facts found in chunks), --stream checked
+against the run's logs, intervals' write-gap rows from the logs, the contract's link rate from the
+manifest (analyze/tests/test_metrics_chunked_run.py). goodput, fairness and sanity of a run read
+the receivers' logs, its status and its clocks too: they stay in memory.
+
+`auto` takes the chunked path for a capture (a run's raw/wire.pcap) of AUTO_BYTES or more; what it
+does not serve (a Parquet table, a Run object, a run without a capture, the kinds above on a run,
+another kind, --mbs, --cells-from write, a cell time that is not a whole number of ns, an SCR or
+PCR above the line cell rate, a sanity table of a capture with more addresses than the stream
+labels take, a run whose wirecap.json or capture cannot be read at all) goes in memory."""
 
 from __future__ import annotations
 
