@@ -2,8 +2,9 @@
 the recorded fixture run, and a run built from it with a synthetic capture whose stamps are on
 CLOCK_REALTIME (wirecap.json's clock pairs map them onto the run's clock, with a slope), frames
 before and after the run's logging window, a UDP flow and a TCP flow that are not the run's, all
-read in chunks of a few hundred rows; an incomplete run whose window ends at its last payload
-frame; a capture cut short or changed after the run."""
+read in chunks of a few hundred rows; the run's stream made lossy (retransmissions across chunk
+bounds and the window's start) for goodput and fairness; an incomplete run whose window ends at
+its last payload frame; a capture cut short or changed after the run."""
 
 from __future__ import annotations
 
@@ -117,7 +118,9 @@ def assert_same_run(memory: pd.DataFrame, chunked: pd.DataFrame) -> None:
 RUN_CASES = [("idc", {}), ("idc", {"bytes": True}), ("hurst", {}), ("intervals", {}), ("intervals", {"hist": True}),
              ("intervals", {"stream": ["43546"], "per_decade": 4, "hist": True}), ("bursts", {}),
              ("bursts", {"theta": 3 * MS}), ("contract", {}), ("contract", {"link_rate": "1gbit", "points": 7}),
-             ("idc", {"stream": ["43546"], "from_s": 0.05, "to_s": 0.3}), ("intervals", {"from_s": 0.1})]
+             ("idc", {"stream": ["43546"], "from_s": 0.05, "to_s": 0.3}), ("intervals", {"from_s": 0.1}),
+             ("goodput", {}), ("fairness", {}), ("goodput", {"stream": ["43546"], "from_s": 0.05, "to_s": 0.3}),
+             ("fairness", {"from_s": 0.1}), ("goodput", {"to_s": 0.2})]
 
 
 @pytest.mark.parametrize("kind, options", RUN_CASES)
@@ -130,7 +133,9 @@ def test_run_equals_memory_across_chunk_bounds(run: Path, kind: str, options: di
 
 
 @pytest.mark.parametrize("kind, options", [("idc", {}), ("hurst", {}), ("intervals", {}), ("intervals", {"hist": True}),
-                                           ("bursts", {}), ("contract", {}), ("idc", {"from_s": 0.1, "to_s": 0.3})])
+                                           ("bursts", {}), ("contract", {}), ("idc", {"from_s": 0.1, "to_s": 0.3}),
+                                           ("goodput", {}), ("fairness", {}),
+                                           ("goodput", {"from_s": 0.1, "to_s": 0.3})])
 def test_recorded_fixture_run_equals_memory(kind: str, options: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "300")
     assert_same_run(*both(kind, FIXTURE_RUN, **options))
@@ -155,12 +160,13 @@ def test_the_run_window_and_clock(run: Path, frames: pd.DataFrame, monkeypatch: 
 
 def test_stream_must_be_the_runs_as_in_memory(run: Path) -> None:
     """--stream 40001 names a stream of the capture but not of the run's logs: the same error."""
-    errors = []
-    for engine_name in ("memory", "chunked"):
-        with pytest.raises(InputError) as err:
-            table("idc", run, engine=engine_name, stream=["40001"])
-        errors.append(str(err.value))
-    assert errors[0] == errors[1] and "--stream 40001" in errors[0]
+    for kind in ("idc", "goodput", "fairness"):
+        errors = []
+        for engine_name in ("memory", "chunked"):
+            with pytest.raises(InputError) as err:
+                table(kind, run, engine=engine_name, stream=["40001"])
+            errors.append(str(err.value))
+        assert errors[0] == errors[1] and "--stream 40001" in errors[0]
 
 
 def test_incomplete_run_window_ends_at_its_last_payload_frame(frames: pd.DataFrame, tmp_path: Path,
@@ -168,7 +174,7 @@ def test_incomplete_run_window_ends_at_its_last_payload_frame(frames: pd.DataFra
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "257")
     cut = frames[frames["t_ns"].to_numpy() < W0 + 250 * MS]
     run = make_run(tmp_path, cut, status="partial", logs=False)
-    for kind, options in (("idc", {}), ("intervals", {}), ("bursts", {}), ("contract", {})):
+    for kind, options in (("idc", {}), ("intervals", {}), ("bursts", {}), ("contract", {}), ("goodput", {})):
         memory, chunked = both(kind, run, **options)
         assert_same_run(memory, chunked)
         assert chunked.attrs["marked"] and "the window is what was recorded" in chunked.attrs["warnings"][0]
@@ -193,7 +199,7 @@ def test_damaged_run_capture_as_in_memory(run: Path, tmp_path: Path, monkeypatch
                 table("idc", damaged, engine=engine_name)
             errors.append(str(err.value))
         assert errors[0] == errors[1] and "--partial" in errors[0]
-        for kind in ("idc", "intervals"):
+        for kind in ("idc", "intervals", "goodput", "fairness"):
             memory, chunked = both(kind, damaged, partial=True)
             assert_same_run(memory, chunked)
             assert chunked.attrs["marked"] and chunked.attrs["damaged_sources"]
@@ -207,11 +213,83 @@ def test_engine_on_a_run(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert not engine.wanted("idc", args)
     monkeypatch.setattr(engine, "AUTO_BYTES", (run / "raw" / "wire.pcap").stat().st_size)
     assert engine.wanted("idc", args)
-    for kind in ("goodput", "fairness", "sanity"):
+    for kind in ("goodput", "fairness"):
         other = default_options(kind)
         other.input, other.engine = run, "auto"
-        assert not engine.wanted(kind, other)
-        with pytest.raises(UsageError, match=f"--engine chunked: {kind} on a run directory is computed in memory"):
-            table(kind, run, engine="chunked")
+        assert engine.wanted(kind, other)
+    other = default_options("sanity")
+    other.input, other.engine = run, "auto"
+    assert not engine.wanted("sanity", other)
+    with pytest.raises(UsageError, match="--engine chunked: sanity on a run directory is computed in memory"):
+        table("sanity", run, engine="chunked")
     with pytest.raises(UsageError, match="--mbs"):
         table("contract", run, engine="chunked", mbs=4)
+
+
+def retransmitted(frames: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """`frames` with the run's stream made lossy: 40 of its segments sent again 0.2 to 3 ms later
+    (a few hundred rows apart, so across chunk bounds; some just before the window's start and
+    again inside it), and 15 lost before the capture point, seen only when sent again."""
+    sport = frames["sport"].to_numpy()
+    t = frames["t_ns"].to_numpy()
+    ours = np.flatnonzero((sport == 43546) & (frames["payload_len"].to_numpy() > 0))
+    edge = ours[np.abs(t[ours] - W0) < 2 * MS][:6]  # sent before the window, again inside it
+    picked = rng.choice(ours, 55, replace=False)
+    again = np.concatenate([edge, picked[:34]])
+    lost = picked[34:]
+    resent = frames.iloc[np.concatenate([again, lost])]
+    later = len(again) - len(edge) + len(lost)
+    delay = np.concatenate([np.full(len(edge), 2 * MS), rng.integers(200_000, 3 * MS, later)])
+    resent = resent.assign(t_ns=resent["t_ns"].to_numpy() + delay)
+    kept = np.ones(len(frames), dtype=bool)
+    kept[lost] = False
+    out = pd.concat([frames[kept], resent], ignore_index=True)
+    return out.sort_values("t_ns", kind="stable").reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def lossy_run(frames: pd.DataFrame, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]:
+    lossy = retransmitted(frames, np.random.default_rng(5))
+    return make_run(tmp_path_factory.mktemp("chunked-lossy-run"), lossy), lossy
+
+
+@pytest.mark.parametrize("rows", ["53", "257", "4096"])
+def test_goodput_of_a_lossy_run_by_hand(lossy_run: tuple[Path, pd.DataFrame], rows: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run stream's wire figure by hand: 1448 bytes for each segment whose first crossing
+    (mapped onto the run's clock) lies in the logging window; a retransmission counts 0, a lost
+    segment counts when sent again; the other TCP flows are not the run's. Both engines equal,
+    goodput and fairness, --from/--to too."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", rows)
+    run, lossy = lossy_run
+    ours = lossy[(lossy["sport"].to_numpy() == 43546) & (lossy["payload_len"].to_numpy() > 0)]
+    first = pd.Series(mapped(to_realtime(ours["t_ns"].to_numpy()))).groupby(ours["seq"].to_numpy()).min()
+    expect = 1448 * int(((first >= W0) & (first <= W1)).sum())
+    assert len(ours) > first.size  # there are retransmissions
+    memory, chunked = both("goodput", run)
+    assert_same_run(memory, chunked)
+    assert list(chunked["stream"]) == [RUN_STREAM, "all"]
+    assert list(chunked["bytes"]) == [expect, expect] and list(chunked["basis"]) == ["wire", "wire"]
+    assert chunked["app_bytes"].iloc[0] > 0
+    for options in ({"from_s": 0.05, "to_s": 0.25}, {"stream": ["46653"], "from_s": 0.3}):
+        assert_same_run(*both("goodput", run, **options))
+        assert_same_run(*both("fairness", run, **options))
+    assert_same_run(*both("fairness", run))
+
+
+@pytest.mark.parametrize("case", ["udp only", "tcp before the window"])
+def test_goodput_of_a_run_without_tcp_in_its_window(frames: pd.DataFrame, case: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture of the clock exchanges only, or one whose TCP frames all precede the window:
+    the run's stream is on the wire at 0 bytes (no error: the logs name the streams), its
+    receivers' reads stand beside it, as in memory."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "101")
+    keep = frames["proto"].to_numpy() == 17
+    if case == "tcp before the window":
+        keep |= frames["t_ns"].to_numpy() < W0 - 10 * MS
+    run = make_run(tmp_path, frames[keep])
+    for kind in ("goodput", "fairness"):
+        memory, chunked = both(kind, run)
+        assert_same_run(memory, chunked)
+    wire = chunked.set_index("stream")["wire_bytes"]
+    assert list(wire.index) == [RUN_STREAM, "all"] and wire.sum() == 0 and chunked["bytes"].iloc[0] > 0

@@ -149,12 +149,7 @@ def _delivered(source: Source, window: Window,
     stream the senders' and receivers' logs name (after --stream), a starved one with 0; on a
     bare capture every TCP connection (after --stream)."""
     names = _run_streams(source, wanted) if _logs_name_streams(source) else None
-    app = None
-    if source.received is not None:
-        rec = source.received
-        if "stream" in rec.columns and names is not None:
-            rec = rec[rec["stream"].astype(str).isin(set(names)).to_numpy()]
-        app = fairness.bytes_per_stream(rec, window, names)
+    app = _app_bytes(source, window, names)
     if source.frames is None:
         if app is None:
             source.need_frames()
@@ -170,6 +165,17 @@ def _delivered(source: Source, window: Window,
         raise InputError(f"no TCP frames in the window {window.describe()}")
     per = goodput.wire_bytes_per_stream(delivered_bytes(labelled), window)
     return per.reindex(sorted(set(stream_names(labelled)) | set(per.index)), fill_value=0).astype(np.int64), None
+
+
+def _app_bytes(source: Source, window: Window, names: Sequence[str] | None) -> pd.Series | None:
+    """The receivers' reads per stream within the window (None without receivers' logs): the
+    streams `names` (a stream without reads at 0), all of the logs' when None."""
+    if source.received is None:
+        return None
+    rec = source.received
+    if "stream" in rec.columns and names is not None:
+        rec = rec[rec["stream"].astype(str).isin(set(names)).to_numpy()]
+    return fairness.bytes_per_stream(rec, window, names)
 
 
 def _contract(source: Source, labelled: pd.DataFrame | None, writes: pd.DataFrame | None, window: Window,

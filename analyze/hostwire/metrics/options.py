@@ -94,8 +94,8 @@ COMMON = (
     Option("--engine", "engine", "auto", str,
            "memory: read the whole input at once; chunked: passes over chunks of a capture file in bounded "
            "memory (idc, hurst, intervals, bursts, contract, goodput, fairness, sanity; equal results), or of a "
-           "run directory's raw/wire.pcap (idc, hurst, intervals, bursts, contract); auto (default): chunked for a "
-           "capture of 256 MiB or more", choices=("auto", "memory", "chunked")),
+           "run directory's raw/wire.pcap (idc, hurst, intervals, bursts, contract, goodput, fairness); auto "
+           "(default): chunked for a capture of 256 MiB or more", choices=("auto", "memory", "chunked")),
 )
 _IDC = (
     Option("--points", "points", 30, int, "bin lengths t, log-spaced (default 30)"),

@@ -115,10 +115,11 @@ class Coverage:
         self.group, self.start, self.end = group[order], start[order], end[order]
 
 
-def wire_bytes(capture: CaptureChunks, labels: StreamLabels, window: Window) -> pd.Series:
+def wire_bytes(capture: CaptureChunks, labels: StreamLabels, window: Window, need_frames: bool = True) -> pd.Series:
     """Unique payload bytes first seen within the window, per kept stream in name order (0 for a
     stream without any), as hostwire.metrics.compute's bare-capture path gives them; the same
-    error when no frame of a kept stream lies in the window."""
+    error when no frame of a kept stream lies in the window (unless not `need_frames`: on a run
+    the logs name the streams, and a window without frames gives them 0)."""
     names = labels.names
     cover = Coverage(len(names))
     total = np.zeros(len(names), dtype=np.int64)
@@ -140,6 +141,6 @@ def wire_bytes(capture: CaptureChunks, labels: StreamLabels, window: Window) -> 
         # float sums of one chunk's bytes stay far below 2**53: exact
         total += np.bincount(stream[is_data][counted], weights=new[counted],
                              minlength=len(names)).astype(np.int64)
-    if not any_in_window:
+    if need_frames and not any_in_window:
         raise InputError(f"no TCP frames in the window {window.describe()}")
     return pd.Series(total, index=pd.Index(names, dtype=object), dtype=np.int64)

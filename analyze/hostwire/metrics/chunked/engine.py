@@ -10,13 +10,15 @@ hostwire.metrics.chunked.sanity; like the in-memory path it reads a damaged capt
 damage without --partial, counts the damage and marks the table); its results equal the in-memory
 path's (analyze/tests/test_metrics_chunked.py).
 
-On a run directory it reads raw/wire.pcap for idc, hurst, intervals, bursts and the wire contract
-(hostwire.metrics.chunked.runs.RUN_KINDS) with the in-memory path's run semantics: stamps on the
+On a run directory it reads raw/wire.pcap for idc, hurst, intervals, bursts, the wire contract,
+goodput and fairness (hostwire.metrics.chunked.runs.RUN_KINDS) with the in-memory path's run semantics: stamps on the
 run's clock (wirecap.json's clock pairs), the run's window, damage, warnings and mark from
 hostwire.metrics.inputs.view (fed with the capture's facts found in chunks), --stream checked
 against the run's logs, intervals' write-gap rows from the logs, the contract's link rate from the
-manifest (analyze/tests/test_metrics_chunked_run.py). goodput, fairness and sanity of a run read
-the receivers' logs, its status and its clocks too: they stay in memory.
+manifest, goodput's and fairness' streams those the logs name with the wire figure of
+hostwire.metrics.chunked.delivered beside the receivers' reads from the logs
+(analyze/tests/test_metrics_chunked_run.py). sanity of a run checks its logs, status and clocks
+too: it stays in memory.
 
 `auto` takes the chunked path for a capture (a run's raw/wire.pcap) of AUTO_BYTES or more; what it
 does not serve (a Parquet table, a Run object, a run without a capture, the kinds above on a run,
@@ -39,11 +41,11 @@ from hostwire.linkrate import link_rate
 from hostwire.metrics import cells, fairness, goodput, hurst
 from hostwire.metrics import intervals as mem_intervals
 from hostwire.metrics.chunked import bursts, contract, delivered, idc, intervals, runs, sanity
-from hostwire.metrics.chunked.labels import LABEL_COLUMNS, data_chunks, scan
+from hostwire.metrics.chunked.labels import EP_SPAN, LABEL_COLUMNS, data_chunks, scan
 from hostwire.metrics.chunked.progress import Progress
 from hostwire.metrics.damage import from_attrs, partial_hint
 from hostwire.metrics.idc import t_grid
-from hostwire.metrics.inputs import open_input
+from hostwire.metrics.inputs import Source, open_input
 from hostwire.metrics.needs import needs_of
 from hostwire.metrics.window import Window, narrow
 from hostwire.read.pcapchunks import CaptureChunks
@@ -162,11 +164,15 @@ def _compute_run(kind: str, args: Any) -> pd.DataFrame | None:
             source = open_input(run, keep_damaged=bool(getattr(args, "partial", False)), needs=needs,
                                 wire=runs.wire_facts(capture))
             window = narrow(source.window, args.from_s, args.to_s)
-            labels = scan(capture, args.stream)
-            # as in memory: --stream must also name a stream of the run's logs
-            names = _run_streams(source, args.stream)
-            writes = _writes(source, names if args.stream else None)
-            table = _compute(kind, args, capture, labels, window, source.manifest)
+            writes = None
+            if kind in ("goodput", "fairness"):
+                table = _delivered_on_run(kind, args, capture, source, window)
+            else:
+                labels = scan(capture, args.stream)
+                # as in memory: --stream must also name a stream of the run's logs
+                names = _run_streams(source, args.stream)
+                writes = _writes(source, names if args.stream else None)
+                table = _compute(kind, args, capture, labels, window, source.manifest)
         except NotImplementedError as why:
             log.info("%s: %s: computed in memory", capture.path, why)
             return None
@@ -177,6 +183,37 @@ def _compute_run(kind: str, args: Any) -> pd.DataFrame | None:
     table.attrs.update(warnings=list(source.warnings), damaged_sources=[d.as_dict() for d in source.damaged],
                        marked=bool(source.damaged or source.window_cut))
     return table
+
+
+def _delivered_on_run(kind: str, args: Any, capture: CaptureChunks, source: Source, window: Window) -> pd.DataFrame:
+    """goodput or fairness of a run as hostwire.metrics.compute._delivered gives them: the wire
+    figure from the capture in one pass (every TCP stream's coverage, since a byte's first
+    crossing may lie before the window), the receivers' reads from their logs, which are small."""
+    from hostwire.metrics.compute import _app_bytes, _logs_name_streams, _run_streams
+
+    names = _run_streams(source, args.stream) if _logs_name_streams(source) else None
+    app = _app_bytes(source, window, names)
+    if names is None:  # a program recorded by `hostwire record`: its streams are the capture's
+        wire = delivered.wire_bytes(capture, scan(capture, args.stream), window)
+    else:
+        wire = _run_wire_bytes(capture, window, names)
+    if kind == "fairness":
+        return fairness.df_fairness(wire, app)
+    return goodput.df_goodput(wire, window, app)
+
+
+def _run_wire_bytes(capture: CaptureChunks, window: Window, names: list[str]) -> pd.Series:
+    """The wire figure of the streams the run's logs name: 0 for one the capture lacks or that
+    put no new byte on the wire within the window, and for all of them without a TCP frame."""
+    if len(capture.addresses) > EP_SPAN >> 16:
+        # scan's InputError would read as "no TCP frame" here: the in-memory path labels them
+        raise NotImplementedError(f"more than {EP_SPAN >> 16} addresses")
+    try:
+        labels = scan(capture)
+    except InputError:  # no TCP frame at all
+        return pd.Series(0, index=sorted(names), dtype=np.int64)
+    per = delivered.wire_bytes(capture, labels, window, need_frames=False)
+    return per.reindex(sorted(set(names)), fill_value=0).astype(np.int64)
 
 
 def _with_write_gaps(table: pd.DataFrame, writes: pd.DataFrame, window: Window, args: Any) -> pd.DataFrame:

@@ -2,8 +2,8 @@
 mapped onto the run's clock with wirecap.json's clock pairs (as hostwire.run.Run.df_frames maps
 them), and the run's view (hostwire.metrics.inputs.view: window, logs, damage, warnings) built from
 facts of the capture found in passes over its chunks instead of from its frame table. The kinds a
-run serves here are those whose run semantics are the capture's within the run's window:
-RUN_KINDS."""
+run serves here are those whose run semantics are the capture's within the run's window, and
+goodput and fairness, whose receivers' figure comes from the run's small logs: RUN_KINDS."""
 
 from __future__ import annotations
 
@@ -18,11 +18,9 @@ from hostwire.metrics.inputs import WireFacts
 from hostwire.read.pcapchunks import CaptureChunks
 from hostwire.run import Run
 
-RUN_KINDS = ("idc", "hurst", "intervals", "bursts", "contract")
+RUN_KINDS = ("idc", "hurst", "intervals", "bursts", "contract", "goodput", "fairness")
 # one line each: why a kind the chunked path serves on a capture stays in memory on a run
 IN_MEMORY_ON_A_RUN = {
-    "goodput": "goodput on a run directory is computed in memory (it counts the receivers' reads too)",
-    "fairness": "fairness on a run directory is computed in memory (it counts the receivers' reads too)",
     "sanity": "sanity on a run directory is computed in memory (it checks the run's logs, clocks and status)",
 }
 
