@@ -111,6 +111,14 @@ def test_calibration_recovers_the_line(capacity: float, weight: float) -> None:
     assert got.sender_weight == pytest.approx(weight, rel=1e-9)
 
 
+def test_calibration_of_unshaped_runs_without_a_wire_busy_share_column() -> None:
+    # the summary of a campaign whose links were never shaped has no such column at all
+    key = (0.05, "none", "100mbit", 1000)
+    summary = _calibration_summary(176e6, 0.713, key).drop(columns="wire_busy_share")
+    got = cal.calibrate(summary, key, "synthetic")
+    assert got.sender_weight == pytest.approx(0.713, rel=1e-9) and got.wire_efficiency == 1.0
+
+
 def test_calibration_without_a_cpu_limit_and_the_wire_efficiency() -> None:
     key = (0.0, "tbf-peak", "10mbit", 1000)
     wire = _calibration_summary(1e9, 1.0, key).assign(limit="wire", goodput_bit_s=9.4e6, wire_busy_share=0.9837)

@@ -107,8 +107,10 @@ def calibrate(summary: pd.DataFrame, key: tuple[float, str, str, int], source: s
     lines = tuple((int(m), *cpu_line(runs)) for m, runs in cpu_runs.groupby("senders"))
     measured = [line for line in lines if math.isfinite(line[1])]
     _, capacity, weight = measured[0] if measured else lines[0]
-    unlimited = own[own["limit"].ne("cpu") & own["wire_busy_share"].notna()]
-    efficiency = float(unlimited["wire_busy_share"].max()) if len(unlimited) else 1.0
+    # a campaign whose links were never shaped has no wire busy share at all: the wire is no server
+    busy = own["wire_busy_share"] if "wire_busy_share" in own.columns else pd.Series(np.nan, index=own.index)
+    unlimited = busy[own["limit"].ne("cpu") & busy.notna()]
+    efficiency = float(unlimited.max()) if len(unlimited) else 1.0
     return Calibration(capacity, weight, efficiency, source, tuple(measured))
 
 
