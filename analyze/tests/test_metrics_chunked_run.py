@@ -282,7 +282,7 @@ def test_goodput_of_a_run_without_tcp_in_its_window(frames: pd.DataFrame, case: 
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A capture of the clock exchanges only, or one whose TCP frames all precede the window:
     the run's stream is on the wire at 0 bytes (no error: the logs name the streams), its
-    receivers' reads stand beside it, as in memory."""
+    receivers' reads stand beside it, as in memory; sanity's table equal too."""
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "101")
     keep = frames["proto"].to_numpy() == 17
     if case == "tcp before the window":
@@ -293,6 +293,9 @@ def test_goodput_of_a_run_without_tcp_in_its_window(frames: pd.DataFrame, case: 
         assert_same_run(memory, chunked)
     wire = chunked.set_index("stream")["wire_bytes"]
     assert list(wire.index) == [RUN_STREAM, "all"] and wire.sum() == 0 and chunked["bytes"].iloc[0] > 0
+    memory, chunked = sanity_both(run)  # sanity too: no TCP counters, or none in the window
+    assert_same_run(memory, chunked)
+    assert counters(chunked)["goodput_wire_bit_s"] == 0
 
 
 SYNC_PORT = 41396  # the receiver's UDP port of the fixture's clock exchange (bench.json)

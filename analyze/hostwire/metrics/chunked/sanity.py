@@ -1,13 +1,15 @@
-"""`hostwire metrics sanity` on a capture file over chunks of its rows: the table of
-hostwire.metrics.sanity.df_sanity for a bare capture (no manifest, no receivers' logs, no clock
-exchange), counter for counter, in memory that grows with the streams and directions, not with
-the frames.
+"""`hostwire metrics sanity` on a capture file or a run's capture over chunks of its rows: the
+table of hostwire.metrics.sanity.df_sanity, counter for counter, in memory that grows with the
+streams and directions, not with the frames. On a run the manifest, the receivers' reads and the
+clock exchange are small and taken as in memory; of the capture the wire clock check needs only
+the clock exchange's datagrams, which the second pass collects.
 
 After the streams are found (hostwire.metrics.chunked.labels.scan, every TCP connection: sanity
 takes no --stream), a first pass over the whole capture notes per (stream, direction) the scale
 its last SYN offered (the in-memory rule reads every SYN, even one after the window) and per stream
 the sequence number of its first data frame in the window (the base of the bytes in flight).
-The second pass, from the capture's start to the window's end, carries from chunk to chunk:
+The second pass, from the capture's start to the window's end (to the capture's end on a run
+with a clock exchange: its closing exchange follows the window), carries from chunk to chunk:
 - per (source, destination) address pair: the stamp and wire length of its last frame in the
   window (a gap straddling a chunk boundary is judged like any other) and its gap counts;
 - per stream: the covered byte ranges of hostwire.metrics.chunked.delivered (retransmissions and
