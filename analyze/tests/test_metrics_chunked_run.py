@@ -4,7 +4,8 @@ CLOCK_REALTIME (wirecap.json's clock pairs map them onto the run's clock, with a
 before and after the run's logging window, a UDP flow and a TCP flow that are not the run's, all
 read in chunks of a few hundred rows; the run's stream made lossy (retransmissions across chunk
 bounds and the window's start) for goodput and fairness; an incomplete run whose window ends at
-its last payload frame; a capture cut short or changed after the run."""
+its last payload frame; a capture cut short or changed after the run; sanity with the run's clock
+exchange on the wire and loss counters in its manifest."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from hostwire.manifest import seal
 from hostwire.metrics import synth, table
 from hostwire.metrics.chunked import engine
 from hostwire.metrics.options import default_options
+from hostwire.run import load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
 from test_metrics_chunked import FIXTURE_PCAP, MS, assert_same, write_pcap  # noqa: E402
@@ -72,9 +74,11 @@ def record(run: Path, relative: str, manifest: dict) -> None:
     manifest["raw_digests"][relative] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
 
 
-def make_run(base: Path, frames: pd.DataFrame, status: str = "complete", logs: bool = True) -> Path:
+def make_run(base: Path, frames: pd.DataFrame, status: str = "complete", logs: bool = True,
+             losses: dict | None = None) -> Path:
     """The fixture run with `frames` (run clock) as its capture, stamped on CLOCK_REALTIME, its
-    digests recorded, a link of 100 Mbit/s and the manifest sealed again."""
+    digests recorded, a link of 100 Mbit/s, `losses` over the manifest's and the manifest sealed
+    again."""
     run = base / "run"
     shutil.copytree(FIXTURE_RUN, run)
     write_pcap(frames.assign(t_ns=to_realtime(frames["t_ns"].to_numpy())), run / "raw" / "wire.pcap")
@@ -85,6 +89,7 @@ def make_run(base: Path, frames: pd.DataFrame, status: str = "complete", logs: b
     manifest = json.loads((run / "manifest.json").read_text())
     for relative in ("raw/wire.pcap", "raw/wirecap.json"):
         record(run, relative, manifest)
+    manifest["losses"].update(losses or {})
     manifest["point"]["link_rate"] = "100mbit"  # not the guess without a manifest: contract takes the run's
     if status != "complete":
         manifest["status"], manifest["reason"] = status, "interrupted"
@@ -206,22 +211,17 @@ def test_damaged_run_capture_as_in_memory(run: Path, tmp_path: Path, monkeypatch
 
 
 def test_engine_on_a_run(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """auto measures the run's capture; what a run does not serve stays in memory (auto) or is
-    refused in one line (--engine chunked)."""
+    """auto measures the run's capture, sanity too; what a run does not serve stays in memory
+    (auto) or is refused in one line (--engine chunked)."""
     args = default_options("idc")
     args.input = run
     assert not engine.wanted("idc", args)
     monkeypatch.setattr(engine, "AUTO_BYTES", (run / "raw" / "wire.pcap").stat().st_size)
     assert engine.wanted("idc", args)
-    for kind in ("goodput", "fairness"):
+    for kind in ("goodput", "fairness", "sanity"):
         other = default_options(kind)
         other.input, other.engine = run, "auto"
         assert engine.wanted(kind, other)
-    other = default_options("sanity")
-    other.input, other.engine = run, "auto"
-    assert not engine.wanted("sanity", other)
-    with pytest.raises(UsageError, match="--engine chunked: sanity on a run directory is computed in memory"):
-        table("sanity", run, engine="chunked")
     with pytest.raises(UsageError, match="--mbs"):
         table("contract", run, engine="chunked", mbs=4)
 
@@ -282,7 +282,7 @@ def test_goodput_of_a_run_without_tcp_in_its_window(frames: pd.DataFrame, case: 
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A capture of the clock exchanges only, or one whose TCP frames all precede the window:
     the run's stream is on the wire at 0 bytes (no error: the logs name the streams), its
-    receivers' reads stand beside it, as in memory."""
+    receivers' reads stand beside it, as in memory; sanity's table equal too."""
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "101")
     keep = frames["proto"].to_numpy() == 17
     if case == "tcp before the window":
@@ -293,3 +293,139 @@ def test_goodput_of_a_run_without_tcp_in_its_window(frames: pd.DataFrame, case: 
         assert_same_run(memory, chunked)
     wire = chunked.set_index("stream")["wire_bytes"]
     assert list(wire.index) == [RUN_STREAM, "all"] and wire.sum() == 0 and chunked["bytes"].iloc[0] > 0
+    memory, chunked = sanity_both(run)  # sanity too: no TCP counters, or none in the window
+    assert_same_run(memory, chunked)
+    assert counters(chunked)["goodput_wire_bit_s"] == 0
+
+
+SYNC_PORT = 41396  # the receiver's UDP port of the fixture's clock exchange (bench.json)
+
+
+def with_clock_exchange(frames: pd.DataFrame) -> pd.DataFrame:
+    """`frames` with the datagrams of the fixture's clock exchanges (raw/bench/main.tsv, before and
+    after the window, outside the other frames' span): each request 20 us after its t1, each
+    reply 30 us before its t4, so the wire clock check matches every exchange."""
+    sync = load_run(FIXTURE_RUN).df_clock_sync()
+    t1, t4 = sync["t1_ns"].to_numpy().astype(np.int64), sync["t4_ns"].to_numpy().astype(np.int64)
+    zeros = np.zeros(len(t1), np.int64)
+    requests = synth.frame_table(t1 + 20_000, zeros + 16, zeros, zeros, synth.SENDER, synth.RECEIVER, 50000,
+                                 SYNC_PORT, headers=28)
+    replies = synth.frame_table(t4 - 30_000, zeros + 32, zeros, zeros, synth.RECEIVER, synth.SENDER, SYNC_PORT,
+                                50000, headers=28)
+    udp = pd.concat([requests, replies], ignore_index=True).assign(proto=np.uint8(17))
+    return synth.concat([frames, udp])
+
+
+@pytest.fixture(scope="module")
+def clock_run(frames: pd.DataFrame, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_run(tmp_path_factory.mktemp("chunked-clock-run"), with_clock_exchange(frames))
+
+
+def sanity_both(path: Path, **options: object) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both engines' sanity tables, the chunked one from the chunked path itself (never its
+    fallback to memory)."""
+    args = default_options("sanity")
+    for key, value in options.items():
+        setattr(args, key, value)
+    args.input, args.engine = path, "chunked"
+    chunked = engine.compute("sanity", args)
+    assert chunked is not None
+    return table("sanity", path, engine="memory", **options), chunked
+
+
+def counters(sanity_table: pd.DataFrame) -> dict[str, float]:
+    return dict(zip(sanity_table["counter"], sanity_table["value"]))
+
+
+SANITY_CASES = [{}, {"link_rate": "1gbit"}, {"link_rate": "10mbit"}, {"tolerance": 0.5},
+                {"max_retransmit_share": 0.0}, {"max_retransmit_share": 0.5, "frame_overhead": 24},
+                {"from_s": 0.05, "to_s": 0.3}, {"from_s": 0.1, "link_rate": "40mbit", "tolerance": 0.0},
+                {"stream": ["43546"]}]
+
+
+@pytest.mark.parametrize("options", SANITY_CASES)
+def test_sanity_of_a_run_equals_memory(clock_run: Path, lossy_run: tuple[Path, pd.DataFrame], options: dict,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The synthetic runs (a clock exchange on the wire; a lossy run stream) in chunks of 257
+    rows: the same table, marking and attrs; the wire clock rows are there and hold."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "257")
+    for path in (clock_run, lossy_run[0]):
+        memory, chunked = sanity_both(path, **options)
+        assert_same_run(memory, chunked)
+    got = counters(sanity_both(clock_run, **options)[1])
+    assert got["check.wire_clock_start"] == 1 and got["check.wire_clock_end"] == 1
+    assert got["wire_clock_bound_ns"] == 25_000
+
+
+def test_sanity_of_a_run_counts_its_streams(clock_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wire goodput of the run's stream only (the capture's other TCP flows are not the
+    run's): goodput's wire figure over the window; the receivers' reads beside it."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "101")
+    got = counters(sanity_both(clock_run)[1])
+    good = table("goodput", clock_run, engine="memory").set_index("stream")
+    assert good.loc["all", "basis"] == "wire" and good.loc["all", "bytes"] > 0
+    assert got["goodput_wire_bit_s"] == good.loc["all", "bit_s"]
+    assert got["goodput_app_bit_s"] == good.loc["all", "app_bit_s"] > 0
+    assert got["frames"] > got["data_frames"]  # the other flows' and the UDP frames count as frames
+
+
+@pytest.mark.parametrize("options", [{}, {"link_rate": "10mbit", "from_s": 0.1}])
+def test_sanity_of_the_recorded_fixture_run(options: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorded run with its clock exchange: the wire clock check's rows in both tables."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "300")
+    memory, chunked = sanity_both(FIXTURE_RUN, **options)
+    assert_same_run(memory, chunked)
+    got = counters(chunked)
+    assert {"wire_clock_residual_ns", "wire_clock_bound_ns", "check.wire_clock_start",
+            "check.wire_clock_end"} <= set(got)
+    assert got["check.wire_clock_start"] == 1 and got["check.wire_clock_end"] == 1
+
+
+def test_sanity_of_an_incomplete_run(frames: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run interrupted inside its window, its logs lost: the window ends at the last payload
+    frame, the run is marked incomplete and cut, as in memory; the clock exchange at its start
+    only."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "257")
+    both_phases = with_clock_exchange(frames)
+    cut = both_phases[both_phases["t_ns"].to_numpy() < W0 + 250 * MS]
+    run = make_run(tmp_path, cut, status="partial", logs=False)
+    for options in ({}, {"link_rate": "1gbit", "to_s": 0.1}):
+        memory, chunked = sanity_both(run, **options)
+        assert_same_run(memory, chunked)
+    got = counters(chunked)
+    assert got["incomplete_run"] == 1 and got["window_cut"] == 1 and got["check.wire_clock_start"] == 1
+    assert chunked.attrs["marked"] and any("incomplete_run" in r for r in chunked.attrs["marked_by"])
+
+
+def test_sanity_of_a_damaged_run_capture(clock_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture cut inside the window and one with a byte changed: sanity reads what it can with
+    or without --partial, counts the damage and marks the run, as in memory."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "257")
+    data = (clock_run / "raw" / "wire.pcap").read_bytes()
+    changed = bytearray(data)
+    changed[-1] ^= 1
+    for damage in (data[:len(data) // 2 + 7], bytes(changed)):
+        damaged = tmp_path / f"run-{len(damage)}"
+        shutil.copytree(clock_run, damaged)
+        (damaged / "raw" / "wire.pcap").write_bytes(damage)
+        for partial in (False, True):
+            memory, chunked = sanity_both(damaged, partial=partial)
+            assert_same_run(memory, chunked)
+            assert chunked.attrs["marked"] and chunked.attrs["damaged_sources"]
+            assert counters(chunked)["damaged_sources"] == 1
+
+
+def test_sanity_of_a_run_with_losses(frames: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nonzero loss counters, an unknown one, a failed check and an uncategorised counter in the
+    manifest: the same counters and marked_by."""
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "257")
+    losses = {"wire_ps_drop": 3, "qdisc_drops": 2, "bench_log_overflow": 1, "sched_clock_check_ok": False,
+              "syscalls_lost_events": None, "mystery": 4}
+    run = make_run(tmp_path, with_clock_exchange(frames), losses=losses)
+    memory, chunked = sanity_both(run)
+    assert_same_run(memory, chunked)
+    marked_by = " | ".join(chunked.attrs["marked_by"])
+    for reason in ("capture_drops 3", "shaper_drops 2", "log_overflows 1", "loss.mystery 4",
+                   "failed_checks 1 (check.sched_clock_check_ok)"):
+        assert reason in marked_by
+    assert counters(chunked)["unknown_losses"] == 1

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError, UsageError
-from hostwire.linkrate import link_rate
+from hostwire.linkrate import LinkRate, link_rate
 from hostwire.metrics import bursts, cells, clockcheck, contract, fairness, goodput, hurst, idc, intervals, sanity
 from hostwire.metrics.inputs import Source, open_input
 from hostwire.metrics.needs import needs_of
@@ -231,18 +231,25 @@ def _sanity(source: Source, window: Window, args: Any) -> tuple[pd.DataFrame, bo
     wire_clock = None
     if frames is not None and source.clock_sync is not None and source.sync_port is not None:
         wire_clock = clockcheck.df_wire_clock_check(frames, source.clock_sync, source.sync_port, window)
+    context = sanity_context(source, args, link)
+    table = sanity.df_sanity(frames, labelled, window, rate, source.manifest, args.tolerance, wire_clock, context)
+    marked = bool(table.loc[table["counter"] == "marked", "value"].iloc[0])
+    return table, marked
+
+
+def sanity_context(source: Source, args: Any, link: LinkRate) -> sanity.Context:
+    """What sanity knows of INPUT beyond its frames and manifest: on a run its status, window,
+    damage, data streams (those its logs name) and their receivers' reads. The chunked engine
+    takes a run's from here too, so both engines judge it alike."""
     names = _run_streams(source, None) if source.is_run else None
     received = source.received
     if received is not None and "stream" in received.columns and names is not None:
         received = received[received["stream"].astype(str).isin(set(names)).to_numpy()]
-    context = sanity.Context(
+    return sanity.Context(
         status=source.status, reason=source.reason, window_cut=source.window_cut,
         planned_window=source.planned_window, damaged=source.damaged, received=received, streams=names,
         link_rate_known=link.enforced, link_unbounded=link.unbounded, frame_overhead=args.frame_overhead,
         max_retransmit_share=args.max_retransmit_share, base=str(source.path) if source.is_run else "")
-    table = sanity.df_sanity(frames, labelled, window, rate, source.manifest, args.tolerance, wire_clock, context)
-    marked = bool(table.loc[table["counter"] == "marked", "value"].iloc[0])
-    return table, marked
 
 
 def table(kind: str, run_or_path: Run | str | Path, **options: Any) -> pd.DataFrame:

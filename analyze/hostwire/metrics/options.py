@@ -94,7 +94,7 @@ COMMON = (
     Option("--engine", "engine", "auto", str,
            "memory: read the whole input at once; chunked: passes over chunks of a capture file in bounded "
            "memory (idc, hurst, intervals, bursts, contract, goodput, fairness, sanity; equal results), or of a "
-           "run directory's raw/wire.pcap (idc, hurst, intervals, bursts, contract, goodput, fairness); auto "
+           "run directory's raw/wire.pcap (the same kinds); auto "
            "(default): chunked for a capture of 256 MiB or more", choices=("auto", "memory", "chunked")),
 )
 _IDC = (

@@ -10,21 +10,22 @@ hostwire.metrics.chunked.sanity; like the in-memory path it reads a damaged capt
 damage without --partial, counts the damage and marks the table); its results equal the in-memory
 path's (analyze/tests/test_metrics_chunked.py).
 
-On a run directory it reads raw/wire.pcap for idc, hurst, intervals, bursts, the wire contract,
-goodput and fairness (hostwire.metrics.chunked.runs.RUN_KINDS) with the in-memory path's run semantics: stamps on the
-run's clock (wirecap.json's clock pairs), the run's window, damage, warnings and mark from
-hostwire.metrics.inputs.view (fed with the capture's facts found in chunks), --stream checked
-against the run's logs, intervals' write-gap rows from the logs, the contract's link rate from the
-manifest, goodput's and fairness' streams those the logs name with the wire figure of
-hostwire.metrics.chunked.delivered beside the receivers' reads from the logs
-(analyze/tests/test_metrics_chunked_run.py). sanity of a run checks its logs, status and clocks
-too: it stays in memory.
+On a run directory it reads raw/wire.pcap for every kind above with the in-memory path's run
+semantics: stamps on the run's clock (wirecap.json's clock pairs), the run's window, damage,
+warnings and mark from hostwire.metrics.inputs.view (fed with the capture's facts found in
+chunks), --stream checked against the run's logs, intervals' write-gap rows from the logs, the
+contract's link rate from the manifest, goodput's and fairness' streams those the logs name with
+the wire figure of hostwire.metrics.chunked.delivered beside the receivers' reads from the logs;
+sanity with the run's link rate, manifest loss counters, status, window cut, damage (the logs'
+too), the wire goodput of the streams the logs name, the receivers' reads and the wire clock
+check against the clock exchange, whose few datagrams a chunk pass collects
+(analyze/tests/test_metrics_chunked_run.py).
 
 `auto` takes the chunked path for a capture (a run's raw/wire.pcap) of AUTO_BYTES or more; what it
-does not serve (a Parquet table, a Run object, a run without a capture, the kinds above on a run,
-another kind, --mbs, --cells-from write, a cell time that is not a whole number of ns, an SCR or
-PCR above the line cell rate, a sanity table of a capture with more addresses than the stream
-labels take, a run whose wirecap.json or capture cannot be read at all) goes in memory."""
+does not serve (a Parquet table, a Run object, a run without a capture, another kind, --mbs,
+--cells-from write, a cell time that is not a whole number of ns, an SCR or PCR above the line
+cell rate, a sanity table of a capture with more addresses than the stream labels take, a run
+whose wirecap.json or capture cannot be read at all) goes in memory."""
 
 from __future__ import annotations
 
@@ -72,10 +73,7 @@ def _served(kind: str, args: Any) -> str | None:
     """Why the chunked path cannot serve this call (None: it can)."""
     if kind not in KINDS:
         return f"{kind} is computed in memory (the chunked path serves {', '.join(KINDS)})"
-    if runs.run_capture(args.input) is not None:
-        if kind not in runs.RUN_KINDS:
-            return runs.IN_MEMORY_ON_A_RUN[kind]
-    elif not _is_capture(args.input):
+    if runs.run_capture(args.input) is None and not _is_capture(args.input):
         return ("the chunked path reads a capture file (pcap or pcapng) or a run directory with raw/wire.pcap, "
                 "not a table, a Run object or a run without a capture")
     if kind == "contract" and (args.mbs is not None or args.cells_from != "wire"):
@@ -161,11 +159,14 @@ def _compute_run(kind: str, args: Any) -> pd.DataFrame | None:
         try:
             if capture.rows == 0:
                 return None
-            source = open_input(run, keep_damaged=bool(getattr(args, "partial", False)), needs=needs,
-                                wire=runs.wire_facts(capture))
+            # sanity always reads what it can and counts the damage, as in memory
+            keep_damaged = bool(getattr(args, "partial", False)) or kind == "sanity"
+            source = open_input(run, keep_damaged=keep_damaged, needs=needs, wire=runs.wire_facts(capture))
             window = narrow(source.window, args.from_s, args.to_s)
             writes = None
-            if kind in ("goodput", "fairness"):
+            if kind == "sanity":
+                table = sanity.df_sanity(capture, window, args, list(source.damaged), source)
+            elif kind in ("goodput", "fairness"):
                 table = _delivered_on_run(kind, args, capture, source, window)
             else:
                 labels = scan(capture, args.stream)
@@ -180,8 +181,10 @@ def _compute_run(kind: str, args: Any) -> pd.DataFrame | None:
             progress.close()
     if kind == "intervals" and writes is not None:
         table = _with_write_gaps(table, writes, window, args)
+    # sanity's mark is its table's, as on a capture
+    marked = bool(table.attrs["marked_by"]) if kind == "sanity" else bool(source.damaged or source.window_cut)
     table.attrs.update(warnings=list(source.warnings), damaged_sources=[d.as_dict() for d in source.damaged],
-                       marked=bool(source.damaged or source.window_cut))
+                       marked=marked)
     return table
 
 

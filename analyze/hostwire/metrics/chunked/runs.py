@@ -1,9 +1,9 @@
 """A run directory on the chunked path: the run's capture (raw/wire.pcap) read in chunks, its stamps
 mapped onto the run's clock with wirecap.json's clock pairs (as hostwire.run.Run.df_frames maps
 them), and the run's view (hostwire.metrics.inputs.view: window, logs, damage, warnings) built from
-facts of the capture found in passes over its chunks instead of from its frame table. The kinds a
-run serves here are those whose run semantics are the capture's within the run's window, and
-goodput and fairness, whose receivers' figure comes from the run's small logs: RUN_KINDS."""
+facts of the capture found in passes over its chunks instead of from its frame table. Every kind
+the chunked path serves on a capture it serves on a run too: what a run adds (its logs, manifest
+and clock exchange) is small and read as in memory."""
 
 from __future__ import annotations
 
@@ -17,13 +17,6 @@ from hostwire.metrics.damage import DamagedSource, from_attrs
 from hostwire.metrics.inputs import WireFacts
 from hostwire.read.pcapchunks import CaptureChunks
 from hostwire.run import Run
-
-RUN_KINDS = ("idc", "hurst", "intervals", "bursts", "contract", "goodput", "fairness")
-# one line each: why a kind the chunked path serves on a capture stays in memory on a run
-IN_MEMORY_ON_A_RUN = {
-    "sanity": "sanity on a run directory is computed in memory (it checks the run's logs, clocks and status)",
-}
-
 
 def run_capture(value: Any) -> Path | None:
     """raw/wire.pcap of a run directory (None for anything else, or a run without a capture)."""

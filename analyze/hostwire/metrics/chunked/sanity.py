@@ -1,13 +1,15 @@
-"""`hostwire metrics sanity` on a capture file over chunks of its rows: the table of
-hostwire.metrics.sanity.df_sanity for a bare capture (no manifest, no receivers' logs, no clock
-exchange), counter for counter, in memory that grows with the streams and directions, not with
-the frames.
+"""`hostwire metrics sanity` on a capture file or a run's capture over chunks of its rows: the
+table of hostwire.metrics.sanity.df_sanity, counter for counter, in memory that grows with the
+streams and directions, not with the frames. On a run the manifest, the receivers' reads and the
+clock exchange are small and taken as in memory; of the capture the wire clock check needs only
+the clock exchange's datagrams, which the second pass collects.
 
 After the streams are found (hostwire.metrics.chunked.labels.scan, every TCP connection: sanity
 takes no --stream), a first pass over the whole capture notes per (stream, direction) the scale
 its last SYN offered (the in-memory rule reads every SYN, even one after the window) and per stream
 the sequence number of its first data frame in the window (the base of the bytes in flight).
-The second pass, from the capture's start to the window's end, carries from chunk to chunk:
+The second pass, from the capture's start to the window's end (to the capture's end on a run
+with a clock exchange: its closing exchange follows the window), carries from chunk to chunk:
 - per (source, destination) address pair: the stamp and wire length of its last frame in the
   window (a gap straddling a chunk boundary is judged like any other) and its gap counts;
 - per stream: the covered byte ranges of hostwire.metrics.chunked.delivered (retransmissions and
@@ -27,10 +29,11 @@ import pandas as pd
 
 from hostwire.errors import InputError
 from hostwire.linkrate import link_rate
-from hostwire.metrics import sanity
+from hostwire.metrics import clockcheck, sanity
 from hostwire.metrics.chunked.delivered import Coverage
 from hostwire.metrics.chunked.labels import EP_SPAN, LABEL_COLUMNS, StreamLabels, is_tcp, scan
 from hostwire.metrics.damage import DamagedSource
+from hostwire.metrics.inputs import Source
 from hostwire.metrics.sanity import TCP_ACK, TCP_RST, TCP_SYN
 from hostwire.metrics.streams import TCP
 from hostwire.metrics.window import Window
@@ -162,7 +165,7 @@ class Streams:
         self.data_frames = self.retransmitted = self.reverse_frames = self.zero_windows = 0
         self.min_window = np.inf
         self.max_flight: int | None = None
-        self.new_bytes = 0
+        self.new_bytes = np.zeros(n, dtype=np.int64)  # per stream: a run's wire figure keeps its own streams
         self.sums = dict(wire_len=0, payload=0, largest_payload=0, shaped_frames=0, shaped_wire_len=0)
 
     def feed(self, c: Chunk, stream: np.ndarray, data_dir: np.ndarray, inside: np.ndarray) -> None:
@@ -173,7 +176,9 @@ class Streams:
         counted = inside[is_data]
         self.data_frames += int(counted.sum())
         self.retransmitted += int(retransmit[counted].sum())
-        self.new_bytes += int(new[counted].sum())
+        # float sums of one chunk's bytes stay far below 2**53: exact
+        self.new_bytes += np.bincount(stream[is_data][counted], weights=new[counted],
+                                      minlength=len(self.new_bytes)).astype(np.int64)
         wire = c["wire_len"].astype(np.int64)
         data_in = is_data & inside
         self.sums["wire_len"] += int(wire[data_in].sum())
@@ -235,12 +240,17 @@ class Streams:
         return sanity.DataSums(data_frames=self.data_frames, **self.sums)
 
 
-def df_sanity(capture: CaptureChunks, window: Window, args: Any, damaged: list[DamagedSource]) -> pd.DataFrame:
+def df_sanity(capture: CaptureChunks, window: Window, args: Any, damaged: list[DamagedSource],
+              source: Source | None = None) -> pd.DataFrame:
     """The sanity table of hostwire.metrics.compute for this capture (its window, the options
     --link-rate, --tolerance, --frame-overhead, --max-retransmit-share; --stream plays no part, as
-    in memory). NotImplementedError for more addresses than the stream labels take."""
+    in memory). `source`: the run whose capture it is (its view on the chunked path): the link
+    rate, loss counters, status, receivers' reads and clock exchange are the run's, and the wire
+    goodput counts only the streams its logs name. NotImplementedError for more addresses than
+    the stream labels take."""
     sanity.check_options(args.max_retransmit_share, args.frame_overhead)
-    link = link_rate(None, args.link_rate)
+    manifest = source.manifest if source is not None else None
+    link = link_rate(manifest, args.link_rate)
     if not link.unbounded:
         sanity.check_tolerance(args.tolerance)
     if len(capture.addresses) > EP_SPAN >> 16:
@@ -249,21 +259,32 @@ def df_sanity(capture: CaptureChunks, window: Window, args: Any, damaged: list[D
         labels: StreamLabels | None = scan(capture)
     except InputError:  # no TCP frame: gaps of the directions carrying payload, TCP counters zero
         labels = None
-    ctx = sanity.Context(damaged=damaged, link_rate_known=link.enforced, link_unbounded=link.unbounded,
-                         frame_overhead=args.frame_overhead, max_retransmit_share=args.max_retransmit_share)
+    if source is None:
+        ctx = sanity.Context(damaged=damaged, link_rate_known=link.enforced, link_unbounded=link.unbounded,
+                             frame_overhead=args.frame_overhead, max_retransmit_share=args.max_retransmit_share)
+    else:
+        from hostwire.metrics.compute import sanity_context
+
+        ctx = sanity_context(source, args, link)
+    sync_port = source.sync_port if source is not None and source.clock_sync is not None else None
     streams = None
     if labels is not None:
         offered, flight_base = _first_pass(capture, labels, window)
         streams = Streams(len(labels.names), offered, flight_base)
     gaps = Gaps(link.bps, args.tolerance)
     frames = 0
+    clock: list[pd.DataFrame] = []
     span = len(capture.addresses)
     for chunk in capture.time_ordered((*LABEL_COLUMNS, *COLUMNS)):
         t = chunk["t_ns"]
         if len(t) == 0:
             continue
+        if sync_port is not None:
+            clock.append(_clock_frames(chunk, sync_port))
         if t[0] > window.end_ns:
-            break  # time order: nothing later is in the window or before it
+            if sync_port is None:
+                break  # time order: nothing later is in the window or before it
+            continue  # the clock exchange at the run's end lies after the window
         inside = (t >= window.start_ns) & (t <= window.end_ns)
         frames += int(inside.sum())
         if streams is None or labels is None:
@@ -281,7 +302,32 @@ def df_sanity(capture: CaptureChunks, window: Window, args: Any, damaged: list[D
     if not link.unbounded:
         counters.update(sanity.gap_counters(*gaps.totals(payload_only=streams is None)))
     counters.update(sanity.NO_TCP_COUNTERS if streams is None else streams.counters())
-    wire = float(streams.new_bytes) if streams is not None else 0.0
+    wire = 0.0
+    if streams is not None and labels is not None:
+        # a run's figure: the streams its logs name (goodput.wire_bytes_per_stream's `streams`)
+        kept = np.ones(len(labels.names), dtype=bool) if ctx.streams is None else \
+            np.isin(np.asarray(labels.names, dtype=object), list(ctx.streams))
+        wire = float(streams.new_bytes[kept].sum())
     sums = (streams.data_sums() if streams is not None else sanity.DataSums()) if link.enforced else None
     goodput_counters, above = sanity.goodput_figures(wire, sums, window, link.bps, ctx)
-    return sanity.assemble(counters, goodput_counters, above, window, None, None, ctx)
+    wire_clock = None
+    if source is not None and sync_port is not None:
+        assert source.clock_sync is not None
+        clock_frames = pd.concat(clock, ignore_index=True) if clock else _clock_frames({}, sync_port)
+        wire_clock = clockcheck.df_wire_clock_check(clock_frames, source.clock_sync, sync_port, window)
+    return sanity.assemble(counters, goodput_counters, above, window, manifest, wire_clock, ctx)
+
+
+CLOCK_COLUMNS = ("t_ns", "proto", "sport", "dport", "payload_len")  # what the wire clock check reads
+
+
+def _clock_frames(chunk: Chunk, port: int) -> pd.DataFrame:
+    """The chunk's datagrams of the clock exchange (requests to the receiver's UDP port, replies
+    from it, by their sizes): the only frames hostwire.metrics.clockcheck looks at."""
+    if not chunk:
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in CLOCK_COLUMNS})
+    payload = chunk["payload_len"]
+    keep = (chunk["proto"] == clockcheck.UDP) & (
+        ((chunk["dport"] == port) & (payload == clockcheck.REQUEST_BYTES))
+        | ((chunk["sport"] == port) & (payload == clockcheck.REPLY_BYTES)))
+    return pd.DataFrame({c: chunk[c][keep] for c in CLOCK_COLUMNS})
