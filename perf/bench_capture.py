@@ -27,7 +27,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "analyze"))
 
-import numpy as np  # noqa: E402
 
 import hostwire  # noqa: E402
 from hostwire.paths import tool  # noqa: E402
