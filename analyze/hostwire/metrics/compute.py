@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError, UsageError
-from hostwire.linkrate import LinkRate, link_rate
+from hostwire.linkrate import link_rate
 from hostwire.metrics import bursts, cells, clockcheck, contract, fairness, goodput, hurst, idc, intervals, sanity
 from hostwire.metrics.inputs import Source, open_input
 from hostwire.metrics.needs import needs_of
 from hostwire.metrics.options import default_options
+from hostwire.metrics.run_streams import app_bytes, logs_name_streams, run_streams, run_writes, sanity_context
 from hostwire.metrics.streams import data_frames, delivered_bytes, label_streams, select_streams, stream_names
 from hostwire.metrics.window import Window, clip, narrow, require_rows
 from hostwire.run import Run
@@ -69,8 +70,8 @@ def _compute(kind: str, source: Source, window: Window, args: Any) -> pd.DataFra
     names = stream_names(labelled)
     # On a run the senders' and receivers' logs name the data streams; a capture also holds the
     # control connection.
-    run_names = _run_streams(source, args.stream) if source.is_run else names
-    writes = _writes(source, run_names if args.stream else None)
+    run_names = run_streams(source, args.stream) if source.is_run else names
+    writes = run_writes(source, run_names if args.stream else None)
     if kind == "intervals":
         if args.hist:
             return intervals.df_interval_histogram(labelled, window, writes, args.per_decade)
@@ -94,8 +95,8 @@ def _compute(kind: str, source: Source, window: Window, args: Any) -> pd.DataFra
 def _from_run_logs(kind: str, source: Source, window: Window, args: Any) -> pd.DataFrame:
     """What the benchmark's logs give without the capture: write intervals and the contract of the
     writes."""
-    names = _run_streams(source, args.stream)
-    writes = _writes(source, names)
+    names = run_streams(source, args.stream)
+    writes = run_writes(source, names)
     if kind == "intervals" and writes is not None:
         wg = intervals.write_gaps(writes, window)
         if len(wg):
@@ -108,39 +109,6 @@ def _from_run_logs(kind: str, source: Source, window: Window, args: Any) -> pd.D
     raise AssertionError("unreachable")
 
 
-def _logs_name_streams(source: Source) -> bool:
-    """A benchmark run: its senders' and receivers' logs name the streams. A program recorded by
-    `hostwire record` has no such logs: its streams are the capture's, as on a bare capture."""
-    return source.is_run and (source.manifest or {}).get("point", {}).get("kind") != "program"
-
-
-def _run_streams(source: Source, wanted: Sequence[str] | None) -> list[str]:
-    known: set[str] = set()
-    for df in (source.writes, source.received):
-        if df is not None and "stream" in df.columns:
-            known |= set(df["stream"].astype(str))
-    if not wanted:
-        return sorted(known)
-    keep = set()
-    for item in wanted:
-        matched = [n for n in known if n == item or (item.isdigit() and item in
-                                                       {n.split(">")[0].rsplit(":", 1)[-1],
-                                                        n.split(">")[-1].rsplit(":", 1)[-1]})]
-        if not matched:
-            raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(sorted(known)) or 'none'}")
-        keep.update(matched)
-    return sorted(keep)
-
-
-def _writes(source: Source, names: Sequence[str] | None) -> pd.DataFrame | None:
-    w = source.writes
-    if w is None or len(w) == 0:
-        return None
-    if names is not None and "stream" in w.columns:
-        w = w[w["stream"].astype(str).isin(set(names)).to_numpy()]
-    return w
-
-
 def _delivered(source: Source, window: Window,
                wanted: Sequence[str] | None) -> tuple[pd.Series | None, pd.Series | None]:
     """Bytes delivered per stream within the window: (wire, app). wire: the unique payload bytes
@@ -148,8 +116,8 @@ def _delivered(source: Source, window: Window,
     app: the receivers' reads within the window, None on a bare capture. On a run both list every
     stream the senders' and receivers' logs name (after --stream), a starved one with 0; on a
     bare capture every TCP connection (after --stream)."""
-    names = _run_streams(source, wanted) if _logs_name_streams(source) else None
-    app = _app_bytes(source, window, names)
+    names = run_streams(source, wanted) if logs_name_streams(source) else None
+    app = app_bytes(source, window, names)
     if source.frames is None:
         if app is None:
             source.need_frames()
@@ -165,17 +133,6 @@ def _delivered(source: Source, window: Window,
         raise InputError(f"no TCP frames in the window {window.describe()}")
     per = goodput.wire_bytes_per_stream(delivered_bytes(labelled), window)
     return per.reindex(sorted(set(stream_names(labelled)) | set(per.index)), fill_value=0).astype(np.int64), None
-
-
-def _app_bytes(source: Source, window: Window, names: Sequence[str] | None) -> pd.Series | None:
-    """The receivers' reads per stream within the window (None without receivers' logs): the
-    streams `names` (a stream without reads at 0), all of the logs' when None."""
-    if source.received is None:
-        return None
-    rec = source.received
-    if "stream" in rec.columns and names is not None:
-        rec = rec[rec["stream"].astype(str).isin(set(names)).to_numpy()]
-    return fairness.bytes_per_stream(rec, window, names)
 
 
 def _contract(source: Source, labelled: pd.DataFrame | None, writes: pd.DataFrame | None, window: Window,
@@ -235,21 +192,6 @@ def _sanity(source: Source, window: Window, args: Any) -> tuple[pd.DataFrame, bo
     table = sanity.df_sanity(frames, labelled, window, rate, source.manifest, args.tolerance, wire_clock, context)
     marked = bool(table.loc[table["counter"] == "marked", "value"].iloc[0])
     return table, marked
-
-
-def sanity_context(source: Source, args: Any, link: LinkRate) -> sanity.Context:
-    """What sanity knows of INPUT beyond its frames and manifest: on a run its status, window,
-    damage, data streams (those its logs name) and their receivers' reads. The chunked engine
-    takes a run's from here too, so both engines judge it alike."""
-    names = _run_streams(source, None) if source.is_run else None
-    received = source.received
-    if received is not None and "stream" in received.columns and names is not None:
-        received = received[received["stream"].astype(str).isin(set(names)).to_numpy()]
-    return sanity.Context(
-        status=source.status, reason=source.reason, window_cut=source.window_cut,
-        planned_window=source.planned_window, damaged=source.damaged, received=received, streams=names,
-        link_rate_known=link.enforced, link_unbounded=link.unbounded, frame_overhead=args.frame_overhead,
-        max_retransmit_share=args.max_retransmit_share, base=str(source.path) if source.is_run else "")
 
 
 def table(kind: str, run_or_path: Run | str | Path, **options: Any) -> pd.DataFrame:

@@ -48,6 +48,7 @@ from hostwire.metrics.damage import from_attrs, partial_hint
 from hostwire.metrics.idc import t_grid
 from hostwire.metrics.inputs import Source, open_input
 from hostwire.metrics.needs import needs_of
+from hostwire.metrics.run_streams import app_bytes, logs_name_streams, run_streams, run_writes
 from hostwire.metrics.window import Window, narrow
 from hostwire.read.pcapchunks import CaptureChunks
 from hostwire.run import load_run
@@ -140,7 +141,6 @@ def _compute_run(kind: str, args: Any) -> pd.DataFrame | None:
     and warnings (hostwire.metrics.inputs.view, fed by hostwire.metrics.chunked.runs), the streams
     checked against the run's logs and the writes' rows of intervals, as hostwire.metrics.compute
     does on a run."""
-    from hostwire.metrics.compute import _run_streams, _writes
 
     run = load_run(args.input)
     ok, pairs = runs.readable(run)
@@ -171,8 +171,8 @@ def _compute_run(kind: str, args: Any) -> pd.DataFrame | None:
             else:
                 labels = scan(capture, args.stream)
                 # as in memory: --stream must also name a stream of the run's logs
-                names = _run_streams(source, args.stream)
-                writes = _writes(source, names if args.stream else None)
+                names = run_streams(source, args.stream)
+                writes = run_writes(source, names if args.stream else None)
                 table = _compute(kind, args, capture, labels, window, source.manifest)
         except NotImplementedError as why:
             log.info("%s: %s: computed in memory", capture.path, why)
@@ -189,13 +189,12 @@ def _compute_run(kind: str, args: Any) -> pd.DataFrame | None:
 
 
 def _delivered_on_run(kind: str, args: Any, capture: CaptureChunks, source: Source, window: Window) -> pd.DataFrame:
-    """goodput or fairness of a run as hostwire.metrics.compute._delivered gives them: the wire
+    """goodput or fairness of a run as hostwire.metrics.compute's _delivered gives them: the wire
     figure from the capture in one pass (every TCP stream's coverage, since a byte's first
     crossing may lie before the window), the receivers' reads from their logs, which are small."""
-    from hostwire.metrics.compute import _app_bytes, _logs_name_streams, _run_streams
 
-    names = _run_streams(source, args.stream) if _logs_name_streams(source) else None
-    app = _app_bytes(source, window, names)
+    names = run_streams(source, args.stream) if logs_name_streams(source) else None
+    app = app_bytes(source, window, names)
     if names is None:  # a program recorded by `hostwire record`: its streams are the capture's
         wire = delivered.wire_bytes(capture, scan(capture, args.stream), window)
     else:

@@ -34,6 +34,7 @@ from hostwire.metrics.chunked.delivered import Coverage
 from hostwire.metrics.chunked.labels import EP_SPAN, LABEL_COLUMNS, StreamLabels, is_tcp, scan
 from hostwire.metrics.damage import DamagedSource
 from hostwire.metrics.inputs import Source
+from hostwire.metrics.run_streams import sanity_context
 from hostwire.metrics.sanity import TCP_ACK, TCP_RST, TCP_SYN
 from hostwire.metrics.streams import TCP
 from hostwire.metrics.window import Window
@@ -263,7 +264,6 @@ def df_sanity(capture: CaptureChunks, window: Window, args: Any, damaged: list[D
         ctx = sanity.Context(damaged=damaged, link_rate_known=link.enforced, link_unbounded=link.unbounded,
                              frame_overhead=args.frame_overhead, max_retransmit_share=args.max_retransmit_share)
     else:
-        from hostwire.metrics.compute import sanity_context
 
         ctx = sanity_context(source, args, link)
     sync_port = source.sync_port if source is not None and source.clock_sync is not None else None
