@@ -97,6 +97,23 @@ def test_sampler_sees_a_cpu_kept_busy(tmp_path: Path) -> None:
     assert float(idle_share.mean()) < 0.15, during
 
 
+def test_iowait_that_falls_is_read_and_counts_no_negative_time(tmp_path: Path) -> None:
+    """The kernel may lower a CPU's iowait between two reads (it revises the idle/iowait split):
+    seen in a real run, 126.63 s then 126.62 s. The file is whole; the interval's shares stay in
+    [0, 1]; a user time that falls is still refused."""
+    def row(t: int, user: int, iowait: int) -> str:
+        values = [t, 0, user, 0, 0, 10_000_000_000, iowait, 0, 0, 0, 0, 0, 0]
+        return "\t".join(map(str, values)) + "\n"
+    head = "# format: hostwire-tsv 1\n# kind: resources\n" + "\t".join(COLUMNS) + "\n"
+    path = tmp_path / "resources.tsv"
+    path.write_text(head + row(0, 0, 126_630_000_000) + row(100_000_000, 50_000_000, 126_620_000_000))
+    use = df_cpu_use(read_resources(path))
+    assert use["busy_share"].iloc[0] == 1.0  # 50 ms busy, no idle time added, none taken away
+    path.write_text(head + row(0, 50_000_000, 0) + row(100_000_000, 40_000_000, 0))
+    with pytest.raises(InputError, match="data line 2: user_ns 40000000 is below the CPU's previous sample"):
+        read_resources(path)
+
+
 def test_reader_errors_name_the_file(tmp_path: Path) -> None:
     wrong = tmp_path / "sched.tsv"
     wrong.write_text("# format: hostwire-tsv 1\n# kind: sched\n" + "\t".join(COLUMNS) + "\n")

@@ -58,6 +58,10 @@ def read_resources(path: str | os.PathLike[str], *, keep_damaged: bool = False) 
 
 
 MAX_CPU = 8191
+# The kernel's iowait count is not monotonic: a CPU's idle time is split into idle and iowait as
+# tasks wait for I/O, and the split is revised, so iowait can fall between two reads
+# (Documentation/filesystems/proc.rst, "iowait ... will decrease in certain conditions").
+MAY_DECREASE = ("iowait",)
 
 
 def _check_ranges(path: str | os.PathLike[str], df: pd.DataFrame) -> None:
@@ -68,8 +72,8 @@ def _check_ranges(path: str | os.PathLike[str], df: pd.DataFrame) -> None:
     bad = np.flatnonzero((cpu < -1) | (cpu > MAX_CPU))
     if len(bad):
         raise InputError(f"{path}: data line {bad[0] + 1}: cpu {cpu[bad[0]]}: expected -1 to {MAX_CPU}")
-    cumulative = ["t_ns", *(f"{name}_ns" for name in CPU_FIELDS), "ctxt"]
-    for column in cumulative + ["procs_running", "procs_blocked"]:
+    cumulative = ["t_ns", *(f"{name}_ns" for name in CPU_FIELDS if name not in MAY_DECREASE), "ctxt"]
+    for column in cumulative + [f"{name}_ns" for name in MAY_DECREASE] + ["procs_running", "procs_blocked"]:
         values = df[column].to_numpy()
         bad = np.flatnonzero(values < 0)
         if len(bad):
@@ -98,6 +102,8 @@ def df_cpu_use(samples: pd.DataFrame) -> pd.DataFrame:
     same[1:] = cpu[1:] == cpu[:-1]
     times = {name: s[f"{name}_ns"].to_numpy() for name in CPU_FIELDS}
     delta = {name: np.diff(values, prepend=0)[same] for name, values in times.items()}
+    for name in MAY_DECREASE:  # a revised split: the time is idle's, counted there
+        delta[name] = np.maximum(delta[name], 0)
     total = sum(delta.values())
     busy = sum(delta[name] for name in BUSY)
     t = s["t_ns"].to_numpy()
