@@ -105,7 +105,7 @@ def _named_losses(manifest: dict[str, Any]) -> list[str]:
     """Each loss a collector counted in the run, named by its source: the capture's drops (the
     frames it saw leave are fewer than were sent), the kernel trace's lost events (its
     net_dev_xmit count is then a lower bound), the tracer's misses, the shaper's drops."""
-    from hostwire.metrics.sanity import loss_category
+    from hostwire.metrics.losses import loss_category
 
     declared = manifest.get("loss_categories") or {}
     what = {"capture_drops": "the capture dropped {n} frame(s) ({key})",
