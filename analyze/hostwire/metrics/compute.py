@@ -82,11 +82,7 @@ def _compute(kind: str, source: Source, window: Window, args: Any) -> pd.DataFra
         table = idc.df_idc(labelled, window, args.bytes, args.points, args.t_min, args.t_max)
         if kind == "idc":
             return table
-        fit_from = args.fit_from
-        if fit_from is None and args.fit_to is None:
-            ts = table["t_ns"].to_numpy().astype(np.float64)
-            fit_from = int(np.sqrt(ts.min() * ts.max()))
-        return hurst.df_hurst(table, fit_from, args.fit_to)
+        return hurst.df_hurst_of_idc(table, args.fit_from, args.fit_to)
     if kind == "contract":
         return _contract(source, labelled, writes, window, args)
     raise UsageError(f"unknown metric kind {kind!r}")

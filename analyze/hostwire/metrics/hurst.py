@@ -50,3 +50,12 @@ def df_hurst(idc_table: pd.DataFrame, fit_from_ns: int | None = None, fit_to_ns:
     if not rows:
         raise InputError("; ".join(errors) if errors else "no stream to fit")
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def df_hurst_of_idc(idc_table: pd.DataFrame, fit_from_ns: int | None, fit_to_ns: int | None) -> pd.DataFrame:
+    """df_hurst with the command's default fit range: without --fit-from and --fit-to, from the
+    geometric middle of the IDC table's grid up (the long-range end, where the slope is H's)."""
+    if fit_from_ns is None and fit_to_ns is None:
+        grid = idc_table["t_ns"].to_numpy().astype(np.float64)
+        fit_from_ns = int(np.sqrt(grid.min() * grid.max()))
+    return df_hurst(idc_table, fit_from_ns, fit_to_ns)

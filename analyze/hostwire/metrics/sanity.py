@@ -20,7 +20,7 @@ from hostwire.metrics import goodput
 from hostwire.metrics.damage import DamagedSource
 from hostwire.metrics.fairness import bytes_per_stream
 from hostwire.metrics.losses import LOSS_CATEGORIES, loss_category, manifest_counters
-from hostwire.metrics.streams import delivered_bytes
+from hostwire.metrics.streams import delivered_bytes, seq_offset
 from hostwire.metrics.window import Window, clip
 
 COLUMNS = ["counter", "value"]
@@ -173,13 +173,8 @@ def flight_counters(labelled: pd.DataFrame, window: Window, delivered: pd.DataFr
 
 
 NO_OFFSET = -(2**62)  # no byte sent (or acknowledged) yet: below every offset seq_offset gives
-
-
-def seq_offset(seq: np.ndarray, base: np.ndarray) -> np.ndarray:
-    """Sequence numbers as signed offsets from a base, within half the 32-bit space each way: a
-    resend of bytes sent before the base (the window's first data byte) lies below it, not 2**32
-    above it."""
-    return (seq.astype(np.int64) - base + 2**31) % 2**32 - 2**31
+# (bytes in flight count from signed offsets: a resend of bytes sent before the window lies below
+# the window's first byte, not 2**32 above it)
 
 
 def data_frames_of(labelled: pd.DataFrame) -> pd.DataFrame:

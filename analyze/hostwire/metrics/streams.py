@@ -162,13 +162,19 @@ def data_frames(labelled: pd.DataFrame) -> pd.DataFrame:
     return labelled[labelled["is_data"].to_numpy()]
 
 
+def seq_offset(seq: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """32-bit sequence numbers as signed offsets from a base, within half the sequence space each
+    way: a number just past a wrap lies above the base, a resend of earlier bytes below it."""
+    return (np.asarray(seq).astype(np.int64) - base + 2**31) % 2**32 - 2**31
+
+
 def unwrap_seq(seq: np.ndarray, group: np.ndarray) -> np.ndarray:
     """32-bit sequence numbers made monotone int64 within each group (rows sorted by group, then
     time): each step is the signed 32-bit difference from the previous row of the same group."""
     seq = seq.astype(np.int64)
     step = np.empty_like(seq)
     step[0] = 0
-    step[1:] = ((seq[1:] - seq[:-1] + 2**31) % 2**32) - 2**31
+    step[1:] = seq_offset(seq[1:], seq[:-1])
     first = np.ones(len(seq), dtype=bool)
     first[1:] = group[1:] != group[:-1]
     step[first] = 0
@@ -199,14 +205,14 @@ def delivered_bytes(labelled: pd.DataFrame) -> pd.DataFrame:
     if "flags" in data.columns:
         start = start + ((data["flags"].to_numpy().astype(np.int64) & TCP_SYN) != 0)
     end = start + data["payload_len"].to_numpy().astype(np.int64)
-    prev_max, _ = _previous_max_end(code, start, end)
+    prev_max, _ = previous_max_end(code, start, end)
     retrans = start < prev_max
     new = first_coverage(code, start, end, prev_max)
     out = data.assign(new_bytes=new, retransmit=retrans).drop(columns="_code")
     return out.sort_values("t_ns", kind="stable")
 
 
-def _previous_max_end(code: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def previous_max_end(code: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows sorted by group, then time: the highest end of the earlier rows of the same group (the
     row's own start for a group's first row), and which rows are first of their group."""
     first = np.ones(len(code), dtype=bool)
@@ -236,7 +242,7 @@ def first_coverage(group: np.ndarray, start: np.ndarray, end: np.ndarray,
     if len(start) == 0:
         return new
     if prev_max is None:
-        prev_max, _ = _previous_max_end(group, start, end)
+        prev_max, _ = previous_max_end(group, start, end)
     behind = start < prev_max
     if not behind.any():
         return new

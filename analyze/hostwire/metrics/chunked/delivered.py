@@ -18,16 +18,11 @@ import pandas as pd
 
 from hostwire.errors import InputError
 from hostwire.metrics.chunked.labels import LABEL_COLUMNS, StreamLabels, is_tcp
-from hostwire.metrics.streams import TCP_SYN, _previous_max_end, first_coverage, unwrap_seq
+from hostwire.metrics.streams import TCP_SYN, first_coverage, previous_max_end, seq_offset, unwrap_seq
 from hostwire.metrics.window import Window
 from hostwire.read.pcapchunks import CaptureChunks
 
 COLUMNS = ("seq", "flags")  # read beside LABEL_COLUMNS (payload_len is one of them)
-
-
-def _signed_step(seq: np.ndarray, before: np.ndarray) -> np.ndarray:
-    """The signed 32-bit difference seq - before, as unwrap_seq takes it between rows."""
-    return ((seq - before + 2**31) % 2**32) - 2**31
 
 
 class Coverage:
@@ -75,7 +70,7 @@ class Coverage:
         all_e = np.concatenate([self.end[carried], end])
         by_group = np.argsort(all_g, kind="stable")
         sg, ss, se = all_g[by_group], all_s[by_group], all_e[by_group]
-        prev_max, _ = _previous_max_end(sg, ss, se)
+        prev_max, _ = previous_max_end(sg, ss, se)
         fresh = np.empty(len(all_g), dtype=np.int64)
         fresh[by_group] = first_coverage(sg, ss, se, prev_max)
         behind = np.empty(len(all_g), dtype=bool)
@@ -93,7 +88,7 @@ class Coverage:
         head = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
         hg = g[head]
         cont = self.seen[hg]
-        shift = np.where(cont, self.last_seq[hg] + _signed_step(raw[head], self.last_raw[hg]) - raw[head], 0)
+        shift = np.where(cont, self.last_seq[hg] + seq_offset(raw[head], self.last_raw[hg]) - raw[head], 0)
         unwrapped = unwrapped + np.repeat(shift, np.diff(np.append(head, n)))
         tail = np.append(head[1:], n) - 1
         self.seen[hg] = True
@@ -106,7 +101,7 @@ class Coverage:
         ranges (g, s, e) for those present, touching ranges joined."""
         by_start = np.lexsort((s, g))
         g, s, e = g[by_start], s[by_start], e[by_start]
-        reach, first = _previous_max_end(g, s, e)
+        reach, first = previous_max_end(g, s, e)
         begin = np.flatnonzero(first | (s > reach))
         group = np.concatenate([self.group[kept], g[begin]])
         start = np.concatenate([self.start[kept], s[begin]])

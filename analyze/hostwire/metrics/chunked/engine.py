@@ -257,11 +257,7 @@ def _compute(kind: str, args: Any, capture: CaptureChunks, labels: Any, window: 
         table = idc.df_idc(passes(), names, window, ts, args.bytes)
         if kind == "idc":
             return table
-        fit_from = args.fit_from
-        if fit_from is None and args.fit_to is None:
-            grid = table["t_ns"].to_numpy().astype(np.float64)
-            fit_from = int(np.sqrt(grid.min() * grid.max()))
-        return hurst.df_hurst(table, fit_from, args.fit_to)
+        return hurst.df_hurst_of_idc(table, args.fit_from, args.fit_to)
     return _contract(args, passes, names, window, manifest or {})
 
 

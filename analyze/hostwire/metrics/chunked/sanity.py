@@ -36,7 +36,7 @@ from hostwire.metrics.damage import DamagedSource
 from hostwire.metrics.inputs import Source
 from hostwire.metrics.run_streams import sanity_context
 from hostwire.metrics.sanity import TCP_ACK, TCP_RST, TCP_SYN
-from hostwire.metrics.streams import TCP
+from hostwire.metrics.streams import TCP, seq_offset
 from hostwire.metrics.window import Window
 from hostwire.read.pcapchunks import CaptureChunks, Chunk
 
@@ -219,8 +219,8 @@ class Streams:
             return
         s, d, dd = stream[keep], is_data[keep], data_dir[keep]
         base = self.flight_base[s]
-        sent = np.where(d, sanity.seq_offset(seq[keep], base) + payload[keep], sanity.NO_OFFSET)
-        acked = np.where(~dd, sanity.seq_offset(ack[keep], base), sanity.NO_OFFSET)
+        sent = np.where(d, seq_offset(seq[keep], base) + payload[keep], sanity.NO_OFFSET)
+        acked = np.where(~dd, seq_offset(ack[keep], base), sanity.NO_OFFSET)
         high_sent = _running_max(s, sent, self.sent_high)
         high_ack = _running_max(s, acked, self.ack_high)
         top = int(np.where(d & (high_ack > sanity.NO_OFFSET), high_sent - high_ack, 0).max())
