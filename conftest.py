@@ -46,12 +46,23 @@ LEFTOVERS_BEFORE_SESSION: list[str] = []
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Notes what earlier, killed hostwire processes left on this machine before any test ran:
-    tests that look for leftovers judge only what the session itself leaves."""
+    tests that look for leftovers judge only what the session itself leaves. Under xdist the
+    controller looks, before any worker starts, and hands its list to the workers: a worker that
+    looked itself would excuse what the other workers' tests had already left."""
+    worker_input = getattr(session.config, "workerinput", None)
+    if worker_input is not None:
+        LEFTOVERS_BEFORE_SESSION.extend(worker_input.get("hostwire_leftovers", []))
+        return
     from hostwire.record import doctor
     try:
         LEFTOVERS_BEFORE_SESSION.extend(doctor.leftovers())
     except OSError:
         pass
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: "object") -> None:
+    node.workerinput["hostwire_leftovers"] = list(LEFTOVERS_BEFORE_SESSION)  # type: ignore[attr-defined]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
