@@ -434,6 +434,12 @@ class Run:
 
         return read_sched_tsv(path)[1]
 
+    def use_sched_events(self, events: pd.DataFrame) -> None:
+        """Serve `events` as raw/sched.tsv's table from now on: a reader that reads the trace in
+        slabs (hostwire.timeline.kernel_slabs) keeps the rare events the run's roles, streams and
+        command need, so that no builder reads the whole trace."""
+        self._kept["sched"] = events
+
     def df_syscalls(self) -> pd.DataFrame:
         """raw/syscalls.tsv, the benchmark's I/O system calls (hostwire.read.syscalls.read_syscalls)."""
         return self._mark("raw/syscalls.tsv", self._keep("syscalls", self._syscalls), False).copy(deep=False)

@@ -41,6 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("--summary", action="store_true", help="per stream (and all): gaps, gap_ns, each cause's share")
     what.add_argument("--preempters", action="store_true",
                       help="per gap and task that ran while the sender waited: ns and share")
+    p.add_argument("--engine", choices=("auto", "memory", "slabs"), default="auto",
+                   help="memory: the whole kernel trace in memory; slabs: the kernel trace read in slabs of time, in "
+                   "memory that does not grow with it (same results); auto (default): slabs for a raw/sched.tsv of "
+                   "256 MiB or more")
     p.add_argument("--json", action="store_true", help="JSON records instead of CSV")
     p.set_defaults(func=run)
 
@@ -56,7 +60,11 @@ def run(args: argparse.Namespace) -> int:
     run_ = load_run(args.run)
     start, end = run_.window_ns()
     window = narrow(Window(start, end), args.from_s, args.to_s)
-    inputs = gap_sources.gap_inputs(run_, args.link_rate)
+    slabs = None
+    if slabbed(run_, args.engine):
+        inputs, slabs = gap_sources.slabbed_gap_inputs(run_, args.link_rate)
+    else:
+        inputs = gap_sources.gap_inputs(run_, args.link_rate)
     names = sorted(set(inputs.data["stream"].astype(str)))
     wanted = None
     if args.stream:
@@ -66,9 +74,23 @@ def run(args: argparse.Namespace) -> int:
             if not matched:
                 raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(names) or 'none'}")
             wanted += matched
-    table, pre = gaps.explain(inputs, args.min_gap, (window.start_ns, window.end_ns), wanted)
+    table, pre = gaps.explain(inputs, args.min_gap, (window.start_ns, window.end_ns), wanted, slabs,
+                              None if slabs is None else lambda: slabs.name_senders(inputs))
     for sentence in table.attrs.get("cannot_tell", []):
         sys.stderr.write(f"hostwire: warning: {sentence}\n")
     out = gaps.summary(table) if args.summary else pre if args.preempters else table
     write_table(out, args.json, sys.stdout)
     return 0
+
+
+SLABS_FROM_BYTES = 256 << 20  # a kernel trace from which --engine auto reads in slabs
+
+
+def slabbed(run_: object, engine: str) -> bool:
+    """Whether to read the run's kernel trace in slabs (--engine)."""
+    from pathlib import Path
+
+    trace = Path(getattr(run_, "path")) / "raw" / "sched.tsv"
+    if engine == "slabs" or not trace.is_file():
+        return engine == "slabs"
+    return engine == "auto" and trace.stat().st_size >= SLABS_FROM_BYTES

@@ -5,6 +5,7 @@ beside a benchmark."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pandas as pd
 
 from hostwire.versioned import read_json
 from hostwire.errors import InputError
-from hostwire.read.tsv import TsvFile, open_tsv, read_records
+from hostwire.read.tsv import TsvFile, iter_records, open_tsv, read_records
 
 SCHED_JSON_FORMAT = "hostwire-sched"
 SCHED_JSON_VERSION = 1
@@ -51,21 +52,54 @@ def read_sched_tsv(path: str | Path, columns: list[str] | None = None, *, keep_d
     A file that is not whole (cut, no trailer, counts that disagree: see hostwire.read.tsv) raises
     InputError naming file and line; keep_damaged=True returns its complete records with
     df.attrs["damage"] set (None for a whole file)."""
+    tsv, types, wanted = _open_sched(path, columns)
+    df = _read_table(tsv, BASE_COLUMNS, types, wanted, keep_damaged)
+    return tsv.meta, _base_types(tsv, df, 0)
+
+
+def iter_sched_tsv(path: str | Path, columns: list[str] | None = None, *, piece_bytes: int,
+                   progress: Callable[[int, int], None] | None = None) -> Iterator[pd.DataFrame]:
+    """read_sched_tsv's DataFrame piece by piece, each about piece_bytes of the file's text (a
+    reader whose memory must not grow with the trace); a file that is not whole raises InputError
+    once the reading reaches the damage. progress: as for hostwire.read.tsv.iter_records."""
+    tsv, types, wanted = _open_sched(path, columns)
+    usecols = wanted if wanted is not None else tsv.columns
+    dtype = {name: _DTYPES[types.get(name, "str")] for name in usecols}
+    records = 0
+    for df in iter_records(tsv, piece_bytes, progress, usecols=usecols, dtype=dtype, keep_default_na=False,
+                           na_values={n: [""] for n in usecols if dtype[n] is not str}, encoding="ascii"):
+        out = _base_types(tsv, df[usecols], records)
+        records += len(df)
+        yield out
+
+
+def _open_sched(path: str | Path, columns: list[str] | None) -> tuple[TsvFile, dict[str, str], list[str] | None]:
     tsv = open_tsv(path)
     path, names = tsv.path, tsv.columns
     kinds = tsv.meta.get("column_types", "").split()
     if len(kinds) != len(names):
         line = tsv.meta_lines.get("column_types", tsv.header_lines)
         raise InputError(f"{path}:{line}: '# column_types' names {len(kinds)} kinds for {len(names)} columns")
-    types = dict(zip(names, kinds))
+    missing = [c for c in BASE_COLUMNS if c not in names]
+    if missing:
+        raise InputError(f"{path}:{tsv.header_lines}: column header lacks {', '.join(missing)}")
     wanted = None if columns is None else list(dict.fromkeys([*BASE_COLUMNS, *columns]))
-    df = _read_table(tsv, BASE_COLUMNS, types, wanted, keep_damaged)
+    if wanted is not None:
+        unknown = [c for c in wanted if c not in names]
+        if unknown:
+            raise InputError(f"{path}: no column {', '.join(unknown)}; it has {', '.join(names)}")
+    return tsv, dict(zip(names, kinds)), wanted
+
+
+def _base_types(tsv: TsvFile, df: pd.DataFrame, records_before: int) -> pd.DataFrame:
+    """t_ns, cpu and pid as int64; an empty one is named by its line."""
     for name in ("t_ns", "cpu", "pid"):
         if df[name].isna().any():
             row = int(df[name].isna().to_numpy().nonzero()[0][0])
-            raise InputError(f"{path}:{tsv.line_after(row)}: column {name} is empty (record {row + 1})")
+            raise InputError(f"{tsv.path}:{tsv.line_after(records_before + row)}: column {name} is empty "
+                             f"(record {records_before + row + 1})")
         df[name] = df[name].astype("int64")
-    return tsv.meta, df
+    return df
 
 
 def read_sched_json(path: str | Path) -> dict[str, Any]:

@@ -13,8 +13,9 @@ hostwire.read.pcap.read_pcap does for a cut capture."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
+import dataclasses
 import io
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -415,7 +416,13 @@ def read_records(tsv: TsvFile, *, keep_damaged: bool = False, **kwargs: Any) -> 
 def _tail_damage(tsv: TsvFile, df: pd.DataFrame) -> dict[str, Any] | None:
     """Damage seen at the end of the file: a cut last line, the writer's damage mark, a missing
     trailer, or a trailer whose counts disagree with the records."""
-    line = tsv.line_after(len(df))
+    total = int(pd.to_numeric(df["bytes"], errors="coerce").fillna(0).sum()) if "bytes" in df.columns else None
+    return _tail_damage_of(tsv, len(df), total)
+
+
+def _tail_damage_of(tsv: TsvFile, records: int, total_bytes: int | None) -> dict[str, Any] | None:
+    """_tail_damage from the count of records and the sum of their bytes column (None: not read)."""
+    line = tsv.line_after(records)
     if tsv.tail == "cut":
         what = "trailer" if tsv.tail_text.startswith("#") else "last record"
         return damage_entry(tsv, line, tsv.data_end, f"{what} cut (no final newline)")
@@ -429,15 +436,43 @@ def _tail_damage(tsv: TsvFile, df: pd.DataFrame) -> dict[str, Any] | None:
                             f"expected '# end: records=N ...' (key=integer pairs), got {tsv.tail_text[:60]!r}")
     if tsv.trailer is None:
         return None
-    if tsv.trailer["records"] != len(df):
+    if tsv.trailer["records"] != records:
         return damage_entry(tsv, line, tsv.data_end,
-                            f"the trailer counts {tsv.trailer['records']} records, the file holds {len(df)}")
-    if "bytes" in tsv.trailer and "bytes" in df.columns:
-        total = int(pd.to_numeric(df["bytes"], errors="coerce").fillna(0).sum())
-        if total != tsv.trailer["bytes"]:
-            return damage_entry(tsv, line, tsv.data_end,
-                                f"the trailer counts {tsv.trailer['bytes']} bytes, the records sum to {total}")
+                            f"the trailer counts {tsv.trailer['records']} records, the file holds {records}")
+    if "bytes" in tsv.trailer and total_bytes is not None and total_bytes != tsv.trailer["bytes"]:
+        return damage_entry(tsv, line, tsv.data_end,
+                            f"the trailer counts {tsv.trailer['bytes']} bytes, the records sum to {total_bytes}")
     return None
+
+
+def iter_records(tsv: TsvFile, piece_bytes: int, progress: Callable[[int, int], None] | None = None,
+                 **kwargs: Any) -> Iterator[pd.DataFrame]:
+    """The records of an opened log piece by piece, each about piece_bytes of text cut at a line
+    start, for a reader whose memory must not grow with the file (kwargs as for read_records). The
+    checks are read_records': a damaged file raises InputError naming file and line once the
+    reading reaches the damage (the pieces before it have been given by then). progress(done,
+    total): the bytes of records read, after each piece."""
+    start, records, total_bytes = tsv.data_start, 0, 0
+    with open(tsv.path, "rb") as handle:
+        while start < tsv.data_end:
+            handle.seek(min(start + max(1, piece_bytes), tsv.data_end))
+            if handle.tell() < tsv.data_end:
+                handle.readline()
+            end = min(max(handle.tell(), start + 1), tsv.data_end)
+            piece = dataclasses.replace(tsv, data_start=start, data_end=end, header_lines=tsv.header_lines + records,
+                                        tail="", trailer=None)
+            df = read_records(piece, **kwargs)
+            records += len(df)
+            if "bytes" in df.columns:
+                total_bytes += int(pd.to_numeric(df["bytes"], errors="coerce").fillna(0).sum())
+            df.attrs["path"] = str(tsv.path)
+            if progress is not None:
+                progress(end - tsv.data_start, tsv.data_end - tsv.data_start)
+            yield df
+            start = end
+    damage = _tail_damage_of(tsv, records, total_bytes if "bytes" in (kwargs.get("usecols") or tsv.columns) else None)
+    if damage is not None:
+        raise InputError(damage["message"])
 
 
 def read_tsv(path: str | Path, dtypes: dict[str, str] | None = None, *, keep_damaged: bool = False) -> TsvLog:

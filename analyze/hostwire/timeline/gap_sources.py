@@ -16,11 +16,14 @@ from hostwire.timeline.sequence import late_acknowledgements, sequence_steps, us
 if TYPE_CHECKING:
     from hostwire.run import Run
     from hostwire.timeline.gaps import GapInputs
+    from hostwire.timeline.kernel_slabs import FirstPass, KernelSlabs
 
 
-def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
+def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None = None) -> GapInputs:
     """Everything hostwire.timeline.gaps.explain reads, from what this run recorded: the capture
-    (required), the kernel trace, the system calls or the benchmark's writes when present."""
+    (required), the kernel trace, the system calls or the benchmark's writes when present.
+    kernel: the first pass of a kernel trace read in slabs (slabbed_gap_inputs): the task states
+    and CPU intervals are then left empty, for the slabs to give."""
     from hostwire.metrics.streams import TCP, label_flows
     from hostwire.timeline.gaps import GapInputs
     from hostwire.timeline.tcp_waits import sender_waits
@@ -47,7 +50,7 @@ def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
     sources = {"frames": "raw/wire.pcap"}
     states = running_ = None
     if run.has("raw/sched.tsv"):
-        states, running_ = tl.df_task_states(), tl.df_running()
+        states, running_ = (tl.df_task_states(), tl.df_running()) if kernel is None else _no_kernel_tables()
         sources["states"] = "raw/sched.tsv"
     writes = tl.writes()
     sends = backlog_ = None
@@ -58,27 +61,65 @@ def gap_inputs(run: Run, rate_text: str | None = None) -> GapInputs:
     return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers, link=link,
                      states=states, running=running_, sends=sends, backlog=backlog_, window=window,
                      late_acks=late_acks, awaiting_acks=awaiting, retransmit_timeouts=timeouts, protos=protos,
-                     comms=process_names(tl, set(senders.values())), frozen=frozen_host(run),
-                     cpu_quota=float(run.point_value("sender_cpu_share")) > 0, sources=sources)
+                     comms=process_names(tl, set(senders.values()), kernel is None), frozen=frozen_host(run, kernel),
+                     cpu_quota=float(run.point_value("sender_cpu_share")) > 0, sources=sources,
+                     transmit_pids=None if kernel is None else kernel.transmit_pids)
 
 
-def frozen_host(run: Run) -> pd.DataFrame | None:
+def slabbed_gap_inputs(run: Run, rate_text: str | None = None) -> tuple[GapInputs, KernelSlabs]:
+    """gap_inputs with the kernel trace read in slabs (hostwire.timeline.kernel_slabs): the inputs,
+    and the slabs to give hostwire.timeline.gaps.explain. The run then serves only the trace's rare
+    events as its kernel table (Run.use_sched_events)."""
+    from hostwire.metrics.chunked.progress import Progress
+    from hostwire.timeline.kernel_slabs import KernelSlabs, first_pass, slab_bytes
+
+    path = run.path / "raw" / "sched.tsv"
+    if not path.is_file():
+        raise InputError(f"{path}: missing: the slabbed reading needs a kernel trace")
+    progress = Progress(f"{run.path.name} kernel trace", unit="MB")
+    try:
+        first = first_pass(path, slab_bytes(), progress.update)
+    finally:
+        progress.close()
+    run.use_sched_events(first.rare)
+    inputs = gap_inputs(run, rate_text, first)
+    return inputs, KernelSlabs(path, first, Timeline.of(run).roles(), slab_bytes(),
+                               Progress(f"{run.path.name} kernel trace", unit="MB").update)
+
+
+def _no_kernel_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    from hostwire.timeline import tables
+
+    return (pd.DataFrame({c: pd.Series(dtype="object" if c == "state" else "int64") for c in tables.STATE_COLUMNS}),
+            pd.DataFrame({c: pd.Series(dtype="object" if c in ("comm", "role") else "int64")
+                          for c in tables.RUNNING_COLUMNS}))
+
+
+def frozen_host(run: Run, kernel: FirstPass | None = None) -> pd.DataFrame | None:
     """When the hypervisor ran none of the host's CPUs (hostwire.timeline.stolen.frozen): needs
-    the kernel trace and the /proc/stat samples."""
-    from hostwire.timeline.stolen import frozen
+    the kernel trace and the /proc/stat samples. kernel: the trace's first pass, whose silences
+    stand for its stamps."""
+    from hostwire.timeline.stolen import common_silences, confirmed_by_steal, frozen, silences
 
     if not (run.has("raw/sched.tsv") and run.has("raw/resources.tsv")):
         return None
     samples = run.df_resources()
-    events = np.concatenate([run.df_sched()["t_ns"].to_numpy(), run.df_frames()["t_ns"].to_numpy()])
-    return frozen(events, samples, int(samples.attrs.get("meta", {}).get("tick_ns", 10_000_000)))
+    tick_ns = int(samples.attrs.get("meta", {}).get("tick_ns", 10_000_000))
+    frames = run.df_frames()["t_ns"].to_numpy()
+    if kernel is None:
+        return frozen(np.concatenate([run.df_sched()["t_ns"].to_numpy(), frames]), samples, tick_ns)
+    frames = np.sort(frames)
+    first = min(kernel.first_ns, int(frames[0])) if len(frames) else kernel.first_ns
+    last = max(kernel.last_ns, int(frames[-1])) if len(frames) else kernel.last_ns
+    return confirmed_by_steal(*common_silences(kernel.silences, silences(frames), first, last), samples, tick_ns)
 
 
-def process_names(tl: Timeline, pids: set[int]) -> dict[int, str]:
+def process_names(tl: Timeline, pids: set[int], from_trace: bool = True) -> dict[int, str]:
     """pid -> the process's name: the comm the kernel trace last saw it run under, else its
-    benchmark role, else none."""
+    benchmark role, else none (from_trace=False: the role alone; a slabbed reading adds the
+    comms as it reads the slabs)."""
     names = {pid: role for pid, role in tl.roles().items() if pid in pids}
-    if tl.run.has("raw/sched.tsv") and pids:
+    if from_trace and tl.run.has("raw/sched.tsv") and pids:
         running_ = tl.df_running()
         mine = running_[running_["pid"].isin(list(pids)).to_numpy()].sort_values("t_start_ns", kind="stable")
         names.update({int(p): str(c) for p, c in mine.groupby("pid", sort=False)["comm"].last().items()})

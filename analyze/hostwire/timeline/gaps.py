@@ -30,17 +30,27 @@ is left out and the table says so. All stamps are int64 ns, so the parts sum exa
 
 from __future__ import annotations
 
+import copy
 import os
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
-from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, ascending, covered, numeric, steps,
-                                         union, unique_sorted, within)
+from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, ascending, covered, numeric, restrict,
+                                         steps, union, unique_sorted, within)
+
+from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS, describe, idle_on, preempter_table, preempters
+
+if TYPE_CHECKING:
+    from hostwire.timeline.kernel_slabs import Slab
+
+# the one piece of an explanation that is not cut in slabs (hostwire.timeline.kernel_slabs.OPEN_LO/HI)
+OPEN_LO, OPEN_HI = -(1 << 62), 1 << 62
 
 CAUSES = ("on_wire", "vcpu_stolen", "receiver_window", "retransmit_timeout", "wire_busy", "preempted",
           "blocked_in_call", "app_idle", "awaiting_ack", "unexplained")
@@ -50,7 +60,6 @@ TCP_CAUSES = ("receiver_window", "retransmit_timeout", "awaiting_ack")
 GAP_COLUMNS = ["stream", "proto", "pid", "comm", "t_start_ns", "t_end_ns", "gap_ns", "threshold_ns",
                *[f"{c}_ns" for c in CAUSES], "preempted_by"]
 TEXT_COLUMNS = ("stream", "proto", "comm", "preempted_by")
-PREEMPTER_COLUMNS = ["stream", "t_start_ns", "pid", "comm", "role", "cpu", "ns", "share"]
 
 
 @dataclass
@@ -239,6 +248,7 @@ class _Explainer:
         self.link_code_of = {str(n): k for k, n in enumerate(link_names)}
         self.runnable = Runnable(inputs.states)
         self.cpus = Cpus(inputs.running)
+        self.has_running = inputs.running is not None
         self.transmitters = inputs.transmitters()
         self.frames = ByStream(data.assign(wire_ns=wire_ns(data["wire_len"].to_numpy(), inputs.rate_bps),
                                             payload=(data["payload_len"] if "payload_len" in data.columns else 1)),
@@ -252,6 +262,12 @@ class _Explainer:
         fz = inputs.frozen
         self.frozen = union(fz["t_start_ns"].to_numpy(np.int64), fz["t_end_ns"].to_numpy(np.int64)) \
             if fz is not None and len(fz) else NONE
+
+    def with_kernel(self, states: pd.DataFrame, running: pd.DataFrame) -> _Explainer:
+        """The same explainer on other kernel tables (one slab's: hostwire.timeline.kernel_slabs)."""
+        other = copy.copy(self)
+        other.runnable, other.cpus, other.has_running = Runnable(states), Cpus(running), True
+        return other
 
     def gaps(self, name: str, min_gap_ns: int | None,
              window_ns: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -292,8 +308,11 @@ class _Explainer:
         if not tcp:  # no window, acknowledgements or retransmissions to hold a UDP flow
             for key in ("receiver_window", "late_ack", "awaiting_ack", "retransmit_timeout"):
                 sets[key] = NONE
-        waiting = self.runnable.of(self.inputs.senders.get(name, -1))
-        sets["waiting"] = waiting[:2]
+        return sets
+
+    def kernel_conditions(self, name: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The conditions the kernel tables give: the sender waits, a helper waits."""
+        sets = {"waiting": self.runnable.of(self.inputs.senders.get(name, -1))[:2]}
         for k, (starts, ends, _) in enumerate(self.helpers(name)):
             sets[f"helper{k}"] = (starts, ends)
         return sets
@@ -338,20 +357,32 @@ class _Explainer:
                 take = on & seg.holds["backlog"] & (wait_cpu < 0)
                 wait_cpu = np.where(take, h_cpus[np.maximum(which, 0)] if len(h_cpus) else -1, wait_cpu)
         if not self.inputs.cpu_quota:
-            wait_cpu = np.where(_idle_on(self.cpus, wait_cpu, seg.start), -1, wait_cpu)
+            wait_cpu = np.where(idle_on(self.cpus, wait_cpu, seg.start), -1, wait_cpu)
         return wait_cpu
 
-    def stream(self, name: str, min_gap_ns: int | None,
-               window_ns: tuple[int, int] | None) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-        """One stream's gap table and preempters (None: no gap)."""
-        found = self.gaps(name, min_gap_ns, window_ns)
-        if found is None:
-            return None
-        first, nxt, on_link, threshold = found
-        seg = self.segments(name, first, nxt, self.conditions(name, first, nxt, on_link))
-        cause = classify(seg)
+    def piece(self, name: str, found: tuple[np.ndarray, ...], sets: dict[str, tuple[np.ndarray, np.ndarray]],
+              lo: int, hi: int) -> tuple[np.ndarray, pd.DataFrame]:
+        """The ns of each cause in the parts of the stream's gaps (found) that lie in [lo, hi), per
+        gap and cause, and the tasks that ran while the sender waited there (_preempters' rows)."""
+        first, nxt = found[0], found[1]
         parts = np.zeros((len(first), len(CAUSES)), dtype=np.int64)
+        pick = np.flatnonzero((nxt > lo) & (first < hi))
+        if len(pick) == 0:
+            return parts, preempters(np.zeros(0, np.int64), *[np.zeros(0, np.int64)] * 3, None)
+        start, end = np.maximum(first[pick], lo), np.minimum(nxt[pick], hi)
+        here = {k: restrict(v, lo, hi) for k, v in {**sets, **self.kernel_conditions(name)}.items()}
+        seg = self.segments(name, start, end, here)
+        seg.gap = pick[seg.gap]
+        cause = classify(seg)
         np.add.at(parts, (seg.gap, cause), seg.end - seg.start)
+        p = cause == CAUSES.index("preempted")
+        return parts, preempters(seg.start[p], seg.end[p], seg.gap[p], seg.wait_cpu[p],
+                                  self.cpus if self.has_running else None)
+
+    def finish(self, name: str, found: tuple[np.ndarray, ...], parts: np.ndarray,
+               pre_rows: list[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """One stream's gap table and preempters from the sums of its pieces."""
+        first, nxt, _, threshold = found
         pid = int(self.inputs.senders.get(name, -1))
         table = pd.DataFrame({"stream": name, "proto": self.inputs.protos.get(name, "tcp"), "pid": pid,
                               "comm": self.inputs.comms.get(pid, "") if pid > 0 else "",
@@ -359,21 +390,24 @@ class _Explainer:
                               "threshold_ns": threshold})
         for k, c in enumerate(CAUSES):
             table[f"{c}_ns"] = parts[:, k]
-        p = cause == CAUSES.index("preempted")
-        pre = _preempters(name, seg.start[p], seg.end[p], seg.gap[p], seg.wait_cpu[p], first,
-                          self.cpus if self.inputs.running is not None else None)
+        pre = preempter_table(name, pre_rows, first)
         if self.inputs.cpu_quota and len(pre):
             pre.loc[pre["pid"].to_numpy() == 0, "role"] = "throttled"
-        table["preempted_by"] = _describe(pre, first)
+        table["preempted_by"] = describe(pre, first)
         return table, pre
 
 
 def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[int, int] | None = None,
-            streams: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+            streams: list[str] | None = None, slabs: Iterable[Slab] | None = None,
+            on_comms: Callable[[], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The gaps longer than min_gap_ns (default: twice the time the gap's first frame holds the
     link) between consecutive data frames of each stream whose both frames lie in window_ns, with
     the ns of each cause (GAP_COLUMNS), and the tasks that ran while the sender waited
-    (PREEMPTER_COLUMNS: per gap and task, ns and share of the gap's preempted time)."""
+    (PREEMPTER_COLUMNS: per gap and task, ns and share of the gap's preempted time).
+    slabs: the kernel tables slab by slab (hostwire.timeline.kernel_slabs) instead of inputs'
+    states and running: each cause holds on each instant by what holds then, so the parts of a
+    gap in each slab add up to what the whole tables give. on_comms: called once the slabs are
+    read, before the tables name the senders (it may fill inputs.comms)."""
     data = inputs.data
     for col in ("t_ns", "stream", "wire_len"):
         if col not in data.columns:
@@ -384,14 +418,24 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
     if streams:
         names = [n for n in names if n in streams]
     explainer = _Explainer(inputs)
-    gap_tables, pre_tables = [], []
+    found = {n: f for n in names if (f := explainer.gaps(n, min_gap_ns, window_ns)) is not None}
+    sets = {n: explainer.conditions(n, *f[:3]) for n, f in found.items()}
+    parts = {n: np.zeros((len(f[0]), len(CAUSES)), dtype=np.int64) for n, f in found.items()}
+    pre_rows: dict[str, list[pd.DataFrame]] = {n: [] for n in found}
+    pieces = [(OPEN_LO, OPEN_HI, explainer)] if slabs is None else (
+        (s.lo, s.hi, explainer.with_kernel(s.states, s.running)) for s in slabs)
     # the streams are independent; numpy's sorts and searches release the GIL
-    with ThreadPoolExecutor(max(1, min(len(names), len(os.sched_getaffinity(0)), 4)),
+    with ThreadPoolExecutor(max(1, min(len(found), len(os.sched_getaffinity(0)), 4)),
                             thread_name_prefix="hostwire-gaps") as pool:
-        for result in pool.map(lambda name: explainer.stream(name, min_gap_ns, window_ns), names):
-            if result is not None:
-                gap_tables.append(result[0])
-                pre_tables.append(result[1])
+        for lo, hi, ex in pieces:
+            for name, (p, pre) in zip(found, pool.map(lambda n: ex.piece(n, found[n], sets[n], lo, hi), found)):
+                parts[name] += p
+                if len(pre):
+                    pre_rows[name].append(pre)
+    if on_comms is not None:
+        on_comms()
+    results = [explainer.finish(n, found[n], parts[n], pre_rows[n]) for n in found]
+    gap_tables, pre_tables = [r[0] for r in results], [r[1] for r in results]
     gaps = pd.concat(gap_tables, ignore_index=True) if gap_tables else pd.DataFrame(
         {c: pd.Series(dtype="object" if c in TEXT_COLUMNS else "int64") for c in GAP_COLUMNS})
     pre = pd.concat(pre_tables, ignore_index=True) if pre_tables else pd.DataFrame(columns=PREEMPTER_COLUMNS)
@@ -403,64 +447,6 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
 
 def _intervals(rows: dict[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
     return union(rows["t_start_ns"], rows["t_end_ns"]) if rows is not None else NONE
-
-
-def _idle_on(cpus: Cpus, cpu: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Whether the idle task (pid 0) ran on `cpu` at `t` (False where cpu < 0 or unknown)."""
-    out = np.zeros(len(t), dtype=bool)
-    for c in np.unique(cpu[cpu >= 0]):
-        if int(c) not in cpus.by_cpu:
-            continue
-        rs, re_, pid = cpus.by_cpu[int(c)][:3]
-        on = np.flatnonzero(cpu == c)
-        hit, idx = covered(t[on], rs, re_)
-        out[on] = hit & (pid[np.maximum(idx, 0)] == 0)
-    return out
-
-
-def _preempters(name: str, s: np.ndarray, e: np.ndarray, gi: np.ndarray, cpu: np.ndarray, a: np.ndarray,
-                cpus: Cpus | None) -> pd.DataFrame:
-    """Per gap, the tasks that ran on the sender's CPU during its preempted segments."""
-    if cpus is None or len(s) == 0:
-        return pd.DataFrame(columns=PREEMPTER_COLUMNS)
-    pieces = []
-    for c in np.unique(cpu):
-        z = np.zeros(0, np.int64)
-        rs, re_, rpid, rcomm, rrole = cpus.by_cpu.get(int(c), (z, z, z, z.astype(object), z.astype(object)))
-        on = cpu == c
-        ss, ee, gg = s[on], e[on], gi[on]
-        i0 = np.searchsorted(re_, ss, side="right")
-        i1 = np.searchsorted(rs, ee, side="left")
-        n = np.maximum(i1 - i0, 0)
-        rows = np.repeat(np.arange(len(ss)), n)
-        k = np.arange(len(rows)) - np.repeat(np.cumsum(n) - n, n)
-        ri = i0[rows] + k
-        ns = np.minimum(ee[rows], re_[ri]) - np.maximum(ss[rows], rs[ri])
-        pieces.append(pd.DataFrame({"gap": gg[rows], "pid": rpid[ri], "comm": rcomm[ri], "role": rrole[ri],
-                                    "cpu": int(c), "ns": ns}))
-    if not pieces:
-        return pd.DataFrame(columns=PREEMPTER_COLUMNS)
-    p = pd.concat(pieces, ignore_index=True)
-    p = p[p["ns"] > 0].groupby(["gap", "pid", "comm", "role", "cpu"], as_index=False)["ns"].sum()
-    total = p.groupby("gap")["ns"].transform("sum")
-    p["share"] = p["ns"] / total
-    p["stream"] = name
-    p["t_start_ns"] = a[p["gap"].to_numpy()]
-    p = p.sort_values(["t_start_ns", "ns"], ascending=[True, False], kind="stable")
-    return p[PREEMPTER_COLUMNS].reset_index(drop=True)
-
-
-def _describe(pre: pd.DataFrame, a: np.ndarray) -> np.ndarray:
-    """Per gap: 'pid comm role share%; ...' of the tasks that ran while the sender waited."""
-    out = np.full(len(a), "", dtype=object)
-    if len(pre) == 0:
-        return out
-    text = (pre["pid"].astype(str) + " " + pre["comm"].astype(str) + " " + pre["role"].astype(str) + " "
-            + (pre["share"] * 100).round(1).astype(str) + "%")
-    joined = (text.astype(object) + "; ").groupby(pre["t_start_ns"].to_numpy()).sum().str[:-2]
-    idx = np.searchsorted(a, joined.index.to_numpy())
-    out[idx] = joined.to_numpy()
-    return out
 
 
 def summary(gaps: pd.DataFrame) -> pd.DataFrame:

@@ -86,6 +86,14 @@ def steps(rows: dict[str, np.ndarray] | None, test: Callable[[np.ndarray], np.nd
     return union(t[hold], nxt[hold])
 
 
+def restrict(intervals: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals of a sorted disjoint set that reach into [lo, hi) (a slice: no copy)."""
+    starts, ends = intervals
+    i0 = int(np.searchsorted(ends, lo, side="right"))
+    i1 = int(np.searchsorted(starts, hi, side="left"))
+    return starts[i0:max(i0, i1)], ends[i0:max(i0, i1)]
+
+
 def numeric(df: pd.DataFrame | None, value: str) -> pd.DataFrame | None:
     """df with its `value` column as float64 named "value" (NaN where not a number)."""
     if df is None:

@@ -18,6 +18,11 @@ import pandas as pd
 # A host that records its scheduler and its traffic logs events every few microseconds; a silence
 # of a millisecond is rare unless the machine stopped, and the steal counters must confirm it.
 MIN_SILENCE_NS = 1_000_000
+OPEN = 1 << 62  # before the first event and after the last
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({"t_start_ns": pd.Series(dtype=np.int64), "t_end_ns": pd.Series(dtype=np.int64)})
 
 
 def frozen(event_t: np.ndarray, samples: pd.DataFrame | None, tick_ns: int,
@@ -26,14 +31,45 @@ def frozen(event_t: np.ndarray, samples: pd.DataFrame | None, tick_ns: int,
     event_t: every stamp of the kernel trace and the capture; samples: /proc/stat samples
     (hostwire.read.resources: t_ns, cpu, steal_ns; cpu -1 the whole host); tick_ns: the
     counters' tick."""
-    empty = pd.DataFrame({"t_start_ns": pd.Series(dtype=np.int64), "t_end_ns": pd.Series(dtype=np.int64)})
     if samples is None or len(samples) == 0 or len(event_t) < 2:
-        return empty
+        return _empty()
     t = np.sort(np.asarray(event_t, dtype=np.int64))  # repeated stamps only add zero steps: no unique needed
     long = np.flatnonzero(np.diff(t) >= min_silence_ns)
-    if len(long) == 0:
+    return confirmed_by_steal(t[long], t[long + 1], samples, tick_ns)
+
+
+def silences(t: np.ndarray, min_silence_ns: int = MIN_SILENCE_NS) -> tuple[np.ndarray, np.ndarray]:
+    """The silences of one source of events (sorted stamps): between consecutive events, at least
+    min_silence_ns long; and before its first event and after its last, open."""
+    t = np.asarray(t, dtype=np.int64)
+    if len(t) == 0:
+        return np.array([-OPEN], np.int64), np.array([OPEN], np.int64)
+    long = np.flatnonzero(np.diff(t) >= min_silence_ns)
+    return np.r_[-OPEN, t[long], t[-1]], np.r_[t[0], t[long + 1], OPEN]
+
+
+def common_silences(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], first_ns: int, last_ns: int,
+                    min_silence_ns: int = MIN_SILENCE_NS) -> tuple[np.ndarray, np.ndarray]:
+    """The silences of two sources together (each as `silences` gives them), between the first
+    and the last event of both: where both are silent, at least min_silence_ns long. The same as
+    the silences of the two sources' stamps merged, without holding the stamps."""
+    (a_s, a_e), (b_s, b_e) = a, b
+    i0 = np.searchsorted(b_e, a_s, side="right")  # the first of b ending after each of a starts
+    i1 = np.searchsorted(b_s, a_e, side="left")   # past the last of b starting before it ends
+    n = np.maximum(i1 - i0, 0)
+    rows = np.repeat(np.arange(len(a_s)), n)
+    k = i0[rows] + np.arange(len(rows)) - np.repeat(np.cumsum(n) - n, n)
+    start = np.maximum(np.maximum(a_s[rows], b_s[k]), first_ns)
+    end = np.minimum(np.minimum(a_e[rows], b_e[k]), last_ns)
+    keep = end - start >= min_silence_ns
+    return start[keep], end[keep]
+
+
+def confirmed_by_steal(start: np.ndarray, end: np.ndarray, samples: pd.DataFrame | None, tick_ns: int) -> pd.DataFrame:
+    """The silences [start, end) that every CPU's steal counter covers (the module doc)."""
+    empty = _empty()
+    if samples is None or len(samples) == 0 or len(start) == 0:
         return empty
-    start, end = t[long], t[long + 1]
     confirmed = np.ones(len(start), dtype=bool)
     per_cpu = samples[samples["cpu"].to_numpy() >= 0]
     if len(per_cpu) == 0:

@@ -1,4 +1,4 @@
-"""Progress of a long chunked analysis on the terminal: the pass, frames read of the capture's,
+"""Progress of a long chunked analysis on the terminal: the pass, frames (or bytes) read of the input's,
 the rate and the time left in the pass, one line rewritten at most twice a second. Only when
 stderr is a terminal (or HOSTWIRE_PROGRESS=1); never in a log or a pipe."""
 
@@ -10,8 +10,9 @@ import time
 
 
 class Progress:
-    def __init__(self, what: str, interval_s: float = 0.5) -> None:
+    def __init__(self, what: str, interval_s: float = 0.5, unit: str = "M frames") -> None:
         self.what = what
+        self.unit = unit  # what a million of the counted things is called: "M frames", "MB"
         self.interval_s = interval_s
         self.enabled = sys.stderr.isatty() or os.environ.get("HOSTWIRE_PROGRESS") == "1"
         self.started = time.monotonic()
@@ -21,7 +22,7 @@ class Progress:
         self.drawn = False
 
     def update(self, done: int, total: int) -> None:
-        """Called after each chunk: `done` of `total` rows read in the current pass."""
+        """Called after each chunk: `done` of `total` rows (or bytes) read in the current pass."""
         now = time.monotonic()
         if self.passes == 0:
             self.passes, self.pass_started = 1, self.started
@@ -33,8 +34,8 @@ class Progress:
         elapsed = max(now - self.pass_started, 1e-9)
         rate = done / elapsed
         left = (total - done) / rate if rate > 0 else float("inf")
-        sys.stderr.write(f"\rhostwire: {self.what}: pass {self.passes}: {done / 1e6:.1f} of {total / 1e6:.1f} M frames, "
-                         f"{rate / 1e6:.2f} M frames/s, {left:.0f} s left in the pass, {now - self.started:.0f} s in all ")
+        sys.stderr.write(f"\rhostwire: {self.what}: pass {self.passes}: {done / 1e6:.1f} of {total / 1e6:.1f} {self.unit}, "
+                         f"{rate / 1e6:.2f} {self.unit}/s, {left:.0f} s left in the pass, {now - self.started:.0f} s in all ")
         sys.stderr.flush()
         self.drawn = True
         if done >= total:

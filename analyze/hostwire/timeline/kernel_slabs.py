@@ -1,0 +1,333 @@
+"""A run's kernel trace read in slabs of time, so that the gap analysis of a long run
+(hostwire.timeline.gaps.explain with `slabs`) holds one slab of it at a time, not the whole trace
+(an hour at 20 senders and 20 sieves writes gigabytes of raw/sched.tsv).
+
+A slab is the trace's events from one stamp up to the next slab's first stamp: the file is read in
+pieces of about `slab_bytes` of text, and a piece's last rows that share the next piece's first
+stamp go with the next slab. Each slab's task states and CPU intervals are those of
+hostwire.timeline.tables for the whole trace, cut to the slab: the tables are built from the slab's
+events plus a few events carried from before it and one placed after it, which set every task and
+CPU in the state the whole trace has them in at the slab's bounds:
+
+- per CPU, its last switch before the slab (which task runs there);
+- per task, its last switch before the slab (running, runnable or asleep, and where), and the last
+  wake-up and the last migration after that switch (a wake-up makes a task runnable where it was
+  sent; a migration moves it);
+- per task woken after its last switch inside the slab, its next switch after the slab, taken from
+  the first pass: tables.task_states counts a wake-up only when the task's next switch puts it on a
+  CPU.
+
+Two passes read the trace. The first keeps what the whole-trace readers need and is small: the
+rare events (forks, execs, socket state changes: the run's roles and streams), the kind of each
+task's first switch in each slab, the kernel's transmit threads (ksoftirqd), the trace's silences
+of MIN_SILENCE_NS or more (hostwire.timeline.stolen) and its first and last stamps. The second
+gives the slabs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from hostwire.errors import InputError
+from hostwire.read.sched import iter_sched_tsv
+from hostwire.read.tsv import open_tsv
+from hostwire.timeline import tables
+from hostwire.timeline.stolen import MIN_SILENCE_NS, OPEN
+
+if TYPE_CHECKING:
+    from hostwire.timeline.gaps import GapInputs
+
+SLAB_BYTES = 32 << 20  # ~350 k events of text a slab: ~150 MB of tables while it is explained
+RARE_EVENTS = ("sched_process_fork", "sched_process_exec", "inet_sock_set_state")
+SCHED_COLUMNS = ("prev_pid", "prev_comm", "prev_state", "next_pid", "next_comm", "arg_pid", "arg_comm",
+                 "target_cpu", "orig_cpu", "dest_cpu")
+# the fields the rare events' readers use (tables.role_map, stream_tables.socket_owners, the hold of
+# hostwire record in hostwire.timeline.build)
+RARE_COLUMNS = ("child_pid", "child_comm", "parent_pid", "parent_comm", "filename", "old_pid", "skaddr", "family",
+                "protocol", "sport", "dport", "oldstate", "newstate", "saddr", "daddr", "saddr_v6", "daddr_v6")
+# before the trace's first stamp and after its last nothing is known of the CPUs: open bounds
+OPEN_LO, OPEN_HI = -(1 << 62), 1 << 62
+
+
+def slab_bytes() -> int:
+    """The text per slab: SLAB_BYTES, or HOSTWIRE_SLAB_BYTES (tests make slabs small so that
+    gaps and task states cross their bounds)."""
+    return max(1, int(os.environ.get("HOSTWIRE_SLAB_BYTES") or SLAB_BYTES))
+
+
+@dataclass
+class Slab:
+    """The kernel tables of [lo, hi): task states and CPU intervals (tables.task_states and
+    tables.running of the whole trace, cut to the slab)."""
+
+    lo: int
+    hi: int
+    states: pd.DataFrame
+    running: pd.DataFrame
+
+
+@dataclass
+class FirstPass:
+    """What the first pass keeps (the module doc)."""
+
+    rare: pd.DataFrame
+    first_ns: int
+    last_ns: int
+    silences: tuple[np.ndarray, np.ndarray]  # as hostwire.timeline.stolen.silences gives them
+    transmit_pids: list[int]
+    # sorted keys pid * slabs + slab of each task's first switch in a slab, and its kind (1: in, 0: out)
+    switch_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    switch_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    slabs: int = 0
+    # each task's state before its first event (tables.task_states' rule), from the stamp of that event
+    heads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["pid", "t_ns", "state", "cpu"]))
+    # each CPU's task before its first switch (tables.running's rule), up to the stamp of that switch
+    cpu_heads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["cpu", "t_ns", "pid", "comm"]))
+
+
+def _pieces(path: Path, columns: list[str] | None, piece_bytes: int,
+            progress: Callable[[int, int], None] | None) -> Iterator[tuple[int, int | None, pd.DataFrame]]:
+    """(lo, hi, events) of each slab in time order; hi is None for the last."""
+    pending: pd.DataFrame | None = None
+    last = None
+    for piece in iter_sched_tsv(path, columns, piece_bytes=piece_bytes, progress=progress):
+        if len(piece) == 0:
+            continue
+        t = piece["t_ns"].to_numpy()
+        if (last is not None and t[0] < last) or (len(t) > 1 and bool((t[1:] < t[:-1]).any())):
+            raise InputError(f"{path}: the events are not in time order; read the run in memory (--engine memory)")
+        last = int(t[-1])
+        if pending is None:
+            pending = piece
+            continue
+        bound = int(t[0])
+        held = pending["t_ns"].to_numpy()
+        cut = int(np.searchsorted(held, bound, side="left"))
+        if cut:
+            yield int(held[0]), bound, pending.iloc[:cut]
+        pending = pd.concat([pending.iloc[cut:], piece], ignore_index=True) if cut < len(held) else piece
+    if pending is not None:
+        yield int(pending["t_ns"].iloc[0]), None, pending
+
+
+def _present(path: Path, wanted: tuple[str, ...]) -> list[str]:
+    names = set(open_tsv(path, tail=False).columns)
+    return [c for c in wanted if c in names]
+
+
+def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None] | None = None) -> FirstPass:
+    """The first pass over raw/sched.tsv (the module doc)."""
+    rare, keys, kinds, heads, cpu_heads = [], [], [], [], []
+    silence_start, silence_end = [], []
+    transmit: set[int] = set()
+    seen_cpus: set[int] = set()
+    first_ns = last_ns = None
+    slab = 0
+    columns = _present(path, SCHED_COLUMNS + RARE_COLUMNS)
+    for slab, (lo, _, events) in enumerate(_pieces(path, columns, piece_bytes, progress)):
+        t = events["t_ns"].to_numpy().astype(np.int64)
+        if first_ns is None:
+            first_ns = int(t[0])
+        joined = t if last_ns is None else np.concatenate([[last_ns], t])
+        long = np.flatnonzero(np.diff(joined) >= MIN_SILENCE_NS)
+        silence_start.append(joined[long])
+        silence_end.append(joined[long + 1])
+        last_ns = int(t[-1])
+        rare.append(events[tables.is_event(events, *RARE_EVENTS)])
+        sw = tables.switches(events)
+        heads.append(_first_events(sw, tables.wakeups(events), tables.migrations(events)))
+        if len(sw) == 0:
+            continue
+        pid = np.concatenate([sw["next_pid"].to_numpy(), sw["prev_pid"].to_numpy()])
+        kind = np.concatenate([np.ones(len(sw), np.int64), np.zeros(len(sw), np.int64)])
+        when = np.concatenate([sw["t_ns"].to_numpy(), sw["t_ns"].to_numpy()])
+        order = np.lexsort((kind, when, pid))
+        pid, kind = pid[order], kind[order]
+        head = np.r_[True, pid[1:] != pid[:-1]]
+        keys.append(np.stack([pid[head], np.full(int(head.sum()), slab)], axis=1))
+        kinds.append(kind[head])
+        # the tasks tables.running names: each switch's next task, and the task each CPU ran first
+        comms = pd.Series(sw["next_comm"].to_numpy(), index=sw["next_pid"].to_numpy())
+        firsts = sw.drop_duplicates("cpu")
+        firsts = firsts[~firsts["cpu"].isin(list(seen_cpus)).to_numpy()]
+        seen_cpus.update(int(c) for c in firsts["cpu"])
+        cpu_heads.append(pd.DataFrame({"cpu": firsts["cpu"].to_numpy(), "t_ns": firsts["t_ns"].to_numpy(),
+                                       "pid": firsts["prev_pid"].to_numpy(), "comm": firsts["prev_comm"].to_numpy()}))
+        comms = pd.concat([comms, pd.Series(firsts["prev_comm"].to_numpy(), index=firsts["prev_pid"].to_numpy())])
+        transmit.update(int(p) for p in comms.index[comms.astype(str).str.startswith("ksoftirqd/").to_numpy()])
+    if first_ns is None or last_ns is None:
+        raise InputError(f"{path}: the kernel trace holds no event")
+    slabs = slab + 1
+    key = np.concatenate(keys) if keys else np.zeros((0, 2), np.int64)
+    flat = key[:, 0] * slabs + key[:, 1]
+    order = np.argsort(flat, kind="stable")
+    return FirstPass(rare=pd.concat(rare, ignore_index=True), first_ns=first_ns, last_ns=last_ns,
+                     silences=(np.r_[-OPEN, np.concatenate(silence_start), last_ns],
+                               np.r_[first_ns, np.concatenate(silence_end), OPEN]),
+                     transmit_pids=sorted(transmit), switch_key=flat[order],
+                     switch_kind=(np.concatenate(kinds) if kinds else np.zeros(0, np.int64))[order], slabs=slabs,
+                     heads=_firsts_of(heads), cpu_heads=pd.concat([FirstPass.__dataclass_fields__["cpu_heads"]
+                                                                   .default_factory(), *cpu_heads], ignore_index=True))
+
+
+def _first_events(sw: pd.DataFrame, wk: pd.DataFrame, mg: pd.DataFrame) -> pd.DataFrame:
+    """Per task, its first event among these (ordered as tables.task_states orders them) and the
+    state and CPU that task_states gives it before that event: running there when the event
+    switches it out, runnable when it switches it in, sleeping otherwise."""
+    n = len(sw)
+    pid = np.concatenate([sw["next_pid"].to_numpy(), sw["prev_pid"].to_numpy(), wk["pid"].to_numpy(),
+                          mg["pid"].to_numpy()]).astype(np.int64)
+    t = np.concatenate([sw["t_ns"].to_numpy(), sw["t_ns"].to_numpy(), wk["t_ns"].to_numpy(),
+                        mg["t_ns"].to_numpy()]).astype(np.int64)
+    kind = np.concatenate([np.full(n, 1), np.full(n, 0), np.full(len(wk), 2), np.full(len(mg), 3)]).astype(np.int64)
+    hint = np.concatenate([sw["cpu"].to_numpy(), sw["cpu"].to_numpy(), wk["target_cpu"].to_numpy(),
+                           mg["orig_cpu"].to_numpy()]).astype(np.int64)
+    keep = pid > 0
+    pid, t, kind, hint = pid[keep], t[keep], kind[keep], hint[keep]
+    order = np.lexsort((kind, t, pid))
+    pid, t, kind, hint = pid[order], t[order], kind[order], hint[order]
+    first = np.r_[True, pid[1:] != pid[:-1]] if len(pid) else np.zeros(0, bool)
+    state = np.where(kind[first] == 0, 0, np.where(kind[first] == 1, 1, 2))
+    return pd.DataFrame({"pid": pid[first], "t_ns": t[first],
+                         "state": np.asarray(tables.TASK_STATES, dtype=object)[state], "cpu": hint[first]})
+
+
+def _firsts_of(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The first slab's row of each task (the slabs come in time order)."""
+    if not parts:
+        return pd.DataFrame(columns=["pid", "t_ns", "state", "cpu"])
+    every = pd.concat(parts, ignore_index=True)
+    return every[~every["pid"].duplicated(keep="first").to_numpy()].sort_values("t_ns", kind="stable")
+
+
+def _clip(df: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    s, e = df["t_start_ns"].to_numpy(), df["t_end_ns"].to_numpy()
+    keep = (e > lo) & (s < hi)
+    out = df[keep]
+    return out.assign(t_start_ns=np.maximum(s[keep], lo), t_end_ns=np.minimum(e[keep], hi))
+
+
+def _last_switch(sw: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per task of the switch table (time-ordered): its last switch's row, stamp and kind, in the
+    order tables.task_states sorts a task's events (by stamp; out before in)."""
+    n = len(sw)
+    pid = np.concatenate([sw["next_pid"].to_numpy(), sw["prev_pid"].to_numpy()]).astype(np.int64)
+    t = np.concatenate([sw["t_ns"].to_numpy(), sw["t_ns"].to_numpy()]).astype(np.int64)
+    kind = np.concatenate([np.ones(n, np.int64), np.zeros(n, np.int64)])
+    row = np.concatenate([np.arange(n), np.arange(n)])
+    order = np.lexsort((kind, t, pid))
+    pid, t, kind, row = pid[order], t[order], kind[order], row[order]
+    last = np.r_[pid[1:] != pid[:-1], True] if n else np.zeros(0, bool)
+    return pid[last], row[last], t[last]
+
+
+def _after_switch(events: pd.DataFrame, pids: np.ndarray, switched_ns: np.ndarray) -> pd.DataFrame:
+    """Per task, its last event of `events` (wake-ups or migrations, time-ordered) at or after its
+    last switch (pids, switched_ns; a task without one: any)."""
+    if len(events) == 0:
+        return events
+    since = pd.Series(switched_ns, index=pids)
+    pid = events["pid"].to_numpy()
+    floor = since.reindex(pid).to_numpy()
+    keep = np.isnan(floor) | (events["t_ns"].to_numpy() >= np.nan_to_num(floor, nan=0))
+    kept = events[keep]
+    return kept[~kept["pid"].duplicated(keep="last").to_numpy()]
+
+
+class KernelSlabs:
+    """The slabs of one kernel trace, in time order, with an open slab before and after it (no
+    task or CPU known there, as the whole-trace tables have none)."""
+
+    def __init__(self, path: Path, first: FirstPass, roles: dict[int, str], piece_bytes: int,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.path, self.first, self.roles = path, first, roles
+        self.piece_bytes, self.progress = piece_bytes, progress
+        self.columns = _present(path, SCHED_COLUMNS)
+        self.last_comm: dict[int, str] = {}  # pid -> the comm it last ran under
+
+    def __iter__(self) -> Iterator[Slab]:
+        empty_running = tables.running(tables.switches(pd.DataFrame(columns=["t_ns", "cpu", "event"])), 0, 0, {})
+        empty_states = tables.task_states(*(pd.DataFrame(columns=c) for c in (
+            tables.SWITCH_COLUMNS, tables.WAKEUP_COLUMNS, tables.MIGRATION_COLUMNS)), 0, 0)
+        yield Slab(OPEN_LO, self.first.first_ns, empty_states, empty_running)
+        cpu_prefix = task_prefix = wake_prefix = move_prefix = None
+        for index, (lo, hi, events) in enumerate(_pieces(self.path, self.columns, self.piece_bytes, self.progress)):
+            last = hi is None
+            end = self.first.last_ns if last else hi
+            sw_new = tables.switches(events)
+            sw_cpu = pd.concat([cpu_prefix, sw_new], ignore_index=True) if cpu_prefix is not None else sw_new
+            sw_task = pd.concat([task_prefix, sw_new], ignore_index=True) if task_prefix is not None else sw_new
+            wk = tables.wakeups(events)
+            wk = pd.concat([wake_prefix, wk], ignore_index=True) if wake_prefix is not None else wk
+            mg = tables.migrations(events)
+            mg = pd.concat([move_prefix, mg], ignore_index=True) if move_prefix is not None else mg
+            pids, rows, switched = _last_switch(sw_task)
+            suffix = self._suffix(wk, pids, switched, index, end)
+            states = tables.task_states(pd.concat([sw_task, suffix], ignore_index=True) if len(suffix) else sw_task,
+                                        wk, mg, self.first.first_ns, end)
+            running = tables.running(sw_cpu, self.first.first_ns, end, self.roles)
+            bound = end + 1 if last else end
+            states = pd.concat([states, self._unseen_tasks(lo, bound)], ignore_index=True)
+            running = pd.concat([running, self._unseen_cpus(lo, bound)], ignore_index=True)
+            running = _clip(running, lo, bound)
+            self._note_comms(running)
+            yield Slab(lo, bound, _clip(states, lo, bound), running)
+            cpu_prefix = sw_cpu[~sw_cpu["cpu"].duplicated(keep="last").to_numpy()]
+            task_prefix = sw_task.iloc[np.unique(rows)]
+            wake_prefix = _after_switch(wk, pids, switched)
+            move_prefix = _after_switch(mg, pids, switched)
+            if last:
+                yield Slab(bound, OPEN_HI, empty_states, empty_running)
+
+    def _suffix(self, wk: pd.DataFrame, pids: np.ndarray, switched: np.ndarray, index: int, end: int) -> pd.DataFrame:
+        """A switch at `end` for each task woken after its last switch: its next switch after the
+        slab (from the first pass), in or out, so that tables.task_states counts the wake-up as the
+        whole trace does."""
+        woken = _after_switch(wk, pids, switched)["pid"].to_numpy().astype(np.int64)
+        fp = self.first
+        if len(woken) == 0 or len(fp.switch_key) == 0:
+            return pd.DataFrame(columns=tables.SWITCH_COLUMNS)
+        at = np.searchsorted(fp.switch_key, woken * fp.slabs + index + 1, side="left")
+        found = at < len(fp.switch_key)
+        found[found] = fp.switch_key[at[found]] // fp.slabs == woken[found]
+        pid, kind = woken[found], fp.switch_kind[at[found]]
+        zero = np.zeros(len(pid), np.int64)
+        return pd.DataFrame({"t_ns": np.full(len(pid), end, np.int64), "cpu": zero - 1,
+                             "prev_pid": np.where(kind == 0, pid, 0), "prev_comm": "",
+                             "prev_state": zero, "prev_runnable": True,
+                             "next_pid": np.where(kind == 1, pid, 0), "next_comm": ""})
+
+    def _unseen_tasks(self, lo: int, bound: int) -> pd.DataFrame:
+        """The tasks whose first event comes after the slab, in the state they have before it."""
+        heads = self.first.heads
+        later = heads[heads["t_ns"].to_numpy() >= bound]
+        return pd.DataFrame({"pid": later["pid"].to_numpy(), "t_start_ns": lo, "t_end_ns": bound,
+                             "state": later["state"].to_numpy(), "cpu": later["cpu"].to_numpy()},
+                            columns=tables.STATE_COLUMNS)
+
+    def _unseen_cpus(self, lo: int, bound: int) -> pd.DataFrame:
+        """The CPUs whose first switch comes after the slab: the task they run before it."""
+        heads = self.first.cpu_heads
+        later = heads[heads["t_ns"].to_numpy() >= bound]
+        out = pd.DataFrame({"cpu": later["cpu"].to_numpy(), "t_start_ns": lo, "t_end_ns": bound,
+                            "dur_ns": bound - lo, "pid": later["pid"].to_numpy(), "comm": later["comm"].to_numpy()})
+        out["role"] = tables.roles_of(out["pid"].to_numpy(), out["comm"].to_numpy(), self.roles)
+        return out[tables.RUNNING_COLUMNS]
+
+    def name_senders(self, inputs: GapInputs) -> None:
+        """Once the slabs are read: each sender's name as the kernel trace last saw it run
+        (hostwire.timeline.gap_sources.process_names)."""
+        inputs.comms.update({pid: self.last_comm[pid] for pid in set(inputs.senders.values()) if pid in self.last_comm})
+
+    def _note_comms(self, running: pd.DataFrame) -> None:
+        if len(running) == 0:
+            return
+        ordered = running.sort_values("t_start_ns", kind="stable")
+        last = ordered[~ordered["pid"].duplicated(keep="last").to_numpy()]
+        self.last_comm.update({int(p): str(c) for p, c in zip(last["pid"], last["comm"])})
