@@ -76,6 +76,29 @@ def test_sieves_sharing_the_cpu_preempt_the_stream(runs: dict[str, Path]) -> Non
 
 @pytest.mark.privileged("netns", "tracefs")
 @pytest.mark.slow
+@pytest.mark.parametrize("which", ["shared", "busy-ptrace"])
+def test_the_kernel_trace_read_in_slabs_explains_the_same_gaps(runs: dict[str, Path], which: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """hostwire gaps --engine slabs, its slabs a hundred times smaller than the trace, prints what
+    the whole trace in memory gives: every gap, every cause, every preempter."""
+    size = (runs[which] / "raw" / "sched.tsv").stat().st_size
+    monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", str(size // 100))
+    outputs = {}
+    for engine in ("memory", "slabs"):
+        for what in ([], ["--preempters"]):
+            proc = subprocess.run([sys.executable, "-m", "hostwire", "gaps", str(runs[which]), "--engine", engine, *what],
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stderr
+            outputs[engine, bool(what)] = proc.stdout
+    assert outputs["memory", False].count("\n") > 100
+    if which == "shared":
+        assert outputs["memory", True].count("\n") > 100  # the sieves preempt the sender
+    assert outputs["slabs", False] == outputs["memory", False]
+    assert outputs["slabs", True] == outputs["memory", True]
+
+
+@pytest.mark.privileged("netns", "tracefs")
+@pytest.mark.slow
 def test_many_senders_on_a_slow_link_are_wire_busy(runs: dict[str, Path]) -> None:
     run = hostwire.load_run(runs["busy"])
     table, _, p99 = _gaps_above_p99(run)

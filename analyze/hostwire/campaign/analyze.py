@@ -186,7 +186,7 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """The summary row and tables of one run: the run is opened once and every metric reads the
     same Run (its capture decoded once). A raw file missing or differing from the digest its
     runner recorded marks the run, named in `errors`."""
-    from hostwire.metrics.compute import table
+    from hostwire.metrics.compute import table as metric_table
     from hostwire.metrics.needs import needs_of
     from hostwire.run import Run, load_run
 
@@ -218,6 +218,12 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     errors: list[str] = []
 
     cannot: list[str] = []
+    # A long run's capture is read in chunks (hostwire.metrics.chunked): given the run's directory,
+    # not the Run, the metrics take the chunked path; a small one is decoded once for all of them.
+    source = run.path if chunked_capture(run) else run
+
+    def table(kind: str, **options: Any) -> pd.DataFrame:
+        return metric_table(kind, source, **options)
 
     def attempt(name: str, fn: Callable[[], None]) -> None:
         # A metric whose raw files the run does not have (a run recorded without a capture) is
@@ -231,7 +237,7 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
             errors.append(f"{name}: {err}")
 
     def sanity() -> None:
-        t = table("sanity", run, partial=True)
+        t = table("sanity", partial=True)
         counters = dict(zip(t["counter"], t["value"]))
         row["marked"] = int(counters.get("marked", 1))
         for key in ("frames", "impossible_share", "tcp_retransmissions", "min_advertised_window",
@@ -241,7 +247,7 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
                 row[key.replace("loss.", "")] = _number(counters[key])
 
     def goodput() -> None:
-        t = table("goodput", run)
+        t = table("goodput")
         total = t[t["stream"] == "all"].iloc[0]
         row["goodput_bit_s"] = float(total["bit_s"])
         for column in t.columns:
@@ -249,22 +255,22 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
                 row[f"goodput_{column}"] = _number(total[column])
 
     def fairness() -> None:
-        t = table("fairness", run)
+        t = table("fairness")
         row["jain"] = float(t["jain"].iloc[0])
         row["streams"] = int(t["n"].iloc[0])
 
     def intervals() -> None:
-        t = table("intervals", run)
+        t = table("intervals")
         for kind in ("frame", "write"):
             part = t[(t["kind"] == kind) & (t["stream"] == "all")]
             if len(part):
                 row[f"{kind}_gap_p50_ns"] = _number(part["p50_ns"].iloc[0])
                 row[f"{kind}_gap_p99_ns"] = _number(part["p99_ns"].iloc[0])
                 row[f"{kind}_gap_max_ns"] = _number(part["max_ns"].iloc[0])
-        tables["intervals_hist"] = table("intervals", run, hist=True)
+        tables["intervals_hist"] = table("intervals", hist=True)
 
     def idc() -> None:
-        t = table("idc", run)
+        t = table("idc")
         tables["idc"] = t
         whole = t[t["stream"] == "all"]
         if len(whole):
@@ -272,13 +278,13 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
             row["idc_100ms"] = float(nearest["idc"])
 
     def bursts() -> None:
-        t = table("bursts", run)
+        t = table("bursts")
         whole = t[t["stream"] == "all"] if "all" in set(t["stream"]) else t
         row["bursts"] = int(whole["bursts"].sum())
         row["on_off_ratio"] = _number(whole["on_off_ratio"].replace(np.inf, np.nan).mean())
 
     def contract() -> None:
-        tables["contract"] = table("contract", run, points=20)
+        tables["contract"] = table("contract", points=20)
 
     def gap_causes() -> None:
         row.update(_gap_causes(run))
@@ -308,7 +314,14 @@ def _gap_causes(run: Any) -> dict[str, Any]:
     from hostwire.timeline import gap_sources, gaps
 
     start, end = run.window_ns()
-    table, _ = gaps.explain(gap_sources.gap_inputs(run), None, (start, end))
+    if gap_sources.slabbed(run.path):
+        from hostwire.run import load_run
+
+        # its own Run: the slabbed reading leaves its Run only the trace's rare events
+        inputs, slabs = gap_sources.slabbed_gap_inputs(load_run(run.path))
+        table, _ = gaps.explain(inputs, None, (start, end), slabs=slabs, on_comms=lambda: slabs.name_senders(inputs))
+    else:
+        table, _ = gaps.explain(gap_sources.gap_inputs(run), None, (start, end))
     total = gaps.summary(table)
     out: dict[str, Any] = {"gaps": 0, "gap_time_ns": 0}
     whole = total[total["stream"] == "all"]
@@ -318,6 +331,15 @@ def _gap_causes(run: Any) -> dict[str, Any]:
             out[f"gap_{cause}_share"] = float(whole[f"{cause}_share"].iloc[0])
     out["gap_cannot_tell"] = " ".join(table.attrs.get("cannot_tell", []))
     return out
+
+
+def chunked_capture(run: Any) -> bool:
+    """Whether the run's capture is long enough for the chunked metrics (their `auto` rule:
+    hostwire.metrics.chunked.engine.AUTO_BYTES)."""
+    from hostwire.metrics.chunked.engine import AUTO_BYTES
+
+    capture = run.path / "raw" / "wire.pcap"
+    return capture.is_file() and capture.stat().st_size >= AUTO_BYTES
 
 
 def _host_load(run: Any) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     start, end = run_.window_ns()
     window = narrow(Window(start, end), args.from_s, args.to_s)
     slabs = None
-    if slabbed(run_, args.engine):
+    if gap_sources.slabbed(run_.path, args.engine):
         inputs, slabs = gap_sources.slabbed_gap_inputs(run_, args.link_rate)
     else:
         inputs = gap_sources.gap_inputs(run_, args.link_rate)
@@ -82,15 +82,3 @@ def run(args: argparse.Namespace) -> int:
     write_table(out, args.json, sys.stdout)
     return 0
 
-
-SLABS_FROM_BYTES = 256 << 20  # a kernel trace from which --engine auto reads in slabs
-
-
-def slabbed(run_: object, engine: str) -> bool:
-    """Whether to read the run's kernel trace in slabs (--engine)."""
-    from pathlib import Path
-
-    trace = Path(getattr(run_, "path")) / "raw" / "sched.tsv"
-    if engine == "slabs" or not trace.is_file():
-        return engine == "slabs"
-    return engine == "auto" and trace.stat().st_size >= SLABS_FROM_BYTES

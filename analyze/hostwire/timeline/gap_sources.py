@@ -4,6 +4,7 @@ and the /proc/stat samples when present."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -64,6 +65,18 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
                      comms=process_names(tl, set(senders.values()), kernel is None), frozen=frozen_host(run, kernel),
                      cpu_quota=float(run.point_value("sender_cpu_share")) > 0, sources=sources,
                      transmit_pids=None if kernel is None else kernel.transmit_pids)
+
+
+SLABS_FROM_BYTES = 256 << 20  # a kernel trace from which the gap analysis reads in slabs by default
+
+
+def slabbed(run_dir: Path, engine: str = "auto") -> bool:
+    """Whether the gap analysis reads the run's kernel trace in slabs: `slabs`, `memory`, or
+    `auto` (a raw/sched.tsv of SLABS_FROM_BYTES or more)."""
+    trace = run_dir / "raw" / "sched.tsv"
+    if engine != "auto":
+        return engine == "slabs"
+    return trace.is_file() and trace.stat().st_size >= SLABS_FROM_BYTES
 
 
 def slabbed_gap_inputs(run: Run, rate_text: str | None = None) -> tuple[GapInputs, KernelSlabs]:

@@ -43,7 +43,7 @@ from hostwire.timeline.stolen import MIN_SILENCE_NS, OPEN
 if TYPE_CHECKING:
     from hostwire.timeline.gaps import GapInputs
 
-SLAB_BYTES = 32 << 20  # ~350 k events of text a slab: ~150 MB of tables while it is explained
+SLAB_BYTES = 8 << 20  # ~90 k events of text a slab; its tables and the first pass's text columns stay near 150 MB
 RARE_EVENTS = ("sched_process_fork", "sched_process_exec", "inet_sock_set_state")
 SCHED_COLUMNS = ("prev_pid", "prev_comm", "prev_state", "next_pid", "next_comm", "arg_pid", "arg_comm",
                  "target_cpu", "orig_cpu", "dest_cpu")

@@ -1,0 +1,199 @@
+"""The kernel trace read in slabs (hostwire.timeline.kernel_slabs) against the whole trace: the
+pieces of the reader, the task states and CPU intervals cut into slabs, the host's silences, and
+the gap table; on the recorded fixture and on a hand-built trace whose tasks cross slab bounds in
+every way the slabs carry (a wake-up switched in slabs later, a wake-up never switched in, a
+migration of a waiting task, a task and a CPU first seen late)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hostwire.errors import InputError
+from hostwire.read.sched import iter_sched_tsv, read_sched_tsv
+from hostwire.run import load_run
+from hostwire.timeline import gap_sources, gaps, kernel_slabs, stolen, tables
+from hostwire.timeline.build import Timeline
+
+FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "run-small"
+SCHED = FIXTURE / "raw" / "sched.tsv"
+PIECES = [1, 200, 2_000, 1 << 30]  # from one event a slab to the whole trace in one
+
+A, B, C, D, E, F, G = 10, 11, 12, 13, 14, 15, 16
+# (t, cpu, event, fields): the hand-built trace (the module doc)
+HAND = [
+    (100, 0, "sched_switch", dict(prev_pid=0, prev_comm="swapper/0", prev_state=0, next_pid=A, next_comm="a")),
+    (200, 1, "sched_wakeup", dict(arg_pid=B, arg_comm="b", target_cpu=1)),
+    (300, 0, "sched_migrate_task", dict(arg_pid=C, arg_comm="c", orig_cpu=0, dest_cpu=1)),
+    (400, 0, "sched_switch", dict(prev_pid=A, prev_comm="a", prev_state=256, next_pid=D, next_comm="d")),
+    (500, 0, "sched_wakeup", dict(arg_pid=A, arg_comm="a", target_cpu=0)),
+    (600, 1, "sched_wakeup", dict(arg_pid=E, arg_comm="e", target_cpu=1)),
+    (700, 0, "sched_migrate_task", dict(arg_pid=A, arg_comm="a", orig_cpu=0, dest_cpu=1)),
+    (800, 1, "sched_switch", dict(prev_pid=F, prev_comm="f", prev_state=1, next_pid=A, next_comm="a")),
+    (900, 1, "sched_switch", dict(prev_pid=A, prev_comm="a", prev_state=0, next_pid=B, next_comm="b")),
+    (1000, 0, "sched_switch", dict(prev_pid=D, prev_comm="d", prev_state=1, next_pid=0, next_comm="swapper/0")),
+    (1050, 0, "sched_wakeup", dict(arg_pid=G, arg_comm="g", target_cpu=0)),
+    (1080, 0, "sched_switch", dict(prev_pid=0, prev_comm="swapper/0", prev_state=0, next_pid=G, next_comm="g")),
+    (1080, 1, "sched_switch", dict(prev_pid=B, prev_comm="b", prev_state=1, next_pid=0, next_comm="swapper/1")),
+    (1200, 0, "sched_process_fork", dict(child_pid=17, child_comm="g", parent_pid=G, parent_comm="g")),
+]
+
+
+def _write_trace(path: Path, rows: list[tuple[int, int, str, dict]]) -> Path:
+    """A sched.tsv with the fixture's header and these events (pid/comm: the task that ran)."""
+    head = [line for line in SCHED.read_text().splitlines() if line.startswith("#") and not line.startswith("# end")]
+    columns = next(line for line in SCHED.read_text().splitlines() if not line.startswith("#")).split("\t")
+    lines = [*head, "\t".join(columns)]
+    for t, cpu, event, fields in rows:
+        values = {"t_ns": t, "cpu": cpu, "event": event, "pid": 1, "comm": "x", **fields}
+        lines.append("\t".join(str(values.get(c, "")) for c in columns))
+    lines.append(f"# end: records={len(rows)}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _whole(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    sched = read_sched_tsv(path)[1]
+    sw, wk, mg = tables.switches(sched), tables.wakeups(sched), tables.migrations(sched)
+    first, last = int(sched["t_ns"].min()), int(sched["t_ns"].max())
+    return tables.task_states(sw, wk, mg, first, last), tables.running(sw, first, last, {})
+
+
+def _sliced(path: Path, piece_bytes: int) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    first = kernel_slabs.first_pass(path, piece_bytes)
+    slabs = list(kernel_slabs.KernelSlabs(path, first, {}, piece_bytes))
+    return (pd.concat([s.states for s in slabs], ignore_index=True),
+            pd.concat([s.running for s in slabs], ignore_index=True), len(slabs))
+
+
+def _merged(df: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """The intervals of each key with touching ones joined (slabs cut an interval at their bounds)."""
+    df = df.astype({"t_start_ns": "int64", "t_end_ns": "int64", **{k: str for k in key}})
+    df = df.sort_values([*key, "t_start_ns"], kind="stable").reset_index(drop=True)
+    same = np.ones(len(df), dtype=bool)
+    for k in key:
+        values = df[k].to_numpy()
+        same[1:] &= values[1:] == values[:-1]
+    same[0] = False
+    same[1:] &= df["t_start_ns"].to_numpy()[1:] == df["t_end_ns"].to_numpy()[:-1]
+    group = np.cumsum(~same)
+    out = df.groupby(group).agg({**{k: "first" for k in key}, "t_start_ns": "first", "t_end_ns": "last"})
+    return out.reset_index(drop=True)
+
+
+@pytest.mark.parametrize("piece_bytes", PIECES)
+def test_pieces_of_the_trace_are_the_whole_trace(piece_bytes: int) -> None:
+    whole = read_sched_tsv(SCHED)[1]
+    pieces = list(iter_sched_tsv(SCHED, piece_bytes=piece_bytes))
+    pd.testing.assert_frame_equal(pd.concat(pieces, ignore_index=True), whole)
+    assert len(pieces) == (len(whole) if piece_bytes == 1 else 1 if piece_bytes > SCHED.stat().st_size else len(pieces))
+
+
+@pytest.mark.parametrize("damage, expected", [
+    (lambda text: text.replace("# end: records=331", "# end: records=330"), "the trailer counts 330 records"),
+    (lambda text: text[: text.index("# end:")], "no '# end: records=N' trailer"),
+    (lambda text: text.replace("\tsched_switch\t", "\tsched_switch\t\t", 1), "fields, expected"),
+])
+def test_a_damaged_trace_is_refused_in_pieces_as_whole(tmp_path: Path, damage: object, expected: str) -> None:
+    bad = tmp_path / "sched.tsv"
+    bad.write_text(damage(SCHED.read_text()))  # type: ignore[operator]
+    with pytest.raises(InputError) as whole:
+        read_sched_tsv(bad)
+    with pytest.raises(InputError) as pieces:
+        list(iter_sched_tsv(bad, piece_bytes=500))
+    assert expected in str(whole.value) and str(pieces.value) == str(whole.value)
+
+
+@pytest.mark.parametrize("trace, piece_bytes", [("hand-built", p) for p in PIECES] + [
+    ("fixture", 300), ("fixture", 2_000), ("fixture", 1 << 30)])
+def test_slabs_hold_the_whole_traces_states_and_cpus(tmp_path: Path, trace: str, piece_bytes: int) -> None:
+    path = SCHED if trace == "fixture" else _write_trace(tmp_path / "sched.tsv", HAND)
+    states, running = _whole(path)
+    slab_states, slab_running, count = _sliced(path, piece_bytes)
+    if piece_bytes == 1:
+        assert count == len(HAND) - 1 + 2  # an event a slab (two share a stamp), and the open slabs
+    key_s, key_r = ["pid", "state", "cpu"], ["cpu", "pid", "comm", "role"]
+    pd.testing.assert_frame_equal(_merged(slab_states, key_s), _merged(states, key_s))
+    pd.testing.assert_frame_equal(_merged(slab_running, key_r), _merged(running, key_r))
+
+
+def test_hand_built_trace_states_are_the_rules(tmp_path: Path) -> None:
+    """The whole-trace rules the slabs must keep, worked by hand on the hand-built trace."""
+    path = _write_trace(tmp_path / "sched.tsv", HAND)
+    states = _sliced(path, 1)[0]
+
+    def state_at(pid: int, t: int) -> tuple[str, int]:
+        row = states[(states["pid"] == pid) & (states["t_start_ns"] <= t) & (states["t_end_ns"] > t)]
+        assert len(row) == 1, (pid, t, row)
+        return str(row["state"].iloc[0]), int(row["cpu"].iloc[0])
+
+    assert state_at(B, 250) == ("runnable", 1)   # woken at 200, switched in at 900, six slabs on
+    assert state_at(E, 650) == ("sleeping", 1)   # woken, never switched in: the wake-up changes nothing
+    assert state_at(A, 750) == ("runnable", 1)   # preempted at 400, moved to CPU 1 at 700
+    assert state_at(F, 150) == ("running", 1)    # first seen at 800, switched out: running before
+    assert state_at(G, 150) == ("sleeping", 0)   # first seen at 1050, woken: asleep before
+
+
+def test_common_silences_are_the_silences_of_both_sources_merged() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        a = np.sort(rng.integers(0, 10**8, rng.integers(0, 60)))
+        b = np.sort(rng.integers(3 * 10**7, 2 * 10**8, rng.integers(0, 60)))
+        merged = np.sort(np.concatenate([a, b]))
+        if len(merged) < 2:
+            continue
+        long = np.flatnonzero(np.diff(merged) >= stolen.MIN_SILENCE_NS)
+        start, end = stolen.common_silences(stolen.silences(a), stolen.silences(b), int(merged[0]), int(merged[-1]))
+        np.testing.assert_array_equal(start, merged[long])
+        np.testing.assert_array_equal(end, merged[long + 1])
+
+
+@pytest.mark.parametrize("piece_bytes", [300, 3_000])
+def test_gaps_explained_in_slabs_are_the_gaps_explained_whole(tmp_path: Path, piece_bytes: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURE, run_dir)
+    whole = gaps.explain(gap_sources.gap_inputs(load_run(run_dir)), min_gap_ns=1_000)
+    monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", str(piece_bytes))
+    run = load_run(run_dir)
+    inputs, slabs = gap_sources.slabbed_gap_inputs(run)
+    sliced = gaps.explain(inputs, min_gap_ns=1_000, slabs=slabs, on_comms=lambda: slabs.name_senders(inputs))
+    assert len(whole[0]) > 100
+    pd.testing.assert_frame_equal(sliced[0], whole[0])
+    pd.testing.assert_frame_equal(sliced[1], whole[1])
+    assert Timeline.of(run).roles() == Timeline.of(load_run(run_dir)).roles()
+
+
+def test_analyze_takes_the_chunked_paths_for_a_long_run_with_the_same_row(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """hostwire analyze gives a long run (here: thresholds at 0 bytes) the chunked metrics and the
+    slabbed gaps, in small chunks and slabs, and the same summary row and tables as in memory."""
+    from hostwire.campaign import analyze
+    from hostwire.metrics.chunked import engine
+
+    whole_dir, long_dir = tmp_path / "whole", tmp_path / "long"
+    shutil.copytree(FIXTURE, whole_dir)
+    shutil.copytree(FIXTURE, long_dir)
+    whole = analyze.analyze_run(whole_dir, force=True)
+    monkeypatch.setattr(engine, "AUTO_BYTES", 0)
+    monkeypatch.setattr(gap_sources, "SLABS_FROM_BYTES", 0)
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "7")
+    monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", "3000")
+    calls: list[str] = []
+    original = engine.compute
+    monkeypatch.setattr(engine, "compute", lambda kind, args: calls.append(kind) or original(kind, args))
+    slabbed = gap_sources.slabbed_gap_inputs
+    monkeypatch.setattr(gap_sources, "slabbed_gap_inputs", lambda run: calls.append("gaps") or slabbed(run))
+    long = analyze.analyze_run(long_dir, force=True)
+    assert {"sanity", "goodput", "fairness", "intervals", "idc", "bursts", "contract", "gaps"} <= set(calls)
+    assert whole["errors"] == "" and whole["gaps"] > 0
+    differ = {k: (whole[k], long.get(k)) for k in whole if k not in ("directory",) and whole[k] != long.get(k)
+              and not (isinstance(whole[k], float) and np.isnan(whole[k]) and np.isnan(long.get(k)))}
+    assert differ == {}
+    for name in analyze.TABLES:
+        pd.testing.assert_frame_equal(pd.read_parquet(analyze._table_path(long_dir, name)),
+                                      pd.read_parquet(analyze._table_path(whole_dir, name)))
