@@ -5,13 +5,15 @@ collector (capture, kernel trace, system calls through tracefs) on the default 1
 joined tables (switches, wake-ups, running, run queue, calls, streams, segments, backlog) and
 explaining every gap of every stream (target: at most 3 s together); then exporting the whole
 window as a Perfetto trace (target: 10^6 events a second). Prints the event counts beside
-the times.
+the times. Last, `hostwire gaps` with the kernel trace whole and in slabs: time, peak memory, and
+whether both give the same table.
 Usage: perf/bench_timeline_run.py [--run DIR] [--keep DIR] [--duration S] [--link-rate RATE]"""
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyze"))
 import hostwire  # noqa: E402
 from hostwire.record.point import RunPoint  # noqa: E402
 from hostwire.record.runner import record_run  # noqa: E402
+from hostwire.procmem import Sampler  # noqa: E402
 from hostwire.timeline import cache, gap_sources, gaps, perfetto_trace  # noqa: E402
 from hostwire.timeline.build import Timeline  # noqa: E402
 
@@ -38,6 +41,24 @@ def record(root: Path, duration_s: float, link_rate: str) -> Path:
 def drop_cache(run_dir: Path) -> None:
     for name in cache.CACHED:
         cache.path_of(run_dir, name).unlink(missing_ok=True)
+
+
+def gaps_memory(run_dir: Path) -> None:
+    """`hostwire gaps` with the kernel trace whole and in slabs, each in its own process: wall
+    seconds, peak anonymous memory of the process (hostwire.procmem), and whether both print the
+    same table."""
+    trace_mb = (run_dir / "raw" / "sched.tsv").stat().st_size / 1e6
+    print(f"{'hostwire gaps':<32}{'trace MB':>12}{'seconds':>10}{'peak MiB':>14}")
+    outputs = {}
+    for engine in ("memory", "slabs"):
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "hostwire", "gaps", str(run_dir), "--engine", engine],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        with Sampler([proc.pid]) as sampler:
+            outputs[engine] = proc.communicate()[0]
+        print(f"{'--engine ' + engine:<32}{trace_mb:>12.0f}{time.perf_counter() - t0:>10.2f}{sampler.peak / 2**20:>14.0f}"
+              + ("" if proc.returncode == 0 else f"  (exit {proc.returncode})"))
+    print(f"gaps: slabs print the same table as memory: {'yes' if outputs['slabs'] == outputs['memory'] else 'NO'}")
 
 
 def main() -> int:
@@ -96,6 +117,7 @@ def main() -> int:
         print("   counts: " + ", ".join(f"{k} {v}" for k, v in counts.items())
               + f", runqueue counters {len(tables.runqueue)}, backlog counters {len(tables.backlog)}, "
               f"flows {len(tables.segments)}")
+        gaps_memory(run_dir)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -90,7 +90,7 @@ def test_the_kernel_trace_read_in_slabs_explains_the_same_gaps(runs: dict[str, P
                                   capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, proc.stderr
             outputs[engine, bool(what)] = proc.stdout
-    assert outputs["memory", False].count("\n") > 100
+    assert outputs["memory", False].count("\n") > 20
     if which == "shared":
         assert outputs["memory", True].count("\n") > 100  # the sieves preempt the sender
     assert outputs["slabs", False] == outputs["memory", False]
