@@ -161,7 +161,8 @@ def test_gaps_explained_in_slabs_are_the_gaps_explained_whole(tmp_path: Path, pi
     monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", str(piece_bytes))
     run = load_run(run_dir)
     inputs, slabs = gap_sources.slabbed_gap_inputs(run)
-    sliced = gaps.explain(inputs, min_gap_ns=1_000, slabs=slabs, on_comms=lambda: slabs.name_senders(inputs))
+    sliced = gaps.explain(inputs, min_gap_ns=1_000, slabs=slabs,
+                          on_comms=lambda: gap_sources.name_senders(inputs, slabs))
     assert len(whole[0]) > 100
     pd.testing.assert_frame_equal(sliced[0], whole[0])
     pd.testing.assert_frame_equal(sliced[1], whole[1])

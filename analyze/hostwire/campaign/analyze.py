@@ -319,7 +319,8 @@ def _gap_causes(run: Any) -> dict[str, Any]:
 
         # its own Run: the slabbed reading leaves its Run only the trace's rare events
         inputs, slabs = gap_sources.slabbed_gap_inputs(load_run(run.path))
-        table, _ = gaps.explain(inputs, None, (start, end), slabs=slabs, on_comms=lambda: slabs.name_senders(inputs))
+        table, _ = gaps.explain(inputs, None, (start, end), slabs=slabs,
+                                on_comms=lambda: gap_sources.name_senders(inputs, slabs))
     else:
         table, _ = gaps.explain(gap_sources.gap_inputs(run), None, (start, end))
     total = gaps.summary(table)

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(names) or 'none'}")
             wanted += matched
     table, pre = gaps.explain(inputs, args.min_gap, (window.start_ns, window.end_ns), wanted, slabs,
-                              None if slabs is None else lambda: slabs.name_senders(inputs))
+                              None if slabs is None else lambda: gap_sources.name_senders(inputs, slabs))
     for sentence in table.attrs.get("cannot_tell", []):
         sys.stderr.write(f"hostwire: warning: {sentence}\n")
     out = gaps.summary(table) if args.summary else pre if args.preempters else table

@@ -89,15 +89,21 @@ def slabbed_gap_inputs(run: Run, rate_text: str | None = None) -> tuple[GapInput
     path = run.path / "raw" / "sched.tsv"
     if not path.is_file():
         raise InputError(f"{path}: missing: the slabbed reading needs a kernel trace")
-    progress = Progress(f"{run.path.name} kernel trace", unit="MB")
+    progress = Progress(f"{run.path.name} kernel trace", unit="MB")  # two passes: the first here, the slabs'
     try:
         first = first_pass(path, slab_bytes(), progress.update)
-    finally:
+    except BaseException:
         progress.close()
+        raise
     run.use_sched_events(first.rare)
     inputs = gap_inputs(run, rate_text, first)
-    return inputs, KernelSlabs(path, first, Timeline.of(run).roles(), slab_bytes(),
-                               Progress(f"{run.path.name} kernel trace", unit="MB").update)
+    return inputs, KernelSlabs(path, first, Timeline.of(run).roles(), slab_bytes(), progress)
+
+
+def name_senders(inputs: GapInputs, slabs: KernelSlabs) -> None:
+    """Once the slabs are read: each sender's name as the kernel trace last saw it run (as
+    process_names gives it from the whole trace)."""
+    inputs.comms.update({pid: slabs.last_comm[pid] for pid in set(inputs.senders.values()) if pid in slabs.last_comm})
 
 
 def _no_kernel_tables() -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -41,7 +41,7 @@ from hostwire.timeline import tables
 from hostwire.timeline.stolen import MIN_SILENCE_NS, OPEN
 
 if TYPE_CHECKING:
-    from hostwire.timeline.gaps import GapInputs
+    from hostwire.metrics.chunked.progress import Progress
 
 SLAB_BYTES = 8 << 20  # ~90 k events of text a slab; its tables and the first pass's text columns stay near 150 MB
 RARE_EVENTS = ("sched_process_fork", "sched_process_exec", "inet_sock_set_state")
@@ -245,7 +245,7 @@ class KernelSlabs:
     task or CPU known there, as the whole-trace tables have none)."""
 
     def __init__(self, path: Path, first: FirstPass, roles: dict[int, str], piece_bytes: int,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Progress | None = None) -> None:
         self.path, self.first, self.roles = path, first, roles
         self.piece_bytes, self.progress = piece_bytes, progress
         self.columns = _present(path, SCHED_COLUMNS)
@@ -256,8 +256,16 @@ class KernelSlabs:
         empty_states = tables.task_states(*(pd.DataFrame(columns=c) for c in (
             tables.SWITCH_COLUMNS, tables.WAKEUP_COLUMNS, tables.MIGRATION_COLUMNS)), 0, 0)
         yield Slab(OPEN_LO, self.first.first_ns, empty_states, empty_running)
+        try:
+            yield from self._slabs(empty_states, empty_running)
+        finally:
+            if self.progress is not None:
+                self.progress.close()
+
+    def _slabs(self, empty_states: pd.DataFrame, empty_running: pd.DataFrame) -> Iterator[Slab]:
         cpu_prefix = task_prefix = wake_prefix = move_prefix = None
-        for index, (lo, hi, events) in enumerate(_pieces(self.path, self.columns, self.piece_bytes, self.progress)):
+        update = self.progress.update if self.progress is not None else None
+        for index, (lo, hi, events) in enumerate(_pieces(self.path, self.columns, self.piece_bytes, update)):
             last = hi is None
             end = self.first.last_ns if last else hi
             sw_new = tables.switches(events)
@@ -319,11 +327,6 @@ class KernelSlabs:
                             "dur_ns": bound - lo, "pid": later["pid"].to_numpy(), "comm": later["comm"].to_numpy()})
         out["role"] = tables.roles_of(out["pid"].to_numpy(), out["comm"].to_numpy(), self.roles)
         return out[tables.RUNNING_COLUMNS]
-
-    def name_senders(self, inputs: GapInputs) -> None:
-        """Once the slabs are read: each sender's name as the kernel trace last saw it run
-        (hostwire.timeline.gap_sources.process_names)."""
-        inputs.comms.update({pid: self.last_comm[pid] for pid in set(inputs.senders.values()) if pid in self.last_comm})
 
     def _note_comms(self, running: pd.DataFrame) -> None:
         if len(running) == 0:
