@@ -74,7 +74,8 @@ def test_quick_campaign_records_every_point_and_reports(quick_campaign: Path) ->
     alone = capped[(capped["senders"] == 1) & (capped["background"] == 0)]["goodput_bit_s"].iloc[0]
     crowded = capped[(capped["senders"] == 1) & (capped["background"] == 6)]["goodput_bit_s"].fillna(0).iloc[0]
     assert alone > 2 * crowded, (alone, crowded)
-    assert summary["jain"].between(0, 1).all()
+    # a starved run without a data frame has no fairness to give (its error says so above)
+    assert (summary["jain"].between(0, 1) | (starved & summary["jain"].isna())).all(), summary["jain"].tolist()
     shares = summary[[c for c in summary.columns if c.startswith("gap_") and c.endswith("_share")]]
     assert shares.shape[1] == len(CAUSES)
     assert shares[summary["gaps"] > 0].sum(axis=1).sub(1).abs().max() < 1e-9
