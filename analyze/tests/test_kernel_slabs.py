@@ -188,9 +188,14 @@ def test_analyze_takes_the_chunked_paths_for_a_long_run_with_the_same_row(tmp_pa
     original = engine.compute
     monkeypatch.setattr(engine, "compute", lambda kind, args: calls.append(kind) or original(kind, args))
     slabbed = gap_sources.slabbed_gap_inputs
-    monkeypatch.setattr(gap_sources, "slabbed_gap_inputs", lambda run: calls.append("gaps") or slabbed(run))
+    monkeypatch.setattr(gap_sources, "slabbed_gap_inputs", lambda *a: calls.append("gaps") or slabbed(*a))
+    import hostwire.read.sched as sched_reader
+
+    whole_trace = sched_reader.read_sched_tsv
+    monkeypatch.setattr(sched_reader, "read_sched_tsv", lambda *a, **k: calls.append("whole trace") or whole_trace(*a, **k))
     long = analyze.analyze_run(long_dir, force=True)
     assert {"sanity", "goodput", "fairness", "intervals", "idc", "bursts", "contract", "gaps"} <= set(calls)
+    assert "whole trace" not in calls  # the receiver's clock, the streams and roles read only the rare events
     assert whole["errors"] == "" and whole["gaps"] > 0
     differ = {k: (whole[k], long.get(k)) for k in whole if k not in ("directory",) and whole[k] != long.get(k)
               and not (isinstance(whole[k], float) and np.isnan(whole[k]) and np.isnan(long.get(k)))}

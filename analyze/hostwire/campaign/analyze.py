@@ -221,6 +221,17 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     # A long run's capture is read in chunks (hostwire.metrics.chunked): given the run's directory,
     # not the Run, the metrics take the chunked path; a small one is decoded once for all of them.
     source = run.path if chunked_capture(run) else run
+    # A long kernel trace is read in slabs: its first pass leaves the Run only the trace's rare
+    # events, which is all the run's streams, roles and calls (the receiver's clock) read of it.
+    from hostwire.timeline import gap_sources
+
+    kernel: Any = None
+    kernel_error: HostwireError | None = None
+    if gap_sources.slabbed(run.path):
+        try:
+            kernel = gap_sources.kernel_first_pass(run)
+        except HostwireError as err:  # a damaged trace: the gap causes say so, as in memory
+            kernel_error = err
 
     def table(kind: str, **options: Any) -> pd.DataFrame:
         return metric_table(kind, source, **options)
@@ -287,7 +298,9 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
         tables["contract"] = table("contract", points=20)
 
     def gap_causes() -> None:
-        row.update(_gap_causes(run))
+        if kernel_error is not None:
+            raise kernel_error
+        row.update(_gap_causes(run, kernel))
 
     if senders > 0:
         for name, fn in (("sanity", sanity), ("goodput", goodput), ("fairness", fairness),
@@ -307,18 +320,16 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     return row, tables
 
 
-def _gap_causes(run: Any) -> dict[str, Any]:
+def _gap_causes(run: Any, kernel: Any = None) -> dict[str, Any]:
     """The long gaps of the run's streams in its window (`hostwire gaps` with its default
     threshold): how many, their total time, each cause's share of it, and the sources the run
-    lacks to tell causes apart (docs/timeline.md, "Gaps")."""
+    lacks to tell causes apart (docs/timeline.md, "Gaps"). kernel: the first pass of a kernel
+    trace read in slabs (hostwire.timeline.gap_sources.kernel_first_pass)."""
     from hostwire.timeline import gap_sources, gaps
 
     start, end = run.window_ns()
-    if gap_sources.slabbed(run.path):
-        from hostwire.run import load_run
-
-        # its own Run: the slabbed reading leaves its Run only the trace's rare events
-        inputs, slabs = gap_sources.slabbed_gap_inputs(load_run(run.path))
+    if kernel is not None:
+        inputs, slabs = gap_sources.slabbed_gap_inputs(run, None, kernel)
         table, _ = gaps.explain(inputs, None, (start, end), slabs=slabs,
                                 on_comms=lambda: gap_sources.name_senders(inputs, slabs))
     else:

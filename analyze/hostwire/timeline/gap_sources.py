@@ -17,6 +17,7 @@ from hostwire.timeline.sequence import late_acknowledgements, sequence_steps, us
 if TYPE_CHECKING:
     from hostwire.run import Run
     from hostwire.timeline.gaps import GapInputs
+    from hostwire.metrics.chunked.progress import Progress
     from hostwire.timeline.kernel_slabs import FirstPass, KernelSlabs
 
 
@@ -79,25 +80,42 @@ def slabbed(run_dir: Path, engine: str = "auto") -> bool:
     return trace.is_file() and trace.stat().st_size >= SLABS_FROM_BYTES
 
 
-def slabbed_gap_inputs(run: Run, rate_text: str | None = None) -> tuple[GapInputs, KernelSlabs]:
-    """gap_inputs with the kernel trace read in slabs (hostwire.timeline.kernel_slabs): the inputs,
-    and the slabs to give hostwire.timeline.gaps.explain. The run then serves only the trace's rare
-    events as its kernel table (Run.use_sched_events)."""
+def kernel_first_pass(run: Run, progress: Progress | None = None) -> FirstPass:
+    """The first pass over the run's kernel trace (hostwire.timeline.kernel_slabs.first_pass); from
+    then on the run serves only the trace's rare events as its kernel table (Run.use_sched_events),
+    so that what reads the run's roles, streams or calls does not read the whole trace."""
     from hostwire.metrics.chunked.progress import Progress
-    from hostwire.timeline.kernel_slabs import KernelSlabs, first_pass, slab_bytes
+    from hostwire.timeline.kernel_slabs import first_pass, slab_bytes
 
     path = run.path / "raw" / "sched.tsv"
     if not path.is_file():
         raise InputError(f"{path}: missing: the slabbed reading needs a kernel trace")
-    progress = Progress(f"{run.path.name} kernel trace", unit="MB")  # two passes: the first here, the slabs'
+    shown = progress or Progress(f"{run.path.name} kernel trace", unit="MB")
     try:
-        first = first_pass(path, slab_bytes(), progress.update)
+        first = first_pass(path, slab_bytes(), shown.update)
+    finally:
+        if progress is None:
+            shown.close()
+    run.use_sched_events(first.rare)
+    return first
+
+
+def slabbed_gap_inputs(run: Run, rate_text: str | None = None, first: FirstPass | None = None
+                       ) -> tuple[GapInputs, KernelSlabs]:
+    """gap_inputs with the kernel trace read in slabs (hostwire.timeline.kernel_slabs): the inputs,
+    and the slabs to give hostwire.timeline.gaps.explain. first: the trace's first pass when it
+    was made already (kernel_first_pass), else it is made here."""
+    from hostwire.metrics.chunked.progress import Progress
+    from hostwire.timeline.kernel_slabs import KernelSlabs, slab_bytes
+
+    progress = Progress(f"{run.path.name} kernel trace", unit="MB", first_pass=2 if first else 1)
+    try:
+        first = first or kernel_first_pass(run, progress)
     except BaseException:
         progress.close()
         raise
-    run.use_sched_events(first.rare)
     inputs = gap_inputs(run, rate_text, first)
-    return inputs, KernelSlabs(path, first, Timeline.of(run).roles(), slab_bytes(), progress)
+    return inputs, KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles(), slab_bytes(), progress)
 
 
 def name_senders(inputs: GapInputs, slabs: KernelSlabs) -> None:

@@ -10,8 +10,9 @@ import time
 
 
 class Progress:
-    def __init__(self, what: str, interval_s: float = 0.5, unit: str = "M frames") -> None:
+    def __init__(self, what: str, interval_s: float = 0.5, unit: str = "M frames", first_pass: int = 1) -> None:
         self.what = what
+        self.first_pass = first_pass  # the number of the first pass shown (a pass made earlier elsewhere)
         self.unit = unit  # what a million of the counted things is called: "M frames", "MB"
         self.interval_s = interval_s
         self.enabled = sys.stderr.isatty() or os.environ.get("HOSTWIRE_PROGRESS") == "1"
@@ -25,7 +26,7 @@ class Progress:
         """Called after each chunk: `done` of `total` rows (or bytes) read in the current pass."""
         now = time.monotonic()
         if self.passes == 0:
-            self.passes, self.pass_started = 1, self.started
+            self.passes, self.pass_started = self.first_pass, self.started
         if not self.enabled or now - self.shown < self.interval_s:
             if done >= total:
                 self._next_pass(now)
