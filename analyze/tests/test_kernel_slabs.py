@@ -203,3 +203,49 @@ def test_analyze_takes_the_chunked_paths_for_a_long_run_with_the_same_row(tmp_pa
     for name in analyze.TABLES:
         pd.testing.assert_frame_equal(pd.read_parquet(analyze._table_path(long_dir, name)),
                                       pd.read_parquet(analyze._table_path(whole_dir, name)))
+
+
+def test_the_one_run_report_of_a_long_run_reads_it_in_slabs_and_chunks(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """hostwire report RUN on a long run (thresholds at 0 bytes): the same sections, word for word,
+    as on the run read whole, the kernel trace never read whole, the process trace's CPUs from the
+    slabs."""
+    from hostwire.campaign import run_report
+    from hostwire.metrics.chunked import engine
+    import hostwire.read.sched as sched_reader
+
+    whole_dir, long_dir = tmp_path / "whole", tmp_path / "long"
+    shutil.copytree(FIXTURE, whole_dir)
+    shutil.copytree(FIXTURE, long_dir)
+    whole = run_report.RunReport(whole_dir)
+    whole.build()
+    monkeypatch.setattr(engine, "AUTO_BYTES", 0)
+    monkeypatch.setattr(gap_sources, "SLABS_FROM_BYTES", 0)
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "7")
+    monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", "3000")
+    calls: list[str] = []
+    whole_trace = sched_reader.read_sched_tsv
+    monkeypatch.setattr(sched_reader, "read_sched_tsv", lambda *a, **k: calls.append("whole trace") or whole_trace(*a, **k))
+    original = engine.compute
+    monkeypatch.setattr(engine, "compute", lambda kind, args: calls.append(kind) or original(kind, args))
+    long = run_report.RunReport(long_dir)
+    long.build()
+    assert long.kernel is not None and long.metrics_input == long_dir
+    assert "whole trace" not in calls and {"goodput", "intervals", "idc", "contract"} <= set(calls)
+    assert [s.title for s in whole.sections] == [s.title for s in long.sections]
+    assert len(whole.sections) >= 6 and not any("Not drawn" in s.body for s in whole.sections)
+    for a, b in zip(whole.sections, long.sections):
+        assert a.body.replace(str(whole_dir), "RUN") == b.body.replace(str(long_dir), "RUN"), a.title
+    # the CPUs of the excerpt: the slabs' rows are the whole table's rows
+    from hostwire.timeline.excerpt import longest_off_period
+
+    slabs = kernel_slabs.KernelSlabs(long_dir / "raw" / "sched.tsv", long.kernel, {}, 3000)
+    lo, hi = 3860760000000, 3860780000000
+    cut = slabs.running_between(lo, hi)
+    full = Timeline.of(load_run(whole_dir)).df_running()
+    full = kernel_slabs._clip(full[(full["t_end_ns"] > lo) & (full["t_start_ns"] < hi)], lo, hi)
+    key = ["cpu", "t_start_ns", "t_end_ns", "pid", "comm"]
+    assert len(cut) > 5
+    pd.testing.assert_frame_equal(cut[key].reset_index(drop=True).astype(str),
+                                  full[key].sort_values(["cpu", "t_start_ns"]).reset_index(drop=True).astype(str))
+    assert longest_off_period(long.run, running_of=slabs.running_between) is not None

@@ -186,6 +186,7 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """The summary row and tables of one run: the run is opened once and every metric reads the
     same Run (its capture decoded once). A raw file missing or differing from the digest its
     runner recorded marks the run, named in `errors`."""
+    from hostwire.metrics.chunked.engine import long_capture
     from hostwire.metrics.compute import table as metric_table
     from hostwire.metrics.needs import needs_of
     from hostwire.run import Run, load_run
@@ -220,7 +221,7 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     cannot: list[str] = []
     # A long run's capture is read in chunks (hostwire.metrics.chunked): given the run's directory,
     # not the Run, the metrics take the chunked path; a small one is decoded once for all of them.
-    source = run.path if chunked_capture(run) else run
+    source = run.path if long_capture(run.path) else run
     # A long kernel trace is read in slabs: its first pass leaves the Run only the trace's rare
     # events, which is all the run's streams, roles and calls (the receiver's clock) read of it.
     from hostwire.timeline import gap_sources
@@ -327,13 +328,7 @@ def _gap_causes(run: Any, kernel: Any = None) -> dict[str, Any]:
     trace read in slabs (hostwire.timeline.gap_sources.kernel_first_pass)."""
     from hostwire.timeline import gap_sources, gaps
 
-    start, end = run.window_ns()
-    if kernel is not None:
-        inputs, slabs = gap_sources.slabbed_gap_inputs(run, None, kernel)
-        table, _ = gaps.explain(inputs, None, (start, end), slabs=slabs,
-                                on_comms=lambda: gap_sources.name_senders(inputs, slabs))
-    else:
-        table, _ = gaps.explain(gap_sources.gap_inputs(run), None, (start, end))
+    table, _ = gap_sources.explain_run(run, run.window_ns(), kernel)
     total = gaps.summary(table)
     out: dict[str, Any] = {"gaps": 0, "gap_time_ns": 0}
     whole = total[total["stream"] == "all"]
@@ -343,15 +338,6 @@ def _gap_causes(run: Any, kernel: Any = None) -> dict[str, Any]:
             out[f"gap_{cause}_share"] = float(whole[f"{cause}_share"].iloc[0])
     out["gap_cannot_tell"] = " ".join(table.attrs.get("cannot_tell", []))
     return out
-
-
-def chunked_capture(run: Any) -> bool:
-    """Whether the run's capture is long enough for the chunked metrics (their `auto` rule:
-    hostwire.metrics.chunked.engine.AUTO_BYTES)."""
-    from hostwire.metrics.chunked.engine import AUTO_BYTES
-
-    capture = run.path / "raw" / "wire.pcap"
-    return capture.is_file() and capture.stat().st_size >= AUTO_BYTES
 
 
 def _host_load(run: Any) -> dict[str, Any]:

@@ -63,6 +63,19 @@ class RunReport:
         self.streams = pd.DataFrame(columns=["stream", "label", "pid", "payload_bytes"])
         self.gaps: pd.DataFrame | None = None
         self.preempters: pd.DataFrame | None = None
+        # A long run is read as hostwire gaps and metrics read it: its kernel trace in slabs (the
+        # first pass leaves the Run only the trace's rare events), its capture's metrics in chunks.
+        from hostwire.metrics.chunked.engine import long_capture
+        from hostwire.timeline import gap_sources
+
+        self.metrics_input: Run | Path = path if long_capture(path) else self.run
+        self.kernel: Any = None
+        self.kernel_error: HostwireError | None = None
+        if gap_sources.slabbed(path):
+            try:
+                self.kernel = gap_sources.kernel_first_pass(self.run)
+            except HostwireError as err:  # the sections that need the trace say why
+                self.kernel_error = err
 
     # -- what each section reads ---------------------------------------------------------------
 
@@ -223,7 +236,7 @@ class RunReport:
         table_["sender_pid"] = table_["sender_pid"].fillna(-1).astype(np.int64)
         table_["sender_role"] = table_["sender_role"].fillna("").astype(str)
         try:
-            unique = table("goodput", self.run).set_index("stream")["bytes"]
+            unique = table("goodput", self.metrics_input).set_index("stream")["bytes"]
         except HostwireError:  # no TCP stream: every flow counts its payload (UDP)
             unique = pd.Series(dtype=float)
         seconds = (end - start) / 1e9
@@ -259,8 +272,9 @@ class RunReport:
         title = "Why the long gaps happen"
         if (why := self.lacks()) is not None:
             return Section(title, f"<p>Not explained: {html.escape(why)}.</p>")
-        start, end = self.run.window_ns()
-        found, pre = gaps.explain(gap_sources.gap_inputs(self.run), None, (start, end))
+        if self.kernel_error is not None:
+            raise self.kernel_error
+        found, pre = gap_sources.explain_run(self.run, self.run.window_ns(), self.kernel)
         self.gaps, self.preempters = found, pre
         text = ("<p>Every gap between two data frames of a stream longer than twice the first frame's time on the "
                 "wire, split into causes that add up to it (<code>hostwire gaps RUN --summary</code>; the rules in "
@@ -320,7 +334,16 @@ class RunReport:
         if (why := self.lacks()) is not None:
             return Section(title, f"<p>Not drawn: {html.escape(why)}.</p>")
         streams = self.series()
-        excerpt = longest_off_period(self.run, stream=streams[0] if streams else None)
+        if self.kernel_error is not None:
+            raise self.kernel_error
+        running_of = None
+        if self.kernel is not None:
+            from hostwire.timeline.build import Timeline
+            from hostwire.timeline.kernel_slabs import KernelSlabs, slab_bytes
+
+            slabs = KernelSlabs(self.path / "raw" / "sched.tsv", self.kernel, Timeline.of(self.run).roles(), slab_bytes())
+            running_of = slabs.running_between
+        excerpt = longest_off_period(self.run, stream=streams[0] if streams else None, running_of=running_of)
         if excerpt is None:
             return Section(title, "<p>Not drawn: the window holds fewer than two data frames of one TCP stream.</p>")
         colours: dict[str, str] | None = None
@@ -370,8 +393,8 @@ class RunReport:
         title = "Frame intervals"
         if (why := self.lacks()) is not None:
             return Section(title, f"<p>Not drawn: {html.escape(why)}.</p>")
-        hist = table("intervals", self.run, hist=True)
-        stats = table("intervals", self.run)
+        hist = table("intervals", self.metrics_input, hist=True)
+        stats = table("intervals", self.metrics_input)
         stats = stats[stats["kind"] == "frame"]
         shown = pd.DataFrame({"stream": [self.label(s) for s in stats["stream"]], "intervals": stats["count"]})
         for q in ("p50", "p99", "max"):
@@ -388,7 +411,7 @@ class RunReport:
         title = "Index of dispersion for counts"
         if (why := self.lacks()) is not None:
             return Section(title, f"<p>Not drawn: {html.escape(why)}.</p>")
-        name = save_figure(plots.plot_idc_curves(self.keyed(table("idc", self.run))), self.plots, "idc")
+        name = save_figure(plots.plot_idc_curves(self.keyed(table("idc", self.metrics_input))), self.plots, "idc")
         return Section(title, "<p>IDC(t) = Var(N_t)/E(N_t) of the data frames counted in bins of length t: 1 for a "
                        "Poisson stream (dashed), rising with t where the traffic comes in bursts that bins of that "
                        "length still see apart.</p>", [name])
@@ -397,7 +420,7 @@ class RunReport:
         title = "Zero-loss traffic contracts"
         if (why := self.lacks()) is not None:
             return Section(title, f"<p>Not drawn: {html.escape(why)}.</p>")
-        name = save_figure(plots.plot_contract_curves(self.keyed(table("contract", self.run, points=20))),
+        name = save_figure(plots.plot_contract_curves(self.keyed(table("contract", self.metrics_input, points=20))),
                            self.plots, "contracts")
         return Section(title, "<p>The smallest maximum burst size (ATM cells) that lets every cell of the stream "
                        "conform to a dual leaky bucket, against its sustainable cell rate; the peak cell rate is "

@@ -5,6 +5,7 @@ writes are its traced send calls (hostwire record), each named by its process (c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,10 +34,13 @@ class Excerpt:
     stream: str = ""
 
 
-def longest_off_period(run: Run, span_ns: int = SPAN_NS, stream: str | None = None) -> Excerpt | None:
+def longest_off_period(run: Run, span_ns: int = SPAN_NS, stream: str | None = None,
+                       running_of: Callable[[int, int], pd.DataFrame] | None = None) -> Excerpt | None:
     """The excerpt around the longest gap between two data frames of one stream in the run's
     window (of `stream` only, when given; the frames of every stream are shown); None when the
-    window holds fewer than two data frames (of that stream)."""
+    window holds fewer than two data frames (of that stream). running_of(lo, hi): the running
+    table's rows that reach into [lo, hi) (a long trace's slabs: KernelSlabs.running_between),
+    instead of the whole table's."""
     start, end = run.window_ns()
     every = data_frames(label_streams(run.df_frames()))
     every = every[(every["t_ns"] >= start) & (every["t_ns"] <= end)]
@@ -53,7 +57,7 @@ def longest_off_period(run: Run, span_ns: int = SPAN_NS, stream: str | None = No
     writes = _writes(run)
     return Excerpt(frames=every[(every["t_ns"] >= lo) & (every["t_ns"] <= hi)],
                    writes=writes[(writes["t_ns"] >= lo) & (writes["t_ns"] <= hi)],
-                   running=_running(run, lo, hi), t0_ns=t0, gap_ns=int(gaps[k]),
+                   running=_running(run, lo, hi, running_of), t0_ns=t0, gap_ns=int(gaps[k]),
                    stream=str(frames["stream"].cat.categories[codes[order][k]]))
 
 
@@ -74,11 +78,12 @@ def _writes(run: Run) -> pd.DataFrame:
                          "stream": sends["stream"].astype(str).to_numpy(), "bytes": sends["bytes"].to_numpy()})
 
 
-def _running(run: Run, lo: int, hi: int) -> pd.DataFrame | None:
+def _running(run: Run, lo: int, hi: int, running_of: Callable[[int, int], pd.DataFrame] | None
+             ) -> pd.DataFrame | None:
     if not run.has("raw/sched.tsv"):
         return None
     cpus = parse_cpu_list(str(run.point_value("sender_cpus")))
-    r = Timeline.of(run).df_running()
+    r = Timeline.of(run).df_running() if running_of is None else running_of(lo, hi)
     r = r[r["cpu"].isin(cpus).to_numpy() & (r["t_end_ns"] > lo).to_numpy() & (r["t_start_ns"] < hi).to_numpy()]
     r = r.sort_values("t_start_ns", kind="stable")
     return pd.DataFrame({"t_ns": np.maximum(r["t_start_ns"].to_numpy(np.int64), lo),

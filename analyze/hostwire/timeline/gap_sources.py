@@ -118,6 +118,19 @@ def slabbed_gap_inputs(run: Run, rate_text: str | None = None, first: FirstPass 
     return inputs, KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles(), slab_bytes(), progress)
 
 
+def explain_run(run: Run, window_ns: tuple[int, int], kernel: FirstPass | None = None
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """hostwire.timeline.gaps.explain of every stream of the run in window_ns at the default
+    threshold; kernel: the first pass of a kernel trace to read in slabs (kernel_first_pass), else
+    the whole trace is read."""
+    from hostwire.timeline import gaps
+
+    if kernel is None:
+        return gaps.explain(gap_inputs(run), None, window_ns)
+    inputs, slabs = slabbed_gap_inputs(run, None, kernel)
+    return gaps.explain(inputs, None, window_ns, slabs=slabs, on_comms=lambda: name_senders(inputs, slabs))
+
+
 def name_senders(inputs: GapInputs, slabs: KernelSlabs) -> None:
     """Once the slabs are read: each sender's name as the kernel trace last saw it run (as
     process_names gives it from the whole trace)."""

@@ -207,10 +207,26 @@ def _firsts_of(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _clip(df: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    """The intervals that reach into [lo, hi), cut to it; `continued`: the interval began before lo."""
     s, e = df["t_start_ns"].to_numpy(), df["t_end_ns"].to_numpy()
     keep = (e > lo) & (s < hi)
     out = df[keep]
-    return out.assign(t_start_ns=np.maximum(s[keep], lo), t_end_ns=np.minimum(e[keep], hi))
+    return out.assign(t_start_ns=np.maximum(s[keep], lo), t_end_ns=np.minimum(e[keep], hi), continued=s[keep] < lo)
+
+
+def _joined(running: pd.DataFrame) -> pd.DataFrame:
+    """CPU intervals that slab bounds cut (`continued` from the slab before), joined again into
+    the whole trace's intervals."""
+    r = running.sort_values(["cpu", "t_start_ns"], kind="stable").reset_index(drop=True)
+    cpu, start, end = r["cpu"].to_numpy(), r["t_start_ns"].to_numpy(), r["t_end_ns"].to_numpy()
+    cont = np.zeros(len(r), dtype=bool)
+    cont[1:] = r["continued"].to_numpy(dtype=bool)[1:] & (cpu[1:] == cpu[:-1]) & (start[1:] == end[:-1])
+    head = np.flatnonzero(~cont)
+    last = np.append(head[1:], len(r)) - 1
+    out = r.iloc[head].reset_index(drop=True).drop(columns="continued")
+    out["t_end_ns"] = end[last]
+    out["dur_ns"] = out["t_end_ns"] - out["t_start_ns"]
+    return out
 
 
 def _last_switch(sw: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -262,6 +278,19 @@ class KernelSlabs:
             if self.progress is not None:
                 self.progress.close()
 
+    def running_between(self, lo: int, hi: int) -> pd.DataFrame:
+        """The CPU intervals (tables.running's rows) that reach into [lo, hi), cut to it: the
+        slabs read up to hi."""
+        kept = []
+        for slab in self:
+            if slab.lo >= hi:
+                break
+            r = slab.running
+            r = r[(r["t_end_ns"].to_numpy() > lo) & (r["t_start_ns"].to_numpy() < hi)]
+            kept.append(r if "continued" in r.columns else r.assign(continued=False))
+        return _joined(pd.concat(kept, ignore_index=True).assign(
+            t_start_ns=lambda d: np.maximum(d["t_start_ns"], lo), t_end_ns=lambda d: np.minimum(d["t_end_ns"], hi)))
+
     def _slabs(self, empty_states: pd.DataFrame, empty_running: pd.DataFrame) -> Iterator[Slab]:
         cpu_prefix = task_prefix = wake_prefix = move_prefix = None
         update = self.progress.update if self.progress is not None else None
@@ -281,8 +310,8 @@ class KernelSlabs:
                                         wk, mg, self.first.first_ns, end)
             running = tables.running(sw_cpu, self.first.first_ns, end, self.roles)
             bound = end + 1 if last else end
-            states = pd.concat([states, self._unseen_tasks(lo, bound)], ignore_index=True)
-            running = pd.concat([running, self._unseen_cpus(lo, bound)], ignore_index=True)
+            states = pd.concat([states, self._unseen_tasks(bound)], ignore_index=True)
+            running = pd.concat([running, self._unseen_cpus(bound)], ignore_index=True)
             running = _clip(running, lo, bound)
             self._note_comms(running)
             yield Slab(lo, bound, _clip(states, lo, bound), running)
@@ -311,20 +340,22 @@ class KernelSlabs:
                              "prev_state": zero, "prev_runnable": True,
                              "next_pid": np.where(kind == 1, pid, 0), "next_comm": ""})
 
-    def _unseen_tasks(self, lo: int, bound: int) -> pd.DataFrame:
+    def _unseen_tasks(self, bound: int) -> pd.DataFrame:
         """The tasks whose first event comes after the slab, in the state they have before it."""
         heads = self.first.heads
         later = heads[heads["t_ns"].to_numpy() >= bound]
-        return pd.DataFrame({"pid": later["pid"].to_numpy(), "t_start_ns": lo, "t_end_ns": bound,
+        return pd.DataFrame({"pid": later["pid"].to_numpy(), "t_start_ns": self.first.first_ns, "t_end_ns": bound,
                              "state": later["state"].to_numpy(), "cpu": later["cpu"].to_numpy()},
                             columns=tables.STATE_COLUMNS)
 
-    def _unseen_cpus(self, lo: int, bound: int) -> pd.DataFrame:
+    def _unseen_cpus(self, bound: int) -> pd.DataFrame:
         """The CPUs whose first switch comes after the slab: the task they run before it."""
         heads = self.first.cpu_heads
         later = heads[heads["t_ns"].to_numpy() >= bound]
-        out = pd.DataFrame({"cpu": later["cpu"].to_numpy(), "t_start_ns": lo, "t_end_ns": bound,
-                            "dur_ns": bound - lo, "pid": later["pid"].to_numpy(), "comm": later["comm"].to_numpy()})
+        # from the trace's start, as the whole table's first interval of the CPU (then cut to the slab)
+        out = pd.DataFrame({"cpu": later["cpu"].to_numpy(), "t_start_ns": self.first.first_ns, "t_end_ns": bound,
+                            "dur_ns": bound - self.first.first_ns, "pid": later["pid"].to_numpy(),
+                            "comm": later["comm"].to_numpy()})
         out["role"] = tables.roles_of(out["pid"].to_numpy(), out["comm"].to_numpy(), self.roles)
         return out[tables.RUNNING_COLUMNS]
 
