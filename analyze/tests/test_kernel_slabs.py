@@ -65,7 +65,7 @@ def _whole(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _sliced(path: Path, piece_bytes: int) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     first = kernel_slabs.first_pass(path, piece_bytes)
-    slabs = list(kernel_slabs.KernelSlabs(path, first, {}, piece_bytes))
+    slabs = list(kernel_slabs.KernelSlabs(path, first, {}))
     return (pd.concat([s.states for s in slabs], ignore_index=True),
             pd.concat([s.running for s in slabs], ignore_index=True), len(slabs))
 
@@ -239,7 +239,7 @@ def test_the_one_run_report_of_a_long_run_reads_it_in_slabs_and_chunks(tmp_path:
     # the CPUs of the excerpt: the slabs' rows are the whole table's rows
     from hostwire.timeline.excerpt import longest_off_period
 
-    slabs = kernel_slabs.KernelSlabs(long_dir / "raw" / "sched.tsv", long.kernel, {}, 3000)
+    slabs = kernel_slabs.KernelSlabs(long_dir / "raw" / "sched.tsv", long.kernel, {})
     lo, hi = 3860760000000, 3860780000000
     cut = slabs.running_between(lo, hi)
     full = Timeline.of(load_run(whole_dir)).df_running()
@@ -249,3 +249,33 @@ def test_the_one_run_report_of_a_long_run_reads_it_in_slabs_and_chunks(tmp_path:
     pd.testing.assert_frame_equal(cut[key].reset_index(drop=True).astype(str),
                                   full[key].sort_values(["cpu", "t_start_ns"]).reset_index(drop=True).astype(str))
     assert longest_off_period(long.run, running_of=slabs.running_between) is not None
+
+
+@pytest.mark.parametrize("window", [(3860760000000, 3860780000000), (3860758301997, 3860787675165)])
+def test_the_timeline_of_a_long_trace_from_its_slabs(tmp_path: Path, window: tuple[int, int],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """hostwire timeline on a long trace: the CPU slices of the window are the whole table's cut
+    at its bounds, the run-queue counters the whole table's after its start (where the slabs add
+    the value the window starts with)."""
+    from hostwire.timeline import perfetto_trace
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURE, run_dir)
+    start, end = window
+    whole = perfetto_trace.tables_of(load_run(run_dir), window)
+    run = load_run(run_dir)
+    monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", "500")
+    first = gap_sources.kernel_first_pass(run)
+    sliced = perfetto_trace.tables_of(run, window, kernel_slabs.KernelSlabs(run_dir / "raw" / "sched.tsv", first,
+                                                                            Timeline.of(run).roles()))
+    key = ["cpu", "t_start_ns", "t_end_ns", "pid", "comm", "role"]
+    expected = kernel_slabs._clip(whole.running, start, end)[key].sort_values(["cpu", "t_start_ns"])
+    assert len(expected) > 10
+    pd.testing.assert_frame_equal(sliced.running[key].reset_index(drop=True).astype(str),
+                                  expected.reset_index(drop=True).astype(str))
+    after = [r[r["t_ns"] > start].reset_index(drop=True) for r in (sliced.runqueue, whole.runqueue)]
+    assert len(after[1]) > 10
+    pd.testing.assert_frame_equal(after[0], after[1])
+    assert int(sliced.runqueue["t_ns"].min()) == start
+    for name in ("calls", "frames", "backlog", "segments"):
+        pd.testing.assert_frame_equal(getattr(sliced, name).astype(str), getattr(whole, name).astype(str))

@@ -339,9 +339,9 @@ class RunReport:
         running_of = None
         if self.kernel is not None:
             from hostwire.timeline.build import Timeline
-            from hostwire.timeline.kernel_slabs import KernelSlabs, slab_bytes
+            from hostwire.timeline.kernel_slabs import KernelSlabs
 
-            slabs = KernelSlabs(self.path / "raw" / "sched.tsv", self.kernel, Timeline.of(self.run).roles(), slab_bytes())
+            slabs = KernelSlabs(self.path / "raw" / "sched.tsv", self.kernel, Timeline.of(self.run).roles())
             running_of = slabs.running_between
         excerpt = longest_off_period(self.run, stream=streams[0] if streams else None, running_of=running_of)
         if excerpt is None:

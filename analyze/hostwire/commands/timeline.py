@@ -6,6 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hostwire.run import Run
+    from hostwire.timeline.kernel_slabs import KernelSlabs
 
 EXAMPLES = """examples:
   hostwire timeline runs/quick-1/r003 -o r003.pftrace            the whole logging window
@@ -14,7 +19,9 @@ EXAMPLES = """examples:
   hostwire timeline RUN --pcapng owned.pcapng                    the capture, each data frame commented
 
 tracks: CPU <n> (what ran), <role> <pid> calls (system calls as slices), stream <name> (data frames
-as instants; flows from each write to its frames), counters: CPU <n> run queue, backlog <stream>."""
+as instants; flows from each write to its frames), counters: CPU <n> run queue, backlog <stream>.
+A kernel trace of 256 MiB or more is read in slabs up to --to, in memory that does not grow with it:
+its CPU slices are then cut at the window's bounds and its run-queue counters start at --from."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,13 +55,15 @@ def run(args: argparse.Namespace) -> int:
     if args.pcapng is not None:
         from hostwire.timeline.pcapng import write_annotated
 
+        long_trace_slabs(run_)  # a long trace: its first pass, so that the streams read only its rare events
+
         count = write_annotated(run_, Path(args.pcapng))
         sys.stderr.write(f"hostwire: {args.pcapng}: {count} data frames commented\n")
         if args.output is None:
             return 0
     start, end = run_.window_ns()
     window = narrow(Window(start, end), args.from_s, args.to_s)
-    tables = perfetto_trace.tables_of(run_, (window.start_ns, window.end_ns))
+    tables = perfetto_trace.tables_of(run_, (window.start_ns, window.end_ns), long_trace_slabs(run_))
     if args.text:
         lines = perfetto_trace.text_lines(tables)
         inside = (lines["t_ns"] >= window.start_ns) & (lines["t_ns"] <= window.end_ns)
@@ -74,3 +83,20 @@ def run(args: argparse.Namespace) -> int:
         data = perfetto_trace.build_trace(tables)
     write_bytes(Path(args.output), data)
     return 0
+
+
+def long_trace_slabs(run_: Run) -> KernelSlabs | None:
+    """A long kernel trace's slabs (hostwire.timeline.gap_sources.slabbed, as hostwire gaps reads
+    it), made once per Run; None for a trace read whole."""
+    from hostwire.timeline import gap_sources
+    from hostwire.timeline.build import Timeline
+    from hostwire.timeline.kernel_slabs import KernelSlabs
+
+    if not gap_sources.slabbed(run_.path):
+        return None
+
+    def make() -> KernelSlabs:
+        first = gap_sources.kernel_first_pass(run_)
+        return KernelSlabs(run_.path / "raw" / "sched.tsv", first, Timeline.of(run_).roles())
+
+    return run_.keep("kernel slabs", make)

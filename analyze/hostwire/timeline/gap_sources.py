@@ -106,7 +106,7 @@ def slabbed_gap_inputs(run: Run, rate_text: str | None = None, first: FirstPass 
     and the slabs to give hostwire.timeline.gaps.explain. first: the trace's first pass when it
     was made already (kernel_first_pass), else it is made here."""
     from hostwire.metrics.chunked.progress import Progress
-    from hostwire.timeline.kernel_slabs import KernelSlabs, slab_bytes
+    from hostwire.timeline.kernel_slabs import KernelSlabs
 
     progress = Progress(f"{run.path.name} kernel trace", unit="MB", first_pass=2 if first else 1)
     try:
@@ -115,7 +115,7 @@ def slabbed_gap_inputs(run: Run, rate_text: str | None = None, first: FirstPass 
         progress.close()
         raise
     inputs = gap_inputs(run, rate_text, first)
-    return inputs, KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles(), slab_bytes(), progress)
+    return inputs, KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles(), progress)
 
 
 def explain_run(run: Run, window_ns: tuple[int, int], kernel: FirstPass | None = None

@@ -85,6 +85,7 @@ class FirstPass:
     switch_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     switch_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     slabs: int = 0
+    piece_bytes: int = SLAB_BYTES  # the text per slab it read: the slabs must be read the same
     # each task's state before its first event (tables.task_states' rule), from the stamp of that event
     heads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["pid", "t_ns", "state", "cpu"]))
     # each CPU's task before its first switch (tables.running's rule), up to the stamp of that switch
@@ -172,7 +173,7 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
                                np.r_[first_ns, np.concatenate(silence_end), OPEN]),
                      transmit_pids=sorted(transmit), switch_key=flat[order],
                      switch_kind=(np.concatenate(kinds) if kinds else np.zeros(0, np.int64))[order], slabs=slabs,
-                     heads=_firsts_of(heads), cpu_heads=pd.concat([FirstPass.__dataclass_fields__["cpu_heads"]
+                     piece_bytes=piece_bytes, heads=_firsts_of(heads), cpu_heads=pd.concat([FirstPass.__dataclass_fields__["cpu_heads"]
                                                                    .default_factory(), *cpu_heads], ignore_index=True))
 
 
@@ -214,13 +215,13 @@ def _clip(df: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
     return out.assign(t_start_ns=np.maximum(s[keep], lo), t_end_ns=np.minimum(e[keep], hi), continued=s[keep] < lo)
 
 
-def _joined(running: pd.DataFrame) -> pd.DataFrame:
-    """CPU intervals that slab bounds cut (`continued` from the slab before), joined again into
-    the whole trace's intervals."""
-    r = running.sort_values(["cpu", "t_start_ns"], kind="stable").reset_index(drop=True)
-    cpu, start, end = r["cpu"].to_numpy(), r["t_start_ns"].to_numpy(), r["t_end_ns"].to_numpy()
+def _joined(rows: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Intervals that slab bounds cut (`continued` from the slab before), joined again into the
+    whole trace's intervals: per CPU (key "cpu": the running table) or per task ("pid": states)."""
+    r = rows.sort_values([key, "t_start_ns"], kind="stable").reset_index(drop=True)
+    owner, start, end = r[key].to_numpy(), r["t_start_ns"].to_numpy(), r["t_end_ns"].to_numpy()
     cont = np.zeros(len(r), dtype=bool)
-    cont[1:] = r["continued"].to_numpy(dtype=bool)[1:] & (cpu[1:] == cpu[:-1]) & (start[1:] == end[:-1])
+    cont[1:] = r["continued"].to_numpy(dtype=bool)[1:] & (owner[1:] == owner[:-1]) & (start[1:] == end[:-1])
     head = np.flatnonzero(~cont)
     last = np.append(head[1:], len(r)) - 1
     out = r.iloc[head].reset_index(drop=True).drop(columns="continued")
@@ -260,10 +261,10 @@ class KernelSlabs:
     """The slabs of one kernel trace, in time order, with an open slab before and after it (no
     task or CPU known there, as the whole-trace tables have none)."""
 
-    def __init__(self, path: Path, first: FirstPass, roles: dict[int, str], piece_bytes: int,
-                 progress: Progress | None = None) -> None:
+    def __init__(self, path: Path, first: FirstPass, roles: dict[int, str], progress: Progress | None = None) -> None:
         self.path, self.first, self.roles = path, first, roles
-        self.piece_bytes, self.progress = piece_bytes, progress
+        # the first pass's pieces: its tables are indexed by slab
+        self.piece_bytes, self.progress = first.piece_bytes, progress
         self.columns = _present(path, SCHED_COLUMNS)
         self.last_comm: dict[int, str] = {}  # pid -> the comm it last ran under
 
@@ -278,18 +279,28 @@ class KernelSlabs:
             if self.progress is not None:
                 self.progress.close()
 
-    def running_between(self, lo: int, hi: int) -> pd.DataFrame:
-        """The CPU intervals (tables.running's rows) that reach into [lo, hi), cut to it: the
-        slabs read up to hi."""
-        kept = []
+    def between(self, lo: int, hi: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The CPU intervals and the task states (tables.running's and tables.task_states' rows)
+        that reach into [lo, hi), cut to it: the slabs are read up to hi."""
+        running, states = [], []
         for slab in self:
             if slab.lo >= hi:
                 break
-            r = slab.running
-            r = r[(r["t_end_ns"].to_numpy() > lo) & (r["t_start_ns"].to_numpy() < hi)]
-            kept.append(r if "continued" in r.columns else r.assign(continued=False))
-        return _joined(pd.concat(kept, ignore_index=True).assign(
-            t_start_ns=lambda d: np.maximum(d["t_start_ns"], lo), t_end_ns=lambda d: np.minimum(d["t_end_ns"], hi)))
+            for kept, table in ((running, slab.running), (states, slab.states)):
+                rows = table[(table["t_end_ns"].to_numpy() > lo) & (table["t_start_ns"].to_numpy() < hi)]
+                kept.append(rows if "continued" in rows.columns else rows.assign(continued=False))
+
+        def cut(parts: list[pd.DataFrame], key: str) -> pd.DataFrame:
+            every = pd.concat(parts, ignore_index=True)
+            every = every.assign(t_start_ns=np.maximum(every["t_start_ns"].to_numpy(), lo),
+                                 t_end_ns=np.minimum(every["t_end_ns"].to_numpy(), hi))
+            return _joined(every, key)
+
+        return cut(running, "cpu"), cut(states, "pid").drop(columns="dur_ns")
+
+    def running_between(self, lo: int, hi: int) -> pd.DataFrame:
+        """between's CPU intervals."""
+        return self.between(lo, hi)[0]
 
     def _slabs(self, empty_states: pd.DataFrame, empty_running: pd.DataFrame) -> Iterator[Slab]:
         cpu_prefix = task_prefix = wake_prefix = move_prefix = None

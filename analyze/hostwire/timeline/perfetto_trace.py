@@ -22,6 +22,7 @@ from hostwire.timeline.build import Timeline
 
 if TYPE_CHECKING:
     from hostwire.run import Run
+    from hostwire.timeline.kernel_slabs import KernelSlabs
 
 SEQ_ID = 7341
 
@@ -49,13 +50,22 @@ def _cut(df: pd.DataFrame, start: int, end: int, t0: str, t1: str | None = None)
     return df[(df[t1].to_numpy() > start) & (df[t0].to_numpy() < end)]
 
 
-def tables_of(run: Run, window: tuple[int, int]) -> TraceTables:
+def tables_of(run: Run, window: tuple[int, int], slabs: KernelSlabs | None = None) -> TraceTables:
     """The run's tables for the trace, cut to window (start, end ns); the sources the run lacks
-    are left empty."""
+    are left empty. slabs: a long kernel trace read in slabs up to the window's end
+    (hostwire.timeline.kernel_slabs), whose CPU intervals are then cut at the window's bounds and
+    whose run-queue counters start at its start with the value then."""
     start, end = window
     out = TraceTables()
     tl = Timeline.of(run)
-    if run.has("raw/sched.tsv"):
+    if run.has("raw/sched.tsv") and slabs is not None:
+        from hostwire.timeline.tables import runqueue
+
+        run_, states = slabs.between(start, end + 1)  # a change at `end` is still a counter's row
+        run_ = run_[(run_["pid"] != 0).to_numpy() & (run_["t_start_ns"] < end).to_numpy()]
+        out.running = run_.assign(t_end_ns=np.minimum(run_["t_end_ns"].to_numpy(), end))
+        out.runqueue = _cut(runqueue(states), start, end, "t_ns")
+    elif run.has("raw/sched.tsv"):
         run_ = tl.df_running()
         out.running = _cut(run_[run_["pid"] != 0], start, end, "t_start_ns", "t_end_ns")
         out.runqueue = _cut(tl.df_runqueue(), start, end, "t_ns")
