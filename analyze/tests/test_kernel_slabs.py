@@ -279,3 +279,33 @@ def test_the_timeline_of_a_long_trace_from_its_slabs(tmp_path: Path, window: tup
     assert int(sliced.runqueue["t_ns"].min()) == start
     for name in ("calls", "frames", "backlog", "segments"):
         pd.testing.assert_frame_equal(getattr(sliced, name).astype(str), getattr(whole, name).astype(str))
+
+
+def test_gaps_in_slabs_from_the_command_line(tmp_path: Path) -> None:
+    """--engine slabs prints what memory prints; a run without a kernel trace has nothing to read in
+    slabs and is explained as in memory; a damaged trace is one line naming file and line, exit 1."""
+    import subprocess
+    import sys
+
+    def gaps_cli(run_dir: Path, engine: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "hostwire", "gaps", str(run_dir), "--engine", engine,
+                               "--min-gap", "1us"], capture_output=True, text=True, timeout=120)
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURE, run_dir)
+    memory, slabs = gaps_cli(run_dir, "memory"), gaps_cli(run_dir, "slabs")
+    assert memory.returncode == 0 and slabs.returncode == 0 and slabs.stdout == memory.stdout
+    assert slabs.stdout.count("\n") > 100
+    bare = tmp_path / "bare"
+    shutil.copytree(FIXTURE, bare)
+    (bare / "raw" / "sched.tsv").unlink()
+    memory, slabs = gaps_cli(bare, "memory"), gaps_cli(bare, "slabs")
+    assert slabs.returncode == 0 and slabs.stdout == memory.stdout and "without a kernel trace" in slabs.stderr
+    damaged = tmp_path / "damaged"
+    shutil.copytree(FIXTURE, damaged)
+    trace = damaged / "raw" / "sched.tsv"
+    trace.write_text(trace.read_text().replace("# end: records=331", "# end: records=332"))
+    slabs = gaps_cli(damaged, "slabs")
+    assert slabs.returncode == 1 and "Traceback" not in slabs.stderr
+    assert slabs.stderr.strip().splitlines()[-1].startswith(f"hostwire: {trace}:"), slabs.stderr
+    assert "the trailer counts 332 records" in slabs.stderr

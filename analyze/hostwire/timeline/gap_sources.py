@@ -73,11 +73,12 @@ SLABS_FROM_BYTES = 256 << 20  # a kernel trace from which the gap analysis reads
 
 def slabbed(run_dir: Path, engine: str = "auto") -> bool:
     """Whether the gap analysis reads the run's kernel trace in slabs: `slabs`, `memory`, or
-    `auto` (a raw/sched.tsv of SLABS_FROM_BYTES or more)."""
+    `auto` (a raw/sched.tsv of SLABS_FROM_BYTES or more); never for a run without a trace (there
+    is nothing to read in slabs: the analysis says what it cannot tell without one)."""
     trace = run_dir / "raw" / "sched.tsv"
-    if engine != "auto":
-        return engine == "slabs"
-    return trace.is_file() and trace.stat().st_size >= SLABS_FROM_BYTES
+    if not trace.is_file() or engine == "memory":
+        return False
+    return engine == "slabs" or trace.stat().st_size >= SLABS_FROM_BYTES
 
 
 def kernel_first_pass(run: Run, progress: Progress | None = None) -> FirstPass:
