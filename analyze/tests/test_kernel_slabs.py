@@ -174,25 +174,12 @@ def test_analyze_takes_the_chunked_paths_for_a_long_run_with_the_same_row(tmp_pa
     """hostwire analyze gives a long run (here: thresholds at 0 bytes) the chunked metrics and the
     slabbed gaps, in small chunks and slabs, and the same summary row and tables as in memory."""
     from hostwire.campaign import analyze
-    from hostwire.metrics.chunked import engine
 
     whole_dir, long_dir = tmp_path / "whole", tmp_path / "long"
     shutil.copytree(FIXTURE, whole_dir)
     shutil.copytree(FIXTURE, long_dir)
     whole = analyze.analyze_run(whole_dir, force=True)
-    monkeypatch.setattr(engine, "AUTO_BYTES", 0)
-    monkeypatch.setattr(gap_sources, "SLABS_FROM_BYTES", 0)
-    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "7")
-    monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", "3000")
-    calls: list[str] = []
-    original = engine.compute
-    monkeypatch.setattr(engine, "compute", lambda kind, args: calls.append(kind) or original(kind, args))
-    slabbed = gap_sources.slabbed_gap_inputs
-    monkeypatch.setattr(gap_sources, "slabbed_gap_inputs", lambda *a: calls.append("gaps") or slabbed(*a))
-    import hostwire.read.sched as sched_reader
-
-    whole_trace = sched_reader.read_sched_tsv
-    monkeypatch.setattr(sched_reader, "read_sched_tsv", lambda *a, **k: calls.append("whole trace") or whole_trace(*a, **k))
+    calls = _as_long_runs(monkeypatch)
     long = analyze.analyze_run(long_dir, force=True)
     assert {"sanity", "goodput", "fairness", "intervals", "idc", "bursts", "contract", "gaps"} <= set(calls)
     assert "whole trace" not in calls  # the receiver's clock, the streams and roles read only the rare events
@@ -211,23 +198,13 @@ def test_the_one_run_report_of_a_long_run_reads_it_in_slabs_and_chunks(tmp_path:
     as on the run read whole, the kernel trace never read whole, the process trace's CPUs from the
     slabs."""
     from hostwire.campaign import run_report
-    from hostwire.metrics.chunked import engine
-    import hostwire.read.sched as sched_reader
 
     whole_dir, long_dir = tmp_path / "whole", tmp_path / "long"
     shutil.copytree(FIXTURE, whole_dir)
     shutil.copytree(FIXTURE, long_dir)
     whole = run_report.RunReport(whole_dir)
     whole.build()
-    monkeypatch.setattr(engine, "AUTO_BYTES", 0)
-    monkeypatch.setattr(gap_sources, "SLABS_FROM_BYTES", 0)
-    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "7")
-    monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", "3000")
-    calls: list[str] = []
-    whole_trace = sched_reader.read_sched_tsv
-    monkeypatch.setattr(sched_reader, "read_sched_tsv", lambda *a, **k: calls.append("whole trace") or whole_trace(*a, **k))
-    original = engine.compute
-    monkeypatch.setattr(engine, "compute", lambda kind, args: calls.append(kind) or original(kind, args))
+    calls = _as_long_runs(monkeypatch)
     long = run_report.RunReport(long_dir)
     long.build()
     assert long.kernel is not None and long.metrics_input == long_dir
@@ -309,3 +286,22 @@ def test_gaps_in_slabs_from_the_command_line(tmp_path: Path) -> None:
     assert slabs.returncode == 1 and "Traceback" not in slabs.stderr
     assert slabs.stderr.strip().splitlines()[-1].startswith(f"hostwire: {trace}:"), slabs.stderr
     assert "the trailer counts 332 records" in slabs.stderr
+
+
+def _as_long_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every run taken for a long one from here on (the chunked engine's and the slabs' thresholds
+    at 0 bytes, chunks of 7 frames, slabs of 3 KB); returns the list that names each chunked
+    metric, each slabbed gap reading and each whole read of a kernel trace as it happens."""
+    import hostwire.read.sched as sched_reader
+    from hostwire.metrics.chunked import engine
+
+    monkeypatch.setattr(engine, "AUTO_BYTES", 0)
+    monkeypatch.setattr(gap_sources, "SLABS_FROM_BYTES", 0)
+    monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "7")
+    monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", "3000")
+    calls: list[str] = []
+    compute, slabbed, whole_trace = engine.compute, gap_sources.slabbed_gap_inputs, sched_reader.read_sched_tsv
+    monkeypatch.setattr(engine, "compute", lambda kind, args: calls.append(kind) or compute(kind, args))
+    monkeypatch.setattr(gap_sources, "slabbed_gap_inputs", lambda *a: calls.append("gaps") or slabbed(*a))
+    monkeypatch.setattr(sched_reader, "read_sched_tsv", lambda *a, **k: calls.append("whole trace") or whole_trace(*a, **k))
+    return calls
