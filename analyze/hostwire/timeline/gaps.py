@@ -41,10 +41,9 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
+from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS, describe, idle_on, preempter_table, preempters
 from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, ascending, covered, numeric, restrict,
                                          steps, union, unique_sorted, within)
-
-from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS, describe, idle_on, preempter_table, preempters
 
 if TYPE_CHECKING:
     from hostwire.timeline.kernel_slabs import Slab
@@ -363,7 +362,7 @@ class _Explainer:
     def piece(self, name: str, found: tuple[np.ndarray, ...], sets: dict[str, tuple[np.ndarray, np.ndarray]],
               lo: int, hi: int) -> tuple[np.ndarray, pd.DataFrame]:
         """The ns of each cause in the parts of the stream's gaps (found) that lie in [lo, hi), per
-        gap and cause, and the tasks that ran while the sender waited there (_preempters' rows)."""
+        gap and cause, and the tasks that ran while the sender waited there (gap_tasks.preempters' rows)."""
         first, nxt = found[0], found[1]
         parts = np.zeros((len(first), len(CAUSES)), dtype=np.int64)
         pick = np.flatnonzero((nxt > lo) & (first < hi))
