@@ -83,10 +83,11 @@ def endpoint(addr: str, port: int) -> str:
     return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
 
 
-def gaps_table(run: Path) -> pd.DataFrame:
+def gaps_table(run: Path, *options: str, **environ: str) -> pd.DataFrame:
     import io
 
-    proc = subprocess.run([*hostwire_argv(), "gaps", str(run)], capture_output=True, text=True, timeout=300, env=env())
+    proc = subprocess.run([*hostwire_argv(), "gaps", str(run), *options], capture_output=True, text=True, timeout=300,
+                          env={**env(), **environ})
     assert proc.returncode == 0, proc.stderr
     return pd.read_csv(io.StringIO(proc.stdout))
 
