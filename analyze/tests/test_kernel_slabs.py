@@ -207,7 +207,7 @@ def test_the_one_run_report_of_a_long_run_reads_it_in_slabs_and_chunks(tmp_path:
     calls = _as_long_runs(monkeypatch)
     long = run_report.RunReport(long_dir)
     long.build()
-    assert long.kernel is not None and long.metrics_input == long_dir
+    assert gap_sources.long_trace(long.run) is not None and long.metrics_input == long_dir
     assert "whole trace" not in calls and {"goodput", "intervals", "idc", "contract"} <= set(calls)
     assert [s.title for s in whole.sections] == [s.title for s in long.sections]
     assert len(whole.sections) >= 6 and not any("Not drawn" in s.body for s in whole.sections)
@@ -216,7 +216,7 @@ def test_the_one_run_report_of_a_long_run_reads_it_in_slabs_and_chunks(tmp_path:
     # the CPUs of the excerpt: the slabs' rows are the whole table's rows
     from hostwire.timeline.excerpt import longest_off_period
 
-    slabs = kernel_slabs.KernelSlabs(long_dir / "raw" / "sched.tsv", long.kernel, {})
+    slabs = kernel_slabs.KernelSlabs(long_dir / "raw" / "sched.tsv", gap_sources.kernel_first_pass(long.run), {})
     lo, hi = 3860760000000, 3860780000000
     cut = slabs.running_between(lo, hi)
     full = Timeline.of(load_run(whole_dir)).df_running()
@@ -303,5 +303,6 @@ def _as_long_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     compute, slabbed, whole_trace = engine.compute, gap_sources.slabbed_gap_inputs, sched_reader.read_sched_tsv
     monkeypatch.setattr(engine, "compute", lambda kind, args: calls.append(kind) or compute(kind, args))
     monkeypatch.setattr(gap_sources, "slabbed_gap_inputs", lambda *a: calls.append("gaps") or slabbed(*a))
-    monkeypatch.setattr(sched_reader, "read_sched_tsv", lambda *a, **k: calls.append("whole trace") or whole_trace(*a, **k))
+    monkeypatch.setattr(sched_reader, "read_sched_tsv",
+                        lambda *a, **k: calls.append("whole trace") or whole_trace(*a, **k))
     return calls

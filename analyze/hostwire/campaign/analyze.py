@@ -15,7 +15,7 @@ import math
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -186,7 +186,7 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """The summary row and tables of one run: the run is opened once and every metric reads the
     same Run (its capture decoded once). A raw file missing or differing from the digest its
     runner recorded marks the run, named in `errors`."""
-    from hostwire.metrics.chunked.engine import long_capture
+    from hostwire.metrics.chunked.engine import metrics_input
     from hostwire.metrics.compute import table as metric_table
     from hostwire.metrics.needs import needs_of
     from hostwire.run import Run, load_run
@@ -219,20 +219,13 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     errors: list[str] = []
 
     cannot: list[str] = []
-    # A long run's capture is read in chunks (hostwire.metrics.chunked): given the run's directory,
-    # not the Run, the metrics take the chunked path; a small one is decoded once for all of them.
-    source = run.path if long_capture(run.path) else run
+    source = metrics_input(run)
     # A long kernel trace is read in slabs: its first pass leaves the Run only the trace's rare
     # events, which is all the run's streams, roles and calls (the receiver's clock) read of it.
     from hostwire.timeline import gap_sources
 
-    kernel: Any = None
-    kernel_error: HostwireError | None = None
-    if gap_sources.slabbed(run.path):
-        try:
-            kernel = gap_sources.kernel_first_pass(run)
-        except HostwireError as err:  # a damaged trace: the gap causes say so, as in memory
-            kernel_error = err
+    with suppress(HostwireError):  # a damaged trace: kept with the Run, the gap causes say so
+        gap_sources.long_trace(run)
 
     def table(kind: str, **options: Any) -> pd.DataFrame:
         return metric_table(kind, source, **options)
@@ -299,9 +292,7 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
         tables["contract"] = table("contract", points=20)
 
     def gap_causes() -> None:
-        if kernel_error is not None:
-            raise kernel_error
-        row.update(_gap_causes(run, kernel))
+        row.update(_gap_causes(run))
 
     if senders > 0:
         for name, fn in (("sanity", sanity), ("goodput", goodput), ("fairness", fairness),
@@ -321,14 +312,13 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     return row, tables
 
 
-def _gap_causes(run: Any, kernel: Any = None) -> dict[str, Any]:
+def _gap_causes(run: Any) -> dict[str, Any]:
     """The long gaps of the run's streams in its window (`hostwire gaps` with its default
-    threshold): how many, their total time, each cause's share of it, and the sources the run
-    lacks to tell causes apart (docs/timeline.md, "Gaps"). kernel: the first pass of a kernel
-    trace read in slabs (hostwire.timeline.gap_sources.kernel_first_pass)."""
+    threshold, a long kernel trace read in slabs): how many, their total time, each cause's share
+    of it, and the sources the run lacks to tell causes apart (docs/timeline.md, "Gaps")."""
     from hostwire.timeline import gap_sources, gaps
 
-    table, _ = gap_sources.explain_run(run, run.window_ns(), kernel)
+    table, _ = gap_sources.explain_run(run, run.window_ns())
     total = gaps.summary(table)
     out: dict[str, Any] = {"gaps": 0, "gap_time_ns": 0}
     whole = total[total["stream"] == "all"]

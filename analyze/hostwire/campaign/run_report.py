@@ -13,6 +13,7 @@ import logging
 import shlex
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -65,17 +66,12 @@ class RunReport:
         self.preempters: pd.DataFrame | None = None
         # A long run is read as hostwire gaps and metrics read it: its kernel trace in slabs (the
         # first pass leaves the Run only the trace's rare events), its capture's metrics in chunks.
-        from hostwire.metrics.chunked.engine import long_capture
+        from hostwire.metrics.chunked.engine import metrics_input
         from hostwire.timeline import gap_sources
 
-        self.metrics_input: Run | Path = path if long_capture(path) else self.run
-        self.kernel: Any = None
-        self.kernel_error: HostwireError | None = None
-        if gap_sources.slabbed(path):
-            try:
-                self.kernel = gap_sources.kernel_first_pass(self.run)
-            except HostwireError as err:  # the sections that need the trace say why
-                self.kernel_error = err
+        self.metrics_input: Run | Path = metrics_input(self.run)
+        with suppress(HostwireError):  # a damaged trace: kept with the Run, the sections that need it say why
+            gap_sources.long_trace(self.run)
 
     # -- what each section reads ---------------------------------------------------------------
 
@@ -272,9 +268,7 @@ class RunReport:
         title = "Why the long gaps happen"
         if (why := self.lacks()) is not None:
             return Section(title, f"<p>Not explained: {html.escape(why)}.</p>")
-        if self.kernel_error is not None:
-            raise self.kernel_error
-        found, pre = gap_sources.explain_run(self.run, self.run.window_ns(), self.kernel)
+        found, pre = gap_sources.explain_run(self.run, self.run.window_ns())
         self.gaps, self.preempters = found, pre
         text = ("<p>Every gap between two data frames of a stream longer than twice the first frame's time on the "
                 "wire, split into causes that add up to it (<code>hostwire gaps RUN --summary</code>; the rules in "
@@ -334,16 +328,11 @@ class RunReport:
         if (why := self.lacks()) is not None:
             return Section(title, f"<p>Not drawn: {html.escape(why)}.</p>")
         streams = self.series()
-        if self.kernel_error is not None:
-            raise self.kernel_error
-        running_of = None
-        if self.kernel is not None:
-            from hostwire.timeline.build import Timeline
-            from hostwire.timeline.kernel_slabs import KernelSlabs
+        from hostwire.timeline.gap_sources import kernel_slabs
 
-            slabs = KernelSlabs(self.path / "raw" / "sched.tsv", self.kernel, Timeline.of(self.run).roles())
-            running_of = slabs.running_between
-        excerpt = longest_off_period(self.run, stream=streams[0] if streams else None, running_of=running_of)
+        slabs = kernel_slabs(self.run)
+        excerpt = longest_off_period(self.run, stream=streams[0] if streams else None,
+                                     running_of=None if slabs is None else slabs.running_between)
         if excerpt is None:
             return Section(title, "<p>Not drawn: the window holds fewer than two data frames of one TCP stream.</p>")
         colours: dict[str, str] | None = None

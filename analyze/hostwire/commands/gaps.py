@@ -81,4 +81,3 @@ def run(args: argparse.Namespace) -> int:
     out = gaps.summary(table) if args.summary else pre if args.preempters else table
     write_table(out, args.json, sys.stdout)
     return 0
-

@@ -6,11 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from hostwire.run import Run
-    from hostwire.timeline.kernel_slabs import KernelSlabs
 
 EXAMPLES = """examples:
   hostwire timeline runs/quick-1/r003 -o r003.pftrace            the whole logging window
@@ -47,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from hostwire.metrics.window import Window, narrow
     from hostwire.run import load_run
     from hostwire.safewrite import write_bytes
-    from hostwire.timeline import perfetto_trace
+    from hostwire.timeline import gap_sources, perfetto_trace
 
     run_ = load_run(args.run)
     if args.output is None and args.pcapng is None:
@@ -55,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if args.pcapng is not None:
         from hostwire.timeline.pcapng import write_annotated
 
-        long_trace_slabs(run_)  # a long trace: its first pass, so that the streams read only its rare events
+        gap_sources.long_trace(run_)  # a long trace: its first pass, so that the streams read only its rare events
 
         count = write_annotated(run_, Path(args.pcapng))
         sys.stderr.write(f"hostwire: {args.pcapng}: {count} data frames commented\n")
@@ -63,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
     start, end = run_.window_ns()
     window = narrow(Window(start, end), args.from_s, args.to_s)
-    tables = perfetto_trace.tables_of(run_, (window.start_ns, window.end_ns), long_trace_slabs(run_))
+    tables = perfetto_trace.tables_of(run_, (window.start_ns, window.end_ns),
+                                        gap_sources.kernel_slabs(run_))
     if args.text:
         lines = perfetto_trace.text_lines(tables)
         inside = (lines["t_ns"] >= window.start_ns) & (lines["t_ns"] <= window.end_ns)
@@ -84,19 +80,3 @@ def run(args: argparse.Namespace) -> int:
     write_bytes(Path(args.output), data)
     return 0
 
-
-def long_trace_slabs(run_: Run) -> KernelSlabs | None:
-    """A long kernel trace's slabs (hostwire.timeline.gap_sources.slabbed, as hostwire gaps reads
-    it), made once per Run; None for a trace read whole."""
-    from hostwire.timeline import gap_sources
-    from hostwire.timeline.build import Timeline
-    from hostwire.timeline.kernel_slabs import KernelSlabs
-
-    if not gap_sources.slabbed(run_.path):
-        return None
-
-    def make() -> KernelSlabs:
-        first = gap_sources.kernel_first_pass(run_)
-        return KernelSlabs(run_.path / "raw" / "sched.tsv", first, Timeline.of(run_).roles())
-
-    return run_.keep("kernel slabs", make)

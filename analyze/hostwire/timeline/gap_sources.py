@@ -17,7 +17,6 @@ from hostwire.timeline.sequence import late_acknowledgements, sequence_steps, us
 if TYPE_CHECKING:
     from hostwire.run import Run
     from hostwire.timeline.gaps import GapInputs
-    from hostwire.metrics.chunked.progress import Progress
     from hostwire.timeline.kernel_slabs import FirstPass, KernelSlabs
 
 
@@ -28,6 +27,7 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
     and CPU intervals are then left empty, for the slabs to give."""
     from hostwire.metrics.streams import TCP, label_flows
     from hostwire.timeline.gaps import GapInputs
+    from hostwire.timeline.kernel_slabs import no_kernel_tables
     from hostwire.timeline.tcp_waits import sender_waits
 
     if not run.has("raw/wire.pcap"):
@@ -52,7 +52,7 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
     sources = {"frames": "raw/wire.pcap"}
     states = running_ = None
     if run.has("raw/sched.tsv"):
-        states, running_ = (tl.df_task_states(), tl.df_running()) if kernel is None else _no_kernel_tables()
+        states, running_ = (tl.df_task_states(), tl.df_running()) if kernel is None else no_kernel_tables()
         sources["states"] = "raw/sched.tsv"
     writes = tl.writes()
     sends = backlog_ = None
@@ -81,54 +81,62 @@ def slabbed(run_dir: Path, engine: str = "auto") -> bool:
     return engine == "slabs" or trace.stat().st_size >= SLABS_FROM_BYTES
 
 
-def kernel_first_pass(run: Run, progress: Progress | None = None) -> FirstPass:
-    """The first pass over the run's kernel trace (hostwire.timeline.kernel_slabs.first_pass); from
-    then on the run serves only the trace's rare events as its kernel table (Run.use_sched_events),
-    so that what reads the run's roles, streams or calls does not read the whole trace."""
-    from hostwire.metrics.chunked.progress import Progress
-    from hostwire.timeline.kernel_slabs import first_pass, slab_bytes
+def kernel_first_pass(run: Run) -> FirstPass:
+    """The first pass over the run's kernel trace (hostwire.timeline.kernel_slabs.first_pass),
+    made once per Run (its error too); from then on the run serves only the trace's rare events as
+    its kernel table (Run.use_sched_events), so that what reads the run's roles, streams or calls
+    does not read the whole trace."""
+    def make() -> FirstPass:
+        from hostwire.metrics.chunked.progress import Progress
+        from hostwire.timeline.kernel_slabs import first_pass, slab_bytes
 
-    path = run.path / "raw" / "sched.tsv"
-    if not path.is_file():
-        raise InputError(f"{path}: missing: the slabbed reading needs a kernel trace")
-    shown = progress or Progress(f"{run.path.name} kernel trace", unit="MB")
-    try:
-        first = first_pass(path, slab_bytes(), shown.update)
-    finally:
-        if progress is None:
-            shown.close()
-    run.use_sched_events(first.rare)
-    return first
+        path = run.path / "raw" / "sched.tsv"
+        if not path.is_file():
+            raise InputError(f"{path}: missing: the slabbed reading needs a kernel trace")
+        progress = Progress(f"{run.path.name} kernel trace", unit="MB")
+        try:
+            first = first_pass(path, slab_bytes(), progress.update)
+        finally:
+            progress.close()
+        run.use_sched_events(first.rare)
+        return first
+
+    return run.keep("kernel first pass", make)
 
 
-def slabbed_gap_inputs(run: Run, rate_text: str | None = None, first: FirstPass | None = None
-                       ) -> tuple[GapInputs, KernelSlabs]:
+def long_trace(run: Run, engine: str = "auto") -> FirstPass | None:
+    """The first pass of a kernel trace that is read in slabs (slabbed), else None."""
+    return kernel_first_pass(run) if slabbed(run.path, engine) else None
+
+
+def kernel_slabs(run: Run) -> KernelSlabs | None:
+    """A long kernel trace's slabs (slabbed, `auto`), else None."""
+    from hostwire.timeline.kernel_slabs import KernelSlabs
+
+    first = long_trace(run)
+    return None if first is None else KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles())
+
+
+def slabbed_gap_inputs(run: Run, rate_text: str | None = None) -> tuple[GapInputs, KernelSlabs]:
     """gap_inputs with the kernel trace read in slabs (hostwire.timeline.kernel_slabs): the inputs,
-    and the slabs to give hostwire.timeline.gaps.explain. first: the trace's first pass when it
-    was made already (kernel_first_pass), else it is made here."""
+    and the slabs to give hostwire.timeline.gaps.explain."""
     from hostwire.metrics.chunked.progress import Progress
     from hostwire.timeline.kernel_slabs import KernelSlabs
 
-    progress = Progress(f"{run.path.name} kernel trace", unit="MB", first_pass=2 if first else 1)
-    try:
-        first = first or kernel_first_pass(run, progress)
-    except BaseException:
-        progress.close()
-        raise
+    first = kernel_first_pass(run)
+    progress = Progress(f"{run.path.name} kernel trace", unit="MB", first_pass=2)
     inputs = gap_inputs(run, rate_text, first)
     return inputs, KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles(), progress)
 
 
-def explain_run(run: Run, window_ns: tuple[int, int], kernel: FirstPass | None = None
-                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def explain_run(run: Run, window_ns: tuple[int, int]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """hostwire.timeline.gaps.explain of every stream of the run in window_ns at the default
-    threshold; kernel: the first pass of a kernel trace to read in slabs (kernel_first_pass), else
-    the whole trace is read."""
+    threshold, a long kernel trace (long_trace) read in slabs."""
     from hostwire.timeline import gaps
 
-    if kernel is None:
+    if long_trace(run) is None:
         return gaps.explain(gap_inputs(run), None, window_ns)
-    inputs, slabs = slabbed_gap_inputs(run, None, kernel)
+    inputs, slabs = slabbed_gap_inputs(run)
     return gaps.explain(inputs, None, window_ns, slabs=slabs, on_comms=lambda: name_senders(inputs, slabs))
 
 
@@ -136,14 +144,6 @@ def name_senders(inputs: GapInputs, slabs: KernelSlabs) -> None:
     """Once the slabs are read: each sender's name as the kernel trace last saw it run (as
     process_names gives it from the whole trace)."""
     inputs.comms.update({pid: slabs.last_comm[pid] for pid in set(inputs.senders.values()) if pid in slabs.last_comm})
-
-
-def _no_kernel_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
-    from hostwire.timeline import tables
-
-    return (pd.DataFrame({c: pd.Series(dtype="object" if c == "state" else "int64") for c in tables.STATE_COLUMNS}),
-            pd.DataFrame({c: pd.Series(dtype="object" if c in ("comm", "role") else "int64")
-                          for c in tables.RUNNING_COLUMNS}))
 
 
 def frozen_host(run: Run, kernel: FirstPass | None = None) -> pd.DataFrame | None:

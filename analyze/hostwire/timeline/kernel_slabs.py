@@ -20,7 +20,7 @@ CPU in the state the whole trace has them in at the slab's bounds:
 Two passes read the trace. The first keeps what the whole-trace readers need and is small: the
 rare events (forks, execs, socket state changes: the run's roles and streams), the kind of each
 task's first switch in each slab, the kernel's transmit threads (ksoftirqd), the trace's silences
-of MIN_SILENCE_NS or more (hostwire.timeline.stolen) and its first and last stamps. The second
+of stolen.MIN_SILENCE_NS or more (hostwire.timeline.stolen) and its first and last stamps. The second
 gives the slabs."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from hostwire.errors import InputError
 from hostwire.read.sched import iter_sched_tsv
 from hostwire.read.tsv import open_tsv
 from hostwire.timeline import tables
-from hostwire.timeline.stolen import MIN_SILENCE_NS, OPEN
+from hostwire.timeline.stolen import OPEN, silences
 
 if TYPE_CHECKING:
     from hostwire.metrics.chunked.progress import Progress
@@ -53,6 +53,8 @@ RARE_COLUMNS = ("child_pid", "child_comm", "parent_pid", "parent_comm", "filenam
                 "protocol", "sport", "dport", "oldstate", "newstate", "saddr", "daddr", "saddr_v6", "daddr_v6")
 # before the trace's first stamp and after its last nothing is known of the CPUs: open bounds
 OPEN_LO, OPEN_HI = -(1 << 62), 1 << 62
+HEAD_COLUMNS = ["pid", "t_ns", "state", "cpu"]
+CPU_HEAD_COLUMNS = ["cpu", "t_ns", "pid", "comm"]
 
 
 def slab_bytes() -> int:
@@ -87,9 +89,9 @@ class FirstPass:
     slabs: int = 0
     piece_bytes: int = SLAB_BYTES  # the text per slab it read: the slabs must be read the same
     # each task's state before its first event (tables.task_states' rule), from the stamp of that event
-    heads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["pid", "t_ns", "state", "cpu"]))
+    heads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=HEAD_COLUMNS))
     # each CPU's task before its first switch (tables.running's rule), up to the stamp of that switch
-    cpu_heads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["cpu", "t_ns", "pid", "comm"]))
+    cpu_heads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CPU_HEAD_COLUMNS))
 
 
 def _pieces(path: Path, columns: list[str] | None, piece_bytes: int,
@@ -136,20 +138,16 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
         if first_ns is None:
             first_ns = int(t[0])
         joined = t if last_ns is None else np.concatenate([[last_ns], t])
-        long = np.flatnonzero(np.diff(joined) >= MIN_SILENCE_NS)
-        silence_start.append(joined[long])
-        silence_end.append(joined[long + 1])
+        starts, ends = silences(joined)  # less the open ones before and after
+        silence_start.append(starts[1:-1])
+        silence_end.append(ends[1:-1])
         last_ns = int(t[-1])
         rare.append(events[tables.is_event(events, *RARE_EVENTS)])
         sw = tables.switches(events)
         heads.append(_first_events(sw, tables.wakeups(events), tables.migrations(events)))
         if len(sw) == 0:
             continue
-        pid = np.concatenate([sw["next_pid"].to_numpy(), sw["prev_pid"].to_numpy()])
-        kind = np.concatenate([np.ones(len(sw), np.int64), np.zeros(len(sw), np.int64)])
-        when = np.concatenate([sw["t_ns"].to_numpy(), sw["t_ns"].to_numpy()])
-        order = np.lexsort((kind, when, pid))
-        pid, kind = pid[order], kind[order]
+        pid, _, kind, _, _ = _task_events(sw)
         head = np.r_[True, pid[1:] != pid[:-1]]
         keys.append(np.stack([pid[head], np.full(int(head.sum()), slab)], axis=1))
         kinds.append(kind[head])
@@ -173,38 +171,56 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
                                np.r_[first_ns, np.concatenate(silence_end), OPEN]),
                      transmit_pids=sorted(transmit), switch_key=flat[order],
                      switch_kind=(np.concatenate(kinds) if kinds else np.zeros(0, np.int64))[order], slabs=slabs,
-                     piece_bytes=piece_bytes, heads=_firsts_of(heads), cpu_heads=pd.concat([FirstPass.__dataclass_fields__["cpu_heads"]
-                                                                   .default_factory(), *cpu_heads], ignore_index=True))
+                     piece_bytes=piece_bytes, heads=_firsts_of(heads),
+                     cpu_heads=pd.concat([pd.DataFrame(columns=CPU_HEAD_COLUMNS), *cpu_heads], ignore_index=True))
 
 
-def _first_events(sw: pd.DataFrame, wk: pd.DataFrame, mg: pd.DataFrame) -> pd.DataFrame:
-    """Per task, its first event among these (ordered as tables.task_states orders them) and the
-    state and CPU that task_states gives it before that event: running there when the event
-    switches it out, runnable when it switches it in, sleeping otherwise."""
+def _task_events(sw: pd.DataFrame, wk: pd.DataFrame | None = None, mg: pd.DataFrame | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each task's events (idle, pid 0, left out) in the order tables.task_states sorts them: by
+    task, stamp, then kind (0 switch-out, 1 switch-in, 2 wake-up, 3 migration): pid, t, kind, the
+    CPU before the event (the switch's, the wake-up's target, the migration's origin) and the row
+    of its table."""
+    empty = pd.DataFrame(columns=["t_ns", "pid", "target_cpu", "orig_cpu"])
+    wk, mg = (empty if wk is None else wk), (empty if mg is None else mg)
     n = len(sw)
     pid = np.concatenate([sw["next_pid"].to_numpy(), sw["prev_pid"].to_numpy(), wk["pid"].to_numpy(),
                           mg["pid"].to_numpy()]).astype(np.int64)
     t = np.concatenate([sw["t_ns"].to_numpy(), sw["t_ns"].to_numpy(), wk["t_ns"].to_numpy(),
                         mg["t_ns"].to_numpy()]).astype(np.int64)
     kind = np.concatenate([np.full(n, 1), np.full(n, 0), np.full(len(wk), 2), np.full(len(mg), 3)]).astype(np.int64)
-    hint = np.concatenate([sw["cpu"].to_numpy(), sw["cpu"].to_numpy(), wk["target_cpu"].to_numpy(),
-                           mg["orig_cpu"].to_numpy()]).astype(np.int64)
+    cpu = np.concatenate([sw["cpu"].to_numpy(), sw["cpu"].to_numpy(), wk["target_cpu"].to_numpy(),
+                          mg["orig_cpu"].to_numpy()]).astype(np.int64)
+    row = np.concatenate([np.arange(n), np.arange(n), np.arange(len(wk)), np.arange(len(mg))])
     keep = pid > 0
-    pid, t, kind, hint = pid[keep], t[keep], kind[keep], hint[keep]
-    order = np.lexsort((kind, t, pid))
-    pid, t, kind, hint = pid[order], t[order], kind[order], hint[order]
+    order = np.lexsort((kind[keep], t[keep], pid[keep]))
+    return tuple(a[keep][order] for a in (pid, t, kind, cpu, row))  # type: ignore[return-value]
+
+
+def _first_events(sw: pd.DataFrame, wk: pd.DataFrame, mg: pd.DataFrame) -> pd.DataFrame:
+    """Per task, its first event among these and the state and CPU that tables.task_states gives it
+    before that event: running there when the event switches it out, runnable when it switches it
+    in, sleeping otherwise."""
+    pid, t, kind, cpu, _ = _task_events(sw, wk, mg)
     first = np.r_[True, pid[1:] != pid[:-1]] if len(pid) else np.zeros(0, bool)
     state = np.where(kind[first] == 0, 0, np.where(kind[first] == 1, 1, 2))
     return pd.DataFrame({"pid": pid[first], "t_ns": t[first],
-                         "state": np.asarray(tables.TASK_STATES, dtype=object)[state], "cpu": hint[first]})
+                         "state": np.asarray(tables.TASK_STATES, dtype=object)[state], "cpu": cpu[first]})
 
 
 def _firsts_of(parts: list[pd.DataFrame]) -> pd.DataFrame:
     """The first slab's row of each task (the slabs come in time order)."""
     if not parts:
-        return pd.DataFrame(columns=["pid", "t_ns", "state", "cpu"])
+        return pd.DataFrame(columns=HEAD_COLUMNS)
     every = pd.concat(parts, ignore_index=True)
     return every[~every["pid"].duplicated(keep="first").to_numpy()].sort_values("t_ns", kind="stable")
+
+
+def no_kernel_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Task states and CPU intervals of no event (where nothing of the trace is known)."""
+    return (pd.DataFrame({c: pd.Series(dtype="object" if c == "state" else "int64") for c in tables.STATE_COLUMNS}),
+            pd.DataFrame({c: pd.Series(dtype="object" if c in ("comm", "role") else "int64")
+                          for c in tables.RUNNING_COLUMNS}))
 
 
 def _clip(df: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
@@ -231,16 +247,9 @@ def _joined(rows: pd.DataFrame, key: str) -> pd.DataFrame:
 
 
 def _last_switch(sw: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per task of the switch table (time-ordered): its last switch's row, stamp and kind, in the
-    order tables.task_states sorts a task's events (by stamp; out before in)."""
-    n = len(sw)
-    pid = np.concatenate([sw["next_pid"].to_numpy(), sw["prev_pid"].to_numpy()]).astype(np.int64)
-    t = np.concatenate([sw["t_ns"].to_numpy(), sw["t_ns"].to_numpy()]).astype(np.int64)
-    kind = np.concatenate([np.ones(n, np.int64), np.zeros(n, np.int64)])
-    row = np.concatenate([np.arange(n), np.arange(n)])
-    order = np.lexsort((kind, t, pid))
-    pid, t, kind, row = pid[order], t[order], kind[order], row[order]
-    last = np.r_[pid[1:] != pid[:-1], True] if n else np.zeros(0, bool)
+    """Per task of the switch table: its last switch's pid, row and stamp (_task_events' order)."""
+    pid, t, _, _, row = _task_events(sw)
+    last = np.r_[pid[1:] != pid[:-1], True] if len(pid) else np.zeros(0, bool)
     return pid[last], row[last], t[last]
 
 
@@ -269,9 +278,7 @@ class KernelSlabs:
         self.last_comm: dict[int, str] = {}  # pid -> the comm it last ran under
 
     def __iter__(self) -> Iterator[Slab]:
-        empty_running = tables.running(tables.switches(pd.DataFrame(columns=["t_ns", "cpu", "event"])), 0, 0, {})
-        empty_states = tables.task_states(*(pd.DataFrame(columns=c) for c in (
-            tables.SWITCH_COLUMNS, tables.WAKEUP_COLUMNS, tables.MIGRATION_COLUMNS)), 0, 0)
+        empty_states, empty_running = no_kernel_tables()
         yield Slab(OPEN_LO, self.first.first_ns, empty_states, empty_running)
         try:
             yield from self._slabs(empty_states, empty_running)

@@ -63,12 +63,12 @@ DATA_COLUMNS = {"idc": ("payload_len",), "hurst": ("payload_len",), "bursts": ("
 AUTO_BYTES = 256 << 20  # from here on a capture's in-memory tables pass about 1 GB
 
 
-def long_capture(run_dir: Path) -> bool:
-    """Whether a run's capture (raw/wire.pcap) is long enough for `auto` to take the chunked
-    engine (AUTO_BYTES or more): hostwire analyze and the one-run report then hand its metrics the
-    run's directory, not a loaded Run."""
-    capture = Path(run_dir) / "raw" / "wire.pcap"
-    return capture.is_file() and capture.stat().st_size >= AUTO_BYTES
+def metrics_input(run: Any) -> Any:
+    """What hostwire analyze and the one-run report give the metrics of a Run: its directory when
+    its capture (raw/wire.pcap) is long enough for `auto` to take the chunked engine (AUTO_BYTES
+    or more), else the Run itself, decoded once for all its metrics."""
+    capture = Path(run.path) / "raw" / "wire.pcap"
+    return run.path if capture.is_file() and capture.stat().st_size >= AUTO_BYTES else run
 
 
 def _is_capture(value: Any) -> bool:
