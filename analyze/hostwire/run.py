@@ -146,6 +146,18 @@ class Run:
         such as hostwire.timeline.build.Timeline, keeps itself here): an error is kept too."""
         return self._keep(("kept", key), make)
 
+    def forget(self, *keys: Hashable) -> None:
+        """Lets go of what was read (df_frames: "frames", df_syscalls: "syscalls") or kept (keep's
+        keys) under these keys; a later call reads or makes it again. A long analysis drops the
+        whole tables it has turned into the smaller ones it goes on with."""
+        for key in keys:
+            self._kept.pop(key, None)
+            self._kept.pop(("kept", key), None)
+
+    def keeps(self, key: Hashable) -> bool:
+        """Whether something read or kept under key (as for forget) is held by this Run."""
+        return key in self._kept or ("kept", key) in self._kept
+
     def _keep(self, key: Hashable, read: Callable[[], T]) -> T:
         """read() on the first call for key; its result, or the HostwireError it raised, is kept
         and given (raised) again on every later call."""

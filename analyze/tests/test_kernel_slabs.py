@@ -161,6 +161,9 @@ def test_gaps_explained_in_slabs_are_the_gaps_explained_whole(tmp_path: Path, pi
     monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", str(piece_bytes))
     run = load_run(run_dir)
     inputs, slabs = gap_sources.slabbed_gap_inputs(run)
+    # the whole tables the inputs were made from are let go of before the slabs are read
+    assert not any(run.keeps(key) for key in ("frames", "syscalls"))
+    assert not any(run.keeps(("timeline", name)) for name in (*gap_sources.WHOLE_TABLES, "task_states", "running"))
     sliced = gaps.explain(inputs, min_gap_ns=1_000, slabs=slabs,
                           on_comms=lambda: gap_sources.name_senders(inputs, slabs))
     assert len(whole[0]) > 100

@@ -15,6 +15,7 @@ from hostwire.metrics import synth
 from hostwire.metrics.streams import label_streams
 from hostwire.timeline import gaps, intervals, sequence
 from hostwire.timeline.gaps import GapInputs
+from hostwire.timeline.kernel_slabs import Slab, no_kernel_tables
 
 S, O = "s:1>r:2", "o:3>r:2"
 SENDER, BG0, BG1, KS, OTHER = 10, 20, 21, 99, 50
@@ -393,3 +394,33 @@ def test_a_frozen_host_is_a_silence_the_steal_counters_cover() -> None:
                             np.arange(292 * ms, 300 * ms, 100_000), np.arange(312 * ms, 400 * ms, 100_000)])
     assert len(frozen(three, samples, tick_ns=10 * ms)) == 2
     assert len(frozen(events, None, tick_ns=10 * ms)) == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_link_is_busy_in_each_piece_as_in_the_whole(seed: int) -> None:
+    """The busy link of a piece is made from the frames that reach into it, so no stream keeps the
+    whole link's intervals: at every ns of the piece it holds exactly when some other stream's
+    frame holds the link (frames overlap, and chains of them cross the piece's bounds)."""
+    rng = np.random.default_rng(seed)
+    span, n = 4_000, 60
+    t = np.sort(rng.integers(0, span, n))
+    stream = rng.choice([S, O, "p:5>r:2"], n)
+    wire = np.where(rng.random(n) < 0.2, rng.integers(300, 900, n), rng.integers(5, 60, n))
+    frames = pd.DataFrame({"t_ns": t, "stream": stream, "wire_len": wire, "payload_len": 100})
+    explainer = gaps._Explainer(_inputs(data=frames, states=None, running=None))
+    ns = np.arange(-100, span + 1_000)
+    holds = (t[None, :] <= ns[:, None]) & (ns[:, None] < (t + wire)[None, :]) & (stream != S)[None, :]
+    reference = holds.any(axis=1)
+    for lo, hi in [(gaps.OPEN_LO, gaps.OPEN_HI), *zip(*np.sort(rng.integers(0, span, (2, 8)), axis=0))]:
+        starts, ends = explainer.busy(S, int(lo), int(hi))
+        inside = (ns >= lo) & (ns < hi)
+        covered = ((starts[None, :] <= ns[:, None]) & (ns[:, None] < ends[None, :])).any(axis=1)
+        np.testing.assert_array_equal(covered[inside], reference[inside])
+    # and a gap explained in pieces of the link is the gap explained whole
+    whole, _ = gaps.explain(_inputs(data=frames, states=None, running=None, backlog=None), min_gap_ns=50)
+    cuts = np.unique(rng.integers(0, span, 5))
+    empty = no_kernel_tables()
+    slabs = [Slab(int(a), int(b), *empty) for a, b in zip([gaps.OPEN_LO, *cuts], [*cuts, gaps.OPEN_HI])]
+    pieced, _ = gaps.explain(_inputs(data=frames, states=None, running=None, backlog=None), min_gap_ns=50, slabs=slabs)
+    assert len(whole) > 3
+    pd.testing.assert_frame_equal(pieced, whole)

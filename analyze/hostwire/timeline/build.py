@@ -292,6 +292,10 @@ class Timeline:
 
         return self.run.keep(("timeline", name), make).copy(deep=False)
 
+    def forget(self, *names: str) -> None:
+        """Lets go of these tables (a later call builds or reads them again)."""
+        self.run.forget(*[("timeline", name) for name in names])
+
     def roles(self) -> dict[int, str]:
         """pid -> role (send-<i>, bg-<i>, recv-<i>, main) of the benchmark's processes."""
         return dict(self.run.keep(("timeline", "roles"), lambda: roles(self.run)))

@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
+from hostwire.heap import give_back
+from hostwire.metrics.streams import FRAME_COLUMNS
 from hostwire.timeline.build import Timeline, link_rate_bps
 from hostwire.timeline.sequence import late_acknowledgements, sequence_steps, usable_window
 
@@ -24,48 +26,99 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
     """Everything hostwire.timeline.gaps.explain reads, from what this run recorded: the capture
     (required), the kernel trace, the system calls or the benchmark's writes when present.
     kernel: the first pass of a kernel trace read in slabs (slabbed_gap_inputs): the task states
-    and CPU intervals are then left empty, for the slabs to give."""
-    from hostwire.metrics.streams import TCP, label_flows
+    and CPU intervals are then left empty, for the slabs to give, and the run lets go of each whole
+    table once it is turned into the smaller ones the explanation reads (a long run's frames and
+    calls would otherwise stay beside the slabs)."""
+    from hostwire.metrics.streams import TCP
     from hostwire.timeline.gaps import GapInputs
     from hostwire.timeline.kernel_slabs import no_kernel_tables
-    from hostwire.timeline.tcp_waits import sender_waits
 
     if not run.has("raw/wire.pcap"):
         raise InputError(f"{run.path}: gaps needs raw/wire.pcap; this run has no wire capture")
+    lean = kernel is not None
     tl = Timeline.of(run)
     data = tl.data_frames()
-    labelled = label_flows(run.df_frames())
-    sender_side = set(data["src"].astype(str)) if len(data) else set()
-    link = labelled[labelled["src"].astype(str).isin(sender_side).to_numpy()]
-    link = link.assign(stream=link["stream"].astype(str))
-    tcp = labelled[labelled["proto"].to_numpy() == TCP]
-    tcp = tcp.assign(stream=tcp["stream"].cat.remove_unused_categories())
-    steps = sequence_steps(tcp)
-    window = usable_window(tcp, steps)
-    late_acks = late_acknowledgements(tcp, steps)
-    awaiting, timeouts = sender_waits(steps)
     protos = {str(s): "tcp" if int(p) == TCP else "udp" for s, p in
               data.groupby("stream", sort=False)["proto"].first().items()} if len(data) else {}
+    sender_side = set(data["src"].astype(str)) if len(data) else set()
     streams = tl.df_streams()
     senders = {str(s): int(p) for s, p in zip(streams["stream"], streams["sender_pid"]) if int(p) > 0}
     receivers = {str(s): int(p) for s, p in zip(streams["stream"], streams["receiver_pid"]) if int(p) > 0}
     sources = {"frames": "raw/wire.pcap"}
     states = running_ = None
     if run.has("raw/sched.tsv"):
-        states, running_ = (tl.df_task_states(), tl.df_running()) if kernel is None else no_kernel_tables()
+        states, running_ = (tl.df_task_states(), tl.df_running()) if not lean else no_kernel_tables()
         sources["states"] = "raw/sched.tsv"
+    # Lean, each whole table goes once the smaller ones are made from it, before the next is read:
+    # the calls once the writes are, the data frames and the backlog before the capture is read.
     writes = tl.writes()
+    if lean:
+        run.forget("syscalls")
+        tl.forget("calls")
+        give_back()
     sends = backlog_ = None
     if len(writes):
-        sends = writes[["stream", "t_enter_ns", "t_exit_ns"]]
-        backlog_ = tl.df_backlog()
+        sends = compact(writes, ("stream", "t_enter_ns", "t_exit_ns"))
+        backlog_ = compact(tl.df_backlog(), ("stream", "t_ns", "backlog_bytes"))
         sources["sends"] = "raw/syscalls.tsv" if (writes["source"] == "syscalls").all() else "raw/bench/send-*.tsv"
-    return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers, link=link,
-                     states=states, running=running_, sends=sends, backlog=backlog_, window=window,
+    data = compact(data, ("t_ns", "stream", "wire_len", "payload_len"))
+    del writes
+    if lean:
+        tl.forget(*WHOLE_TABLES)
+        give_back()
+    frozen = frozen_host(run, kernel)
+    link, window, late_acks, awaiting, timeouts = _capture_tables(run, sender_side, lean)
+    return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers,
+                     link=link, states=states, running=running_, sends=sends, backlog=backlog_, window=window,
                      late_acks=late_acks, awaiting_acks=awaiting, retransmit_timeouts=timeouts, protos=protos,
-                     comms=process_names(tl, set(senders.values()), kernel is None), frozen=frozen_host(run, kernel),
+                     comms=process_names(tl, set(senders.values()), not lean), frozen=frozen,
                      cpu_quota=float(run.point_value("sender_cpu_share")) > 0, sources=sources,
-                     transmit_pids=None if kernel is None else kernel.transmit_pids)
+                     transmit_pids=None if not lean else kernel.transmit_pids)
+
+
+# what label_flows needs and the capture's gap inputs use of a frame
+LABEL_COLUMNS = [*dict.fromkeys((*FRAME_COLUMNS, "wire_len", "flags", "wscale"))]
+# what sequence_steps and its readers use of a TCP frame
+SEQUENCE_COLUMNS = ["t_ns", "stream", "data_dir", "flags", "seq", "ack", "payload_len", "window", "wscale"]
+
+
+def _capture_tables(run: Run, sender_side: set[str], lean: bool) -> tuple[pd.DataFrame, ...]:
+    """The gap inputs read from the capture alone: the frames on the data direction of the link
+    (t_ns, stream, wire_len), the usable window, the late acknowledgements, the waits for an
+    acknowledgement and the retransmission timeouts. lean: the run lets go of its frames."""
+    from hostwire.metrics.streams import TCP, label_flows
+    from hostwire.timeline.tcp_waits import sender_waits
+
+    frames = run.df_frames()
+    if lean:
+        run.forget("frames")
+    labelled = label_flows(frames[[c for c in LABEL_COLUMNS if c in frames.columns]])
+    del frames
+    # only what the link's busy intervals need: a long run has millions of frames
+    on_link = labelled["src"].astype(str).isin(sender_side).to_numpy()
+    link = pd.DataFrame({c: labelled[c].to_numpy()[on_link] if c != "stream" else labelled[c][on_link].array
+                         for c in ("t_ns", "stream", "wire_len")})
+    tcp = labelled.loc[labelled["proto"].to_numpy() == TCP, [c for c in SEQUENCE_COLUMNS if c in labelled.columns]]
+    del labelled
+    tcp = tcp.assign(stream=tcp["stream"].cat.remove_unused_categories())
+    steps = sequence_steps(tcp)
+    del tcp
+    if lean:
+        give_back()
+    awaiting, timeouts = sender_waits(steps)
+    return link, usable_window(None, steps), late_acknowledgements(None, steps), awaiting, timeouts
+
+
+def compact(table: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """The columns of table that the explanation reads, the stream's name as a categorical (a byte
+    or two a row, not a string each: a long run has millions of rows); the others share table's
+    arrays."""
+    return pd.DataFrame({c: pd.Categorical(table[c].astype(str)) if c == "stream" else table[c].to_numpy()
+                         for c in columns if c in table.columns}, copy=False)
+
+
+# What gap_inputs has turned into its smaller tables: a long run's analysis lets go of them.
+WHOLE_TABLES = ("data_frames", "calls", "stream_writes", "backlog")
 
 
 SLABS_FROM_BYTES = 256 << 20  # a kernel trace from which the gap analysis reads in slabs by default
@@ -99,6 +152,7 @@ def kernel_first_pass(run: Run) -> FirstPass:
         finally:
             progress.close()
         run.use_sched_events(first.rare)
+        give_back()
         return first
 
     return run.keep("kernel first pass", make)
@@ -126,6 +180,10 @@ def slabbed_gap_inputs(run: Run, rate_text: str | None = None) -> tuple[GapInput
     first = kernel_first_pass(run)
     progress = Progress(f"{run.path.name} kernel trace", unit="MB", first_pass=2)
     inputs = gap_inputs(run, rate_text, first)
+    # the slabs hold one slab's kernel tables; what the capture and the calls were read into goes
+    run.forget("frames", "syscalls")
+    Timeline.of(run).forget(*WHOLE_TABLES)
+    give_back()
     return inputs, KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles(), progress)
 
 

@@ -43,7 +43,7 @@ import pandas as pd
 from hostwire.errors import InputError
 from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS, describe, idle_on, preempter_table, preempters
 from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, ascending, covered, numeric, restrict,
-                                         steps, union, unique_sorted, within)
+                                         steps, stream_codes, union, unique_sorted, within)
 
 if TYPE_CHECKING:
     from hostwire.timeline.kernel_slabs import Slab
@@ -234,6 +234,18 @@ def classify(s: Segments) -> np.ndarray:
                      [CAUSES.index(cause) for cause, _ in PRECEDENCE], default=CAUSES.index("unexplained"))
 
 
+class _ConditionTables:
+    """The per-row inputs that the stream's conditions are made from, split by stream."""
+
+    def __init__(self, inputs: GapInputs) -> None:
+        self.window = ByStream(numeric(inputs.window, "window_bytes"), ("t_ns", "value"), order_by="t_ns")
+        self.backlog = ByStream(numeric(inputs.backlog, "backlog_bytes"), ("t_ns", "value"), order_by="t_ns")
+        self.late_acks = ByStream(inputs.late_acks, ("t_start_ns", "t_end_ns"))
+        self.awaiting_acks = ByStream(inputs.awaiting_acks, ("t_start_ns", "t_end_ns"))
+        self.retransmit_timeouts = ByStream(inputs.retransmit_timeouts, ("t_start_ns", "t_end_ns"))
+        self.sends = ByStream(inputs.sends, ("t_enter_ns", "t_exit_ns"))
+
+
 class _Explainer:
     """The inputs of explain() prepared once for every stream: split by stream, CPU and task."""
 
@@ -241,9 +253,13 @@ class _Explainer:
         data = inputs.data
         self.inputs = inputs
         link = inputs.link if inputs.link is not None else data
-        self.link_t = link["t_ns"].to_numpy().astype(np.int64)
-        self.link_busy_ns = wire_ns(link["wire_len"].to_numpy(), inputs.rate_bps)
-        self.link_code, link_names = pd.factorize(link["stream"].astype(str).to_numpy())
+        link_t = link["t_ns"].to_numpy().astype(np.int64)
+        in_order = np.argsort(link_t, kind="stable")  # for busy() to slice a piece's frames by time
+        self.link_t = link_t[in_order]
+        self.link_busy_ns = wire_ns(link["wire_len"].to_numpy(), inputs.rate_bps)[in_order]
+        self.longest_busy_ns = int(self.link_busy_ns.max()) if len(self.link_busy_ns) else 0
+        link_code, link_names = stream_codes(link["stream"])
+        self.link_code = link_code[in_order]
         self.link_code_of = {str(n): k for k, n in enumerate(link_names)}
         self.runnable = Runnable(inputs.states)
         self.cpus = Cpus(inputs.running)
@@ -252,12 +268,6 @@ class _Explainer:
         self.frames = ByStream(data.assign(wire_ns=wire_ns(data["wire_len"].to_numpy(), inputs.rate_bps),
                                             payload=(data["payload_len"] if "payload_len" in data.columns else 1)),
                                 ("t_ns", "wire_ns", "payload"), order_by="t_ns")
-        self.window = ByStream(numeric(inputs.window, "window_bytes"), ("t_ns", "value"), order_by="t_ns")
-        self.backlog = ByStream(numeric(inputs.backlog, "backlog_bytes"), ("t_ns", "value"), order_by="t_ns")
-        self.late_acks = ByStream(inputs.late_acks, ("t_start_ns", "t_end_ns"))
-        self.awaiting_acks = ByStream(inputs.awaiting_acks, ("t_start_ns", "t_end_ns"))
-        self.retransmit_timeouts = ByStream(inputs.retransmit_timeouts, ("t_start_ns", "t_end_ns"))
-        self.sends = ByStream(inputs.sends, ("t_enter_ns", "t_exit_ns"))
         fz = inputs.frozen
         self.frozen = union(fz["t_start_ns"].to_numpy(np.int64), fz["t_end_ns"].to_numpy(np.int64)) \
             if fz is not None and len(fz) else NONE
@@ -284,30 +294,45 @@ class _Explainer:
             return None
         return first[chosen], nxt[chosen], on_link[chosen], threshold[chosen]
 
-    def conditions(self, name: str, first: np.ndarray, nxt: np.ndarray,
-                   on_link: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def conditions(self, found: dict[str, tuple[np.ndarray, ...]]) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """Each stream's conditions (stream_conditions) for its gaps (found). The per-row tables are
+        split by stream here and let go of once turned into the intervals where each condition
+        holds, which take a small part of their memory."""
+        tables = _ConditionTables(self.inputs)
+        return {name: self.stream_conditions(name, *gaps_[:3], tables) for name, gaps_ in found.items()}
+
+    def stream_conditions(self, name: str, first: np.ndarray, nxt: np.ndarray, on_link: np.ndarray,
+                          tables: _ConditionTables) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Each condition of the stream as disjoint sorted intervals (starts, ends)."""
         last = int(nxt.max())
         mss = int(self.frames.get(name)["payload"].max())  # type: ignore[index]
-        other = self.link_code != self.link_code_of.get(name, -2)
-        late = self.late_acks.get(name)
-        sends = self.sends.get(name)
+        late = tables.late_acks.get(name)
+        sends = tables.sends.get(name)
         tcp = self.inputs.protos.get(name, "tcp") == "tcp"
         sets = {
             "on_wire": union(first, first + np.minimum(on_link, nxt - first)),
-            "receiver_window": steps(self.window.get(name), lambda v: v < mss, last),
+            "receiver_window": steps(tables.window.get(name), lambda v: v < mss, last),
             "late_ack": union(late["t_start_ns"], late["t_end_ns"]) if late is not None else NONE,
-            "busy": union(self.link_t[other], self.link_t[other] + self.link_busy_ns[other]),
-            "backlog": steps(self.backlog.get(name), lambda v: v > 0, last),
+            "backlog": steps(tables.backlog.get(name), lambda v: v > 0, last),
             "in_call": union(sends["t_enter_ns"], sends["t_exit_ns"]) if sends is not None else NONE,
-            "awaiting_ack": _intervals(self.awaiting_acks.get(name)),
+            "awaiting_ack": _intervals(tables.awaiting_acks.get(name)),
             "vcpu_stolen": self.frozen,
-            "retransmit_timeout": _intervals(self.retransmit_timeouts.get(name)),
+            "retransmit_timeout": _intervals(tables.retransmit_timeouts.get(name)),
         }
         if not tcp:  # no window, acknowledgements or retransmissions to hold a UDP flow
             for key in ("receiver_window", "late_ack", "awaiting_ack", "retransmit_timeout"):
                 sets[key] = NONE
         return sets
+
+    def busy(self, name: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """When another stream's frame holds the link, on [lo, hi): made per piece from the frames
+        that reach into it (a frame reaches at most longest_busy_ns past its stamp), so no stream
+        keeps the whole link's intervals. On [lo, hi) it is the union of all the others' frames."""
+        first = int(np.searchsorted(self.link_t, lo - self.longest_busy_ns))
+        last = int(np.searchsorted(self.link_t, hi))
+        t, code = self.link_t[first:last], self.link_code[first:last]
+        other = code != self.link_code_of.get(name, -2)
+        return union(t[other], t[other] + self.link_busy_ns[first:last][other])
 
     def kernel_conditions(self, name: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """The conditions the kernel tables give: the sender waits, a helper waits."""
@@ -370,6 +395,7 @@ class _Explainer:
             return parts, preempters(np.zeros(0, np.int64), *[np.zeros(0, np.int64)] * 3, None)
         start, end = np.maximum(first[pick], lo), np.minimum(nxt[pick], hi)
         here = {k: restrict(v, lo, hi) for k, v in {**sets, **self.kernel_conditions(name)}.items()}
+        here["busy"] = self.busy(name, lo, hi)
         seg = self.segments(name, start, end, here)
         seg.gap = pick[seg.gap]
         cause = classify(seg)
@@ -418,7 +444,7 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
         names = [n for n in names if n in streams]
     explainer = _Explainer(inputs)
     found = {n: f for n in names if (f := explainer.gaps(n, min_gap_ns, window_ns)) is not None}
-    sets = {n: explainer.conditions(n, *f[:3]) for n, f in found.items()}
+    sets = explainer.conditions(found)
     parts = {n: np.zeros((len(f[0]), len(CAUSES)), dtype=np.int64) for n, f in found.items()}
     pre_rows: dict[str, list[pd.DataFrame]] = {n: [] for n in found}
     pieces = [(OPEN_LO, OPEN_HI, explainer)] if slabs is None else (

@@ -63,7 +63,7 @@ class ByStream:
         self.rows: dict[str, dict[str, np.ndarray]] = {}
         if df is None or len(df) == 0:
             return
-        codes, names = pd.factorize(df["stream"].astype(str).to_numpy())
+        codes, names = stream_codes(df["stream"])
         values = {c: (df[c].to_numpy().astype(np.int64) if c != "value"
                       else np.asarray(df[c], dtype=np.float64)) for c in columns}
         sort_by = values[order_by] if order_by is not None else np.zeros(len(codes), np.int64)
@@ -73,6 +73,14 @@ class ByStream:
 
     def get(self, stream: str) -> dict[str, np.ndarray] | None:
         return self.rows.get(stream)
+
+
+def stream_codes(stream: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's stream as a code, and the names (a categorical's own codes: no string per row)."""
+    if isinstance(stream.dtype, pd.CategoricalDtype):
+        return stream.cat.codes.to_numpy().astype(np.int64), stream.cat.categories.astype(str).to_numpy()
+    codes, names = pd.factorize(stream.astype(str).to_numpy())
+    return codes, np.asarray(names)
 
 
 def steps(rows: dict[str, np.ndarray] | None, test: Callable[[np.ndarray], np.ndarray], t_end: int) -> tuple[np.ndarray, np.ndarray]:

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
+from hostwire.heap import give_back
 from hostwire.read.sched import iter_sched_tsv
 from hostwire.read.tsv import open_tsv
 from hostwire.timeline import tables
@@ -337,6 +338,8 @@ class KernelSlabs:
             task_prefix = sw_task.iloc[np.unique(rows)]
             wake_prefix = _after_switch(wk, pids, switched)
             move_prefix = _after_switch(mg, pids, switched)
+            del events, sw_new, sw_cpu, sw_task, wk, mg, states, running
+            give_back()  # one slab's tables at a time, not the heap of every slab's peak
             if last:
                 yield Slab(bound, OPEN_HI, empty_states, empty_running)
 
