@@ -145,6 +145,13 @@ def test_joined_tables_of_a_real_run_agree(runs: dict[str, Path], which: str) ->
         # the capture carries no byte the tracer did not see written (hello and data)
         assert last.loc[row["stream"], "sent_bytes"] <= last.loc[row["stream"], "written_bytes"]
         assert last.loc[row["stream"], "written_bytes"] >= total[row["sender_role"]] + 12
+    # the writes join only the send calls to their streams: the whole calls table's send calls
+    calls = Timeline.of(run).df_calls()
+    sends = calls[calls["is_send"].to_numpy() & (calls["stream"].to_numpy() != "")]
+    writes = Timeline.of(run).writes()
+    assert len(writes) > 10 and (writes["source"] == "syscalls").all() and len(sends) < len(calls)
+    for column in ("stream", "pid", "t_enter_ns", "t_exit_ns", "bytes"):
+        assert writes[column].tolist() == sends[column].tolist(), column
 
 
 @pytest.mark.privileged("netns", "tracefs")

@@ -168,3 +168,4 @@ def test_a_run_without_a_capture_is_analysed_for_what_it_has_and_not_marked(tmp_
     assert row["marked"] == 0 and row["errors"] == ""
     assert set(row["not_computed"].split(", ")) == {"idc", "bursts", "contract", "gaps"}
     assert row["goodput_bit_s"] > 5e6 and 0 < row["jain"] <= 1
+

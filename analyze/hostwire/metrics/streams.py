@@ -64,10 +64,16 @@ def label_flows(frames: pd.DataFrame) -> pd.DataFrame:
     udp = udp.assign(stream=udp["stream"].cat.rename_categories(
         lambda n: f"{n} udp" if n in taken else n))
     names = sorted(taken | set(udp["stream"].cat.categories))
-    both = pd.concat([tcp.assign(stream=tcp["stream"].astype(str)), udp.assign(stream=udp["stream"].astype(str))],
-                     ignore_index=True)
-    both = both.sort_values("t_ns", kind="stable").reset_index(drop=True)
-    return both.assign(stream=pd.Categorical(both["stream"], categories=names))
+    # recoded through the (few) names, not the (many) rows: no string per frame
+    position = {name: i for i, name in enumerate(names)}
+    codes = np.concatenate([np.asarray([position[n] for n in part["stream"].cat.categories],
+                                       dtype=np.int64)[part["stream"].cat.codes.to_numpy()] for part in (tcp, udp)])
+    column = list(tcp.columns).index("stream")
+    both = pd.concat([tcp.drop(columns="stream"), udp.drop(columns="stream")], ignore_index=True)
+    order = np.argsort(both["t_ns"].to_numpy(), kind="stable")
+    both = both.take(order).reset_index(drop=True)
+    both.insert(column, "stream", pd.Categorical.from_codes(codes[order], categories=pd.Index(names)))
+    return both
 
 
 def _label(tcp: pd.DataFrame) -> pd.DataFrame:

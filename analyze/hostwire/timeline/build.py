@@ -94,7 +94,12 @@ def _hold_end_ns(run: Run) -> tuple[int, int] | None:
 
 
 def calls(tl: Timeline) -> pd.DataFrame:
-    syscalls = tl.run.df_syscalls()
+    return _calls_of(tl, tl.run.df_syscalls())
+
+
+def _calls_of(tl: Timeline, syscalls: pd.DataFrame) -> pd.DataFrame:
+    """stream_tables.calls of these rows of raw/syscalls.tsv (each row's columns depend on that row
+    alone), without the calls of the program's launcher before it exec'd the program."""
     hold = _hold_end_ns(tl.run)
     if hold is not None:
         root, exec_ns = hold
@@ -174,7 +179,10 @@ def stream_writes(tl: Timeline) -> pd.DataFrame:
     cols = ["stream", "pid", "t_enter_ns", "t_exit_ns", "bytes", "source"]
     run = tl.run
     if run.has("raw/syscalls.tsv"):
-        c = tl.df_calls()
+        # only the send calls are joined to their streams: a long run has millions of other calls
+        every = run.df_syscalls()
+        c = _calls_of(tl, every[every["call"].isin(stream_tables.SEND_CALLS).to_numpy()])
+        del every
         sends = c[c["is_send"].to_numpy() & (c["stream"].to_numpy() != "")]
         if len(sends):
             return pd.DataFrame({"stream": sends["stream"].to_numpy(), "pid": sends["pid"].to_numpy(),

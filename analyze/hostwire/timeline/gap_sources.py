@@ -37,10 +37,6 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
         raise InputError(f"{run.path}: gaps needs raw/wire.pcap; this run has no wire capture")
     lean = kernel is not None
     tl = Timeline.of(run)
-    data = tl.data_frames()
-    protos = {str(s): "tcp" if int(p) == TCP else "udp" for s, p in
-              data.groupby("stream", sort=False)["proto"].first().items()} if len(data) else {}
-    sender_side = set(data["src"].astype(str)) if len(data) else set()
     streams = tl.df_streams()
     senders = {str(s): int(p) for s, p in zip(streams["stream"], streams["sender_pid"]) if int(p) > 0}
     receivers = {str(s): int(p) for s, p in zip(streams["stream"], streams["receiver_pid"]) if int(p) > 0}
@@ -56,6 +52,10 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
         run.forget("syscalls")
         tl.forget("calls")
         give_back()
+    data = tl.data_frames()
+    protos = {str(s): "tcp" if int(p) == TCP else "udp" for s, p in
+              data.groupby("stream", sort=False)["proto"].first().items()} if len(data) else {}
+    sender_side = set(data["src"].astype(str)) if len(data) else set()
     sends = backlog_ = None
     if len(writes):
         sends = compact(writes, ("stream", "t_enter_ns", "t_exit_ns"))
@@ -111,9 +111,10 @@ def _capture_tables(run: Run, sender_side: set[str], lean: bool) -> tuple[pd.Dat
 
 def compact(table: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     """The columns of table that the explanation reads, the stream's name as a categorical (a byte
-    or two a row, not a string each: a long run has millions of rows); the others share table's
-    arrays."""
-    return pd.DataFrame({c: pd.Categorical(table[c].astype(str)) if c == "stream" else table[c].to_numpy()
+    or two a row, not a string each: a long run has millions of rows). The others are copied: a
+    column of a table is a view into the block of all its columns of that type, which would
+    otherwise outlive the table."""
+    return pd.DataFrame({c: pd.Categorical(table[c].astype(str)) if c == "stream" else table[c].to_numpy(copy=True)
                          for c in columns if c in table.columns}, copy=False)
 
 

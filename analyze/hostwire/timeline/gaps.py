@@ -234,18 +234,6 @@ def classify(s: Segments) -> np.ndarray:
                      [CAUSES.index(cause) for cause, _ in PRECEDENCE], default=CAUSES.index("unexplained"))
 
 
-class _ConditionTables:
-    """The per-row inputs that the stream's conditions are made from, split by stream."""
-
-    def __init__(self, inputs: GapInputs) -> None:
-        self.window = ByStream(numeric(inputs.window, "window_bytes"), ("t_ns", "value"), order_by="t_ns")
-        self.backlog = ByStream(numeric(inputs.backlog, "backlog_bytes"), ("t_ns", "value"), order_by="t_ns")
-        self.late_acks = ByStream(inputs.late_acks, ("t_start_ns", "t_end_ns"))
-        self.awaiting_acks = ByStream(inputs.awaiting_acks, ("t_start_ns", "t_end_ns"))
-        self.retransmit_timeouts = ByStream(inputs.retransmit_timeouts, ("t_start_ns", "t_end_ns"))
-        self.sends = ByStream(inputs.sends, ("t_enter_ns", "t_exit_ns"))
-
-
 class _Explainer:
     """The inputs of explain() prepared once for every stream: split by stream, CPU and task."""
 
@@ -253,13 +241,15 @@ class _Explainer:
         data = inputs.data
         self.inputs = inputs
         link = inputs.link if inputs.link is not None else data
-        link_t = link["t_ns"].to_numpy().astype(np.int64)
-        in_order = np.argsort(link_t, kind="stable")  # for busy() to slice a piece's frames by time
-        self.link_t = link_t[in_order]
-        self.link_busy_ns = wire_ns(link["wire_len"].to_numpy(), inputs.rate_bps)[in_order]
+        # in time order, for busy() to slice a piece's frames by time (a capture's frames are already)
+        self.link_t = np.asarray(link["t_ns"].to_numpy(), dtype=np.int64)
+        self.link_busy_ns = wire_ns(link["wire_len"].to_numpy(), inputs.rate_bps)
+        self.link_code, link_names = stream_codes(link["stream"])
+        if len(self.link_t) > 1 and bool((self.link_t[1:] < self.link_t[:-1]).any()):
+            in_order = np.argsort(self.link_t, kind="stable")
+            self.link_t, self.link_busy_ns, self.link_code = (self.link_t[in_order], self.link_busy_ns[in_order],
+                                                              self.link_code[in_order])
         self.longest_busy_ns = int(self.link_busy_ns.max()) if len(self.link_busy_ns) else 0
-        link_code, link_names = stream_codes(link["stream"])
-        self.link_code = link_code[in_order]
         self.link_code_of = {str(n): k for k, n in enumerate(link_names)}
         self.runnable = Runnable(inputs.states)
         self.cpus = Cpus(inputs.running)
@@ -295,34 +285,35 @@ class _Explainer:
         return first[chosen], nxt[chosen], on_link[chosen], threshold[chosen]
 
     def conditions(self, found: dict[str, tuple[np.ndarray, ...]]) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
-        """Each stream's conditions (stream_conditions) for its gaps (found). The per-row tables are
-        split by stream here and let go of once turned into the intervals where each condition
-        holds, which take a small part of their memory."""
-        tables = _ConditionTables(self.inputs)
-        return {name: self.stream_conditions(name, *gaps_[:3], tables) for name, gaps_ in found.items()}
+        """Each condition of each stream with gaps (found) as disjoint sorted intervals (starts,
+        ends). Each per-row input is split by stream only while its condition is made: the
+        intervals where a condition holds take a small part of the rows' memory."""
+        out = {n: {"on_wire": union(f[0], f[0] + np.minimum(f[2], f[1] - f[0])), "vcpu_stolen": self.frozen}
+               for n, f in found.items()}
+        last = {n: int(f[1].max()) for n, f in found.items()}
+        mss = {n: int(self.frames.get(n)["payload"].max()) for n in found}  # type: ignore[index]
+        tcp = {n for n in found if self.inputs.protos.get(n, "tcp") == "tcp"}
+        # a UDP flow has no window, acknowledgements or retransmissions to hold it
+        only_tcp = ("receiver_window", "late_ack", "awaiting_ack", "retransmit_timeout")
 
-    def stream_conditions(self, name: str, first: np.ndarray, nxt: np.ndarray, on_link: np.ndarray,
-                          tables: _ConditionTables) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Each condition of the stream as disjoint sorted intervals (starts, ends)."""
-        last = int(nxt.max())
-        mss = int(self.frames.get(name)["payload"].max())  # type: ignore[index]
-        late = tables.late_acks.get(name)
-        sends = tables.sends.get(name)
-        tcp = self.inputs.protos.get(name, "tcp") == "tcp"
-        sets = {
-            "on_wire": union(first, first + np.minimum(on_link, nxt - first)),
-            "receiver_window": steps(tables.window.get(name), lambda v: v < mss, last),
-            "late_ack": union(late["t_start_ns"], late["t_end_ns"]) if late is not None else NONE,
-            "backlog": steps(tables.backlog.get(name), lambda v: v > 0, last),
-            "in_call": union(sends["t_enter_ns"], sends["t_exit_ns"]) if sends is not None else NONE,
-            "awaiting_ack": _intervals(tables.awaiting_acks.get(name)),
-            "vcpu_stolen": self.frozen,
-            "retransmit_timeout": _intervals(tables.retransmit_timeouts.get(name)),
-        }
-        if not tcp:  # no window, acknowledgements or retransmissions to hold a UDP flow
-            for key in ("receiver_window", "late_ack", "awaiting_ack", "retransmit_timeout"):
-                sets[key] = NONE
-        return sets
+        def each(key: str, rows: pd.DataFrame | None, columns: tuple[str, ...],
+                 make: Callable[[str, dict[str, np.ndarray] | None], tuple[np.ndarray, np.ndarray]],
+                 order_by: str | None = None) -> None:
+            split = ByStream(rows, columns, order_by=order_by)
+            for name in found:
+                out[name][key] = NONE if key in only_tcp and name not in tcp else make(name, split.get(name))
+
+        i = self.inputs
+        each("receiver_window", numeric(i.window, "window_bytes"), ("t_ns", "value"),
+             lambda n, r: steps(r, lambda v: v < mss[n], last[n]), "t_ns")
+        each("late_ack", i.late_acks, ("t_start_ns", "t_end_ns"), lambda n, r: _intervals(r))
+        each("backlog", numeric(i.backlog, "backlog_bytes"), ("t_ns", "value"),
+             lambda n, r: steps(r, lambda v: v > 0, last[n]), "t_ns")
+        each("in_call", i.sends, ("t_enter_ns", "t_exit_ns"),
+             lambda n, r: union(r["t_enter_ns"], r["t_exit_ns"]) if r is not None else NONE)
+        each("awaiting_ack", i.awaiting_acks, ("t_start_ns", "t_end_ns"), lambda n, r: _intervals(r))
+        each("retransmit_timeout", i.retransmit_timeouts, ("t_start_ns", "t_end_ns"), lambda n, r: _intervals(r))
+        return out
 
     def busy(self, name: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """When another stream's frame holds the link, on [lo, hi): made per piece from the frames
