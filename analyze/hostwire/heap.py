@@ -12,10 +12,11 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+from collections.abc import Callable
 
 
 @functools.cache
-def _libc_trim() -> object | None:
+def _libc_trim() -> Callable[[int], int] | None:
     name = ctypes.util.find_library("c")
     try:
         return getattr(ctypes.CDLL(name), "malloc_trim") if name else None
@@ -30,4 +31,4 @@ def give_back() -> None:
     pyarrow.default_memory_pool().release_unused()
     trim = _libc_trim()
     if trim is not None:
-        trim(0)  # type: ignore[operator]
+        trim(0)

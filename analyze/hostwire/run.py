@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from hostwire.read.bench import BenchResult
+from hostwire.read.bench import BenchResult, RunBench
 from hostwire.errors import HostwireError, InputError
 from hostwire.manifest import MANIFEST_FORMAT, check_raw_file, check_seal, effective_status, file_digest
 from hostwire.read.needs import Needs
@@ -37,8 +37,6 @@ from hostwire.read.tsv import TsvLog
 from hostwire.versioned import read_json
 
 SUPPORTED_MANIFEST_VERSION = int(MANIFEST_FORMAT.split()[1])
-BENCH_JSON_FORMAT = "hostwire-bench"
-BENCH_JSON_VERSION = 1
 
 T = TypeVar("T")
 
@@ -52,22 +50,6 @@ def _stream_name(src: str, dst: str) -> str:
     return f"{src}>{dst}"
 
 
-class _RunBench(BenchResult):
-    """The benchmark's results as a Run reads them: bench.json through the versioned reader, read
-    once."""
-
-    verify: Callable[[str], None] | None = None  # set by Run: raises when a file differs from its digest
-
-    @property
-    def summary(self) -> dict:
-        if self._summary is None:
-            if self.verify is not None:
-                self.verify("raw/bench/bench.json")
-            self._summary = read_json(self.directory / "bench.json", BENCH_JSON_FORMAT, BENCH_JSON_VERSION,
-                                      missing="did hw-bench main run to its end?")
-        return self._summary
-
-
 class Run:
     """One run. `df_*` methods return DataFrames with documented columns; stamps are int64 ns.
     What a method read is kept for the next caller (see the module doc)."""
@@ -75,7 +57,7 @@ class Run:
     def __init__(self, path: str | Path, manifest: dict[str, Any]) -> None:
         self.path = Path(path)
         self.manifest = manifest
-        self.bench: BenchResult = _RunBench(directory=self.path / "raw" / "bench")
+        self.bench: BenchResult = RunBench(directory=self.path / "raw" / "bench")
         self.bench.verify = self.verify  # type: ignore[attr-defined]
         self._kept: dict[Hashable, Any] = {}
 

@@ -79,4 +79,3 @@ def run(args: argparse.Namespace) -> int:
         data = perfetto_trace.build_trace(tables)
     write_bytes(Path(args.output), data)
     return 0
-

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from hostwire.errors import InputError
+from hostwire.versioned import read_json
 from hostwire.read.tsv import TsvFile, TsvLog, damage_entry, open_tsv, read_records, settle
 
 log = logging.getLogger(__name__)
@@ -175,3 +177,23 @@ def load_bench(directory: str | Path) -> BenchResult:
     if not directory.is_dir():
         raise InputError(f"{directory}: not a directory of hw-bench logs")
     return BenchResult(directory=directory)
+
+
+BENCH_JSON_FORMAT = "hostwire-bench"
+BENCH_JSON_VERSION = 1
+
+
+class RunBench(BenchResult):
+    """The benchmark's results as a recorded run (hostwire.run.Run) reads them: bench.json through
+    the versioned reader, read once."""
+
+    verify: Callable[[str], None] | None = None  # set by Run: raises when a file differs from its digest
+
+    @property
+    def summary(self) -> dict:
+        if self._summary is None:
+            if self.verify is not None:
+                self.verify("raw/bench/bench.json")
+            self._summary = read_json(self.directory / "bench.json", BENCH_JSON_FORMAT, BENCH_JSON_VERSION,
+                                      missing="did hw-bench main run to its end?")
+        return self._summary

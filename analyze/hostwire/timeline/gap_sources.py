@@ -68,6 +68,8 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
         give_back()
     frozen = frozen_host(run, kernel)
     link, window, late_acks, awaiting, timeouts = _capture_tables(run, sender_side, lean)
+    if lean:
+        give_back()
     return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers,
                      link=link, states=states, running=running_, sends=sends, backlog=backlog_, window=window,
                      late_acks=late_acks, awaiting_acks=awaiting, retransmit_timeouts=timeouts, protos=protos,
@@ -77,7 +79,7 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
 
 
 # what label_flows needs and the capture's gap inputs use of a frame
-LABEL_COLUMNS = [*dict.fromkeys((*FRAME_COLUMNS, "wire_len", "flags", "wscale"))]
+LABEL_COLUMNS = [*FRAME_COLUMNS, "wire_len", "flags", "wscale"]
 # what sequence_steps and its readers use of a TCP frame
 SEQUENCE_COLUMNS = ["t_ns", "stream", "data_dir", "flags", "seq", "ack", "payload_len", "window", "wscale"]
 
@@ -106,7 +108,7 @@ def _capture_tables(run: Run, sender_side: set[str], lean: bool) -> tuple[pd.Dat
     if lean:
         give_back()
     awaiting, timeouts = sender_waits(steps)
-    return link, usable_window(None, steps), late_acknowledgements(None, steps), awaiting, timeouts
+    return link, usable_window(steps), late_acknowledgements(steps), awaiting, timeouts
 
 
 def compact(table: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -180,12 +182,7 @@ def slabbed_gap_inputs(run: Run, rate_text: str | None = None) -> tuple[GapInput
 
     first = kernel_first_pass(run)
     progress = Progress(f"{run.path.name} kernel trace", unit="MB", first_pass=2)
-    inputs = gap_inputs(run, rate_text, first)
-    # the slabs hold one slab's kernel tables; what the capture and the calls were read into goes
-    run.forget("frames", "syscalls")
-    Timeline.of(run).forget(*WHOLE_TABLES)
-    give_back()
-    return inputs, KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles(), progress)
+    return gap_inputs(run, rate_text, first), KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles(), progress)
 
 
 def explain_run(run: Run, window_ns: tuple[int, int]) -> tuple[pd.DataFrame, pd.DataFrame]:

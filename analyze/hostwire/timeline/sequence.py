@@ -52,14 +52,14 @@ def sequence_steps(labelled: pd.DataFrame) -> SequenceSteps:
                          payload=np.where(dd, payload, 0))
 
 
-def usable_window(labelled: pd.DataFrame | None, steps: SequenceSteps | None = None) -> pd.DataFrame:
+def usable_window(frames: pd.DataFrame | SequenceSteps) -> pd.DataFrame:
     """Per stream, from each of its frames on: the bytes its sender may still put in flight, the
     right edge the receiver last advertised (acknowledgement number + scaled window) minus the
     highest byte sent so far. The advertised window alone is not what stops a sender: a window of
     30 KB with 30 KB in flight holds it back as a closed one does. NaN before the receiver's first
-    acknowledgement, and for a stream whose window scale is unknown. Columns stream (str), t_ns,
-    window_bytes; time-ordered per stream. Sequence numbers are unwrapped per stream (32 bits)."""
-    st = steps if steps is not None else sequence_steps(labelled)  # type: ignore[arg-type]
+    acknowledgement, and for a stream whose window scale is unknown. Columns stream (categorical),
+    t_ns, window_bytes; time-ordered per stream. Sequence numbers are unwrapped per stream (32 bits)."""
+    st = frames if isinstance(frames, SequenceSteps) else sequence_steps(frames)
     dd = st.is_data_dir
     frame = pd.DataFrame({"code": st.code, "sent": np.where(dd, st.position, np.nan),
                           "edge": np.where(dd, np.nan, st.position + st.window)})
@@ -69,7 +69,7 @@ def usable_window(labelled: pd.DataFrame | None, steps: SequenceSteps | None = N
     return pd.DataFrame({"stream": st.names, "t_ns": st.t_ns, "window_bytes": edge - high_sent})
 
 
-def late_acknowledgements(labelled: pd.DataFrame | None, steps: SequenceSteps | None = None) -> pd.DataFrame:
+def late_acknowledgements(frames: pd.DataFrame | SequenceSteps) -> pd.DataFrame:
     """Per stream, the intervals in which the oldest byte in flight has waited for its
     acknowledgement longer than twice the stream's shortest round trip (from the capture: a data
     frame's stamp to the first acknowledgement of its last byte). A sender whose bytes in flight
@@ -77,11 +77,11 @@ def late_acknowledgements(labelled: pd.DataFrame | None, steps: SequenceSteps | 
     application stops reading delays them (Linux acknowledges at once only when the window would
     grow). The oldest byte's wait counts from the first frame that carried it. Columns stream,
     t_start_ns, t_end_ns."""
-    st = steps if steps is not None else sequence_steps(labelled)  # type: ignore[arg-type]
+    st = frames if isinstance(frames, SequenceSteps) else sequence_steps(frames)
     empty = pd.DataFrame({"stream": pd.Series(dtype=str), "t_start_ns": pd.Series(dtype=np.int64),
                           "t_end_ns": pd.Series(dtype=np.int64)})
-    out = [empty.astype({"stream": pd.CategoricalDtype(st.names.categories)})]
     names = pd.CategoricalDtype(st.names.categories)  # a byte or two per interval, not a string
+    out = [empty.astype({"stream": names})]
     bounds = np.flatnonzero(np.diff(st.code, prepend=-1, append=-1) != 0)
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         t, dd, pos = st.t_ns[lo:hi], st.is_data_dir[lo:hi], st.position[lo:hi]
