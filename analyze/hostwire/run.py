@@ -33,6 +33,7 @@ from hostwire.read.bench import BenchResult, RunBench
 from hostwire.errors import HostwireError, InputError
 from hostwire.manifest import MANIFEST_FORMAT, check_raw_file, check_seal, effective_status, file_digest
 from hostwire.read.needs import Needs
+from hostwire.read.syscalls import read_in_pieces, read_syscalls, read_syscalls_of
 from hostwire.read.tsv import TsvLog
 from hostwire.versioned import read_json
 
@@ -434,17 +435,22 @@ class Run:
         command need, so that no builder reads the whole trace."""
         self._kept["sched"] = events
 
-    def df_syscalls(self) -> pd.DataFrame:
-        """raw/syscalls.tsv, the benchmark's I/O system calls (hostwire.read.syscalls.read_syscalls)."""
-        return self._mark("raw/syscalls.tsv", self._keep("syscalls", self._syscalls), False).copy(deep=False)
+    def df_syscalls(self, calls: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """raw/syscalls.tsv, the benchmark's I/O system calls (hostwire.read.syscalls.read_syscalls).
+        calls: only these calls' records (index from 0); from a file longer than one piece of
+        read_syscalls_of they are read piece by piece and kept under ("syscalls", calls), unless
+        this Run holds the whole table: a long run's other calls are never held."""
+        if calls is not None and not self.keeps("syscalls") and read_in_pieces(self.path / "raw" / "syscalls.tsv"):
+            return self._mark("raw/syscalls.tsv", self._keep(("syscalls", calls), lambda: self._syscalls(calls)),
+                              False).copy(deep=False)
+        whole = self._mark("raw/syscalls.tsv", self._keep("syscalls", self._syscalls), False)
+        return whole.copy(deep=False) if calls is None else whole[whole["call"].isin(calls).to_numpy()].reset_index(drop=True)
 
-    def _syscalls(self) -> pd.DataFrame:
+    def _syscalls(self, calls: tuple[str, ...] | None = None) -> pd.DataFrame:
         path = self.path / "raw" / "syscalls.tsv"
         if not path.exists():
             raise InputError(f"{path}: missing: this run traced no system calls")
-        from hostwire.read.syscalls import read_syscalls
-
-        return read_syscalls(path)
+        return read_syscalls(path) if calls is None else read_syscalls_of(path, calls)
 
     def df_sockets(self) -> pd.DataFrame:
         """raw/sockets.tsv of a program recorded by hostwire record: which of its processes held

@@ -220,3 +220,23 @@ def test_backlog(joined: tuple[pd.DataFrame, pd.DataFrame]) -> None:
     assert bl[["t_ns", "written_bytes", "sent_bytes", "backlog_bytes"]].values.tolist() == [
         [5, 0, 12, 0], [10, 12, 12, 0], [25, 12, 1460, 0], [30, 3012, 1460, 1552], [35, 3012, 2908, 104],
         [45, 3012, 4012, 0], [50, 4012, 4012, 0]]
+
+
+def test_backlog_steps_are_the_backlogs_levels() -> None:
+    """backlog_steps (what the gap analysis of a long run reads) holds backlog()'s stream, stamps
+    and levels, on two streams whose writes and frames share stamps (the last of a stamp counts)."""
+    rng = np.random.default_rng(2)
+    parts, writes = [], []
+    for name in ("b>r", "a>r"):
+        t = np.sort(rng.integers(0, 5_000, 300))
+        payload = rng.integers(1, 1_448, 300)
+        parts.append(pd.DataFrame({"t_ns": t, "stream": name, "seq_end": np.cumsum(payload)}))
+        writes.append(pd.DataFrame({"stream": name, "t_enter_ns": np.sort(rng.integers(0, 5_000, 80)),
+                                    "bytes": rng.integers(0, 6_000, 80)}).assign(t_exit_ns=lambda w: w["t_enter_ns"] + 7))
+    frames, written = pd.concat(parts, ignore_index=True), pd.concat(writes, ignore_index=True)
+    whole = stream_tables.backlog(frames, written)
+    steps = stream_tables.backlog_steps(frames, written)
+    assert len(whole) > 500 and (whole["backlog_bytes"] > 0).any() and not whole.duplicated(["stream", "t_ns"]).any()
+    pd.testing.assert_frame_equal(steps.assign(stream=steps["stream"].astype(str)),
+                                  whole[["stream", "t_ns", "backlog_bytes"]].reset_index(drop=True))
+    assert list(steps["stream"].cat.categories) == ["a>r", "b>r"]

@@ -4,6 +4,7 @@ counters, syscalls.json. Schema in docs/formats.md, section "syscalls.tsv"."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pandas as pd
 
 from hostwire.versioned import read_json
 from hostwire.errors import InputError
-from hostwire.read.tsv import MalformedRecordError, open_tsv, read_records
+from hostwire.read.tsv import MalformedRecordError, TsvFile, iter_records, open_tsv, read_records
 
 COLUMNS = [
     "t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "req_bytes", "result",
@@ -22,6 +23,15 @@ INT_COLUMNS = ["t_enter_ns", "t_exit_ns", "pid", "tid", "fd", "req_bytes"]
 FD_KINDS = ("tcp", "udp", "unix", "file", "pipe", "other", "unknown")
 # "proc": recordings of the first kernel series' /proc/schedtrace ring, still read
 BACKENDS = ("ptrace", "preload", "tracefs", "proc")
+PIECE_BYTES = 32 << 20  # read_syscalls_of's pieces of text
+_DTYPES: dict[str, Any] = {**{c: "int64" for c in INT_COLUMNS}, "call": str, "result": str, "fd_kind": str,
+                           "fd_desc": str, "unfinished": str}
+
+
+def read_in_pieces(path: Path) -> bool:
+    """Whether read_syscalls_of reads more than one piece of this file (else the whole table is
+    read once and kept for every reader)."""
+    return path.is_file() and path.stat().st_size > PIECE_BYTES
 
 
 def _resolve(path: str | Path) -> Path:
@@ -50,6 +60,46 @@ def read_syscalls(path: str | Path, *, keep_damaged: bool = False) -> pd.DataFra
     file's `#` metadata is in df.attrs["meta"]. A file that is not whole (cut, no trailer, counts
     that disagree: see hostwire.read.tsv) raises InputError naming file and line; keep_damaged=True
     returns its complete records with df.attrs["damage"] set (None for a whole file)."""
+    tsv = _open(path)
+
+    def read(dtypes: dict[str, Any] | type) -> pd.DataFrame:
+        return read_records(tsv, keep_damaged=keep_damaged, dtype=dtypes, na_filter=False)
+
+    try:  # the fast path: the C parser converts the integer columns
+        raw = read(_DTYPES)
+    except MalformedRecordError:  # find the bad line and name it
+        raw = read(str)
+    df = _typed(raw, tsv.path, tsv.header_lines).sort_values("t_enter_ns", kind="stable").reset_index(drop=True)
+    df.attrs["meta"] = tsv.meta
+    df.attrs["path"] = str(tsv.path)
+    df.attrs["damage"] = raw.attrs["damage"]
+    return df
+
+
+def read_syscalls_of(path: str | Path, calls: Collection[str], piece_bytes: int | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """The records of read_syscalls whose call is one of `calls`, in its order, read piece by
+    piece (about piece_bytes of text each, default PIECE_BYTES): the memory follows the calls
+    kept, not the file. A file that is not whole raises InputError naming file and line, as
+    read_syscalls does, and every record's values are checked as there."""
+    tsv = _open(path)
+    kept, records = [], 0
+    try:
+        for raw in iter_records(tsv, piece_bytes or PIECE_BYTES, progress, dtype=_DTYPES, na_filter=False):
+            typed = _typed(raw, tsv.path, tsv.header_lines + records)  # every record checked, as whole
+            kept.append(typed[typed["call"].isin(calls).to_numpy()])
+            records += len(raw)
+    except MalformedRecordError:  # the whole file's reading names the bad record
+        read_syscalls(path)
+        raise
+    df = pd.concat(kept, ignore_index=True) if kept else _typed(pd.DataFrame({c: pd.Series(dtype=str) for c in COLUMNS}),
+                                                                 tsv.path, tsv.header_lines)
+    df = df.sort_values("t_enter_ns", kind="stable").reset_index(drop=True)
+    df.attrs.update({"meta": tsv.meta, "path": str(tsv.path), "damage": None})
+    return df
+
+
+def _open(path: str | Path) -> TsvFile:
     tsv = open_tsv(_resolve(path))
     path, meta, columns, header_lines = tsv.path, tsv.meta, tsv.columns, tsv.header_lines
     if meta.get("kind") != "syscalls":
@@ -59,15 +109,12 @@ def read_syscalls(path: str | Path, *, keep_damaged: bool = False) -> pd.DataFra
                          f"{', '.join(BACKENDS)}, got {meta.get('backend')!r}")
     if columns != COLUMNS:
         raise InputError(f"{path}:{header_lines}: expected the columns {' '.join(COLUMNS)}, got {' '.join(columns)}")
+    return tsv
 
-    def read(dtypes: dict[str, Any] | type) -> pd.DataFrame:
-        return read_records(tsv, keep_damaged=keep_damaged, dtype=dtypes, na_filter=False)
 
-    try:  # the fast path: the C parser converts the integer columns
-        raw = read({**{c: "int64" for c in INT_COLUMNS}, "call": str, "result": str, "fd_kind": str,
-                    "fd_desc": str, "unfinished": str})
-    except MalformedRecordError:  # find the bad line and name it
-        raw = read(str)
+def _typed(raw: pd.DataFrame, path: Path, header_lines: int) -> pd.DataFrame:
+    """The records' typed columns (read_syscalls'), each value checked; an error names the line
+    (header_lines: the lines before raw's first record)."""
     df = pd.DataFrame(index=raw.index)
     for col in INT_COLUMNS:
         if raw[col].dtype == "int64":
@@ -89,11 +136,7 @@ def read_syscalls(path: str | Path, *, keep_damaged: bool = False) -> pd.DataFra
     df["fd_kind"] = pd.Categorical(kinds, categories=FD_KINDS)
     df["fd_desc"] = _unescape(raw["fd_desc"])
     df["dur_ns"] = df["t_exit_ns"] - df["t_enter_ns"]
-    df = df[[*COLUMNS, "dur_ns"]].sort_values("t_enter_ns", kind="stable").reset_index(drop=True)
-    df.attrs["meta"] = meta
-    df.attrs["path"] = str(path)
-    df.attrs["damage"] = raw.attrs["damage"]
-    return df
+    return df[[*COLUMNS, "dur_ns"]]
 
 
 def _unescape(values: pd.Series) -> pd.Series:

@@ -135,15 +135,16 @@ def streams(run: Run) -> pd.DataFrame:
     sockets = stream_tables.socket_owners(_sched(run)) if run.has("raw/sched.tsv") else pd.DataFrame(
         columns=["skaddr", "local", "remote", "owner_pid", "active"])
     if run.has("raw/sockets.tsv"):  # a program recorded by hostwire record
-        from hostwire.timeline.program_streams import owners, stream_names
+        from hostwire.timeline.program_streams import owners
 
-        held, receiving = owners(run.df_frames(), run.df_sockets())
+        names = captured_streams(run)
+        held, receiving = owners(names, run.df_sockets())
         senders += held.assign(source="sockets").to_dict("records")
         receivers += receiving.to_dict("records")
         # the kernel trace saw the whole machine's connections: only the captured ones are streams
-        captured = set(stream_names(run.df_frames())["stream"])
+        captured = set(names["stream"])
         sockets = sockets[(sockets["local"] + ">" + sockets["remote"]).isin(captured).to_numpy()]
-    fds = stream_tables.main_send_fds(run.df_syscalls()) if run.has("raw/syscalls.tsv") else pd.DataFrame(
+    fds = stream_tables.main_send_fds(run.df_syscalls(stream_tables.SEND_CALLS)) if run.has("raw/syscalls.tsv") else pd.DataFrame(
         columns=["pid", "fd", "stream"])
     senders = [{"fd": -1, "source": "bench", **s} for s in senders]
     return stream_tables.streams_table(pd.DataFrame(senders, columns=["role", "pid", "local", "peer", "fd", "source"]),
@@ -172,6 +173,18 @@ def data_frames(run: Run) -> pd.DataFrame:
     return out.sort_values(["stream", "t_ns"], kind="stable").reset_index(drop=True)
 
 
+def captured_streams(run: Run) -> pd.DataFrame:
+    """hostwire.timeline.program_streams.stream_names of the run's capture, read in chunks when it
+    is long (capture_pass.long_capture)."""
+    from hostwire.timeline.capture_pass import long_capture, open_capture
+    from hostwire.timeline.program_streams import stream_names, stream_names_in_chunks
+
+    if not long_capture(run):
+        return stream_names(run.df_frames())
+    with open_capture(run) as capture:
+        return stream_names_in_chunks(capture)
+
+
 def stream_writes(tl: Timeline) -> pd.DataFrame:
     """The sends of each stream: stream, pid, t_enter_ns, t_exit_ns, bytes, source (`syscalls`:
     the tracer's send calls on the stream's (pid, fd), from the connection's start; `bench`: the
@@ -180,9 +193,7 @@ def stream_writes(tl: Timeline) -> pd.DataFrame:
     run = tl.run
     if run.has("raw/syscalls.tsv"):
         # only the send calls are joined to their streams: a long run has millions of other calls
-        every = run.df_syscalls()
-        c = _calls_of(tl, every[every["call"].isin(stream_tables.SEND_CALLS).to_numpy()])
-        del every
+        c = _calls_of(tl, run.df_syscalls(stream_tables.SEND_CALLS))
         sends = c[c["is_send"].to_numpy() & (c["stream"].to_numpy() != "")]
         if len(sends):
             return pd.DataFrame({"stream": sends["stream"].to_numpy(), "pid": sends["pid"].to_numpy(),

@@ -13,11 +13,13 @@ import pandas as pd
 from hostwire.errors import InputError
 from hostwire.heap import give_back
 from hostwire.metrics.streams import FRAME_COLUMNS
+from hostwire.timeline import stream_tables
 from hostwire.timeline.build import Timeline, link_rate_bps
 from hostwire.timeline.sequence import late_acknowledgements, sequence_steps, usable_window
 
 if TYPE_CHECKING:
     from hostwire.run import Run
+    from hostwire.timeline.capture_pass import CaptureSide
     from hostwire.timeline.gaps import GapInputs
     from hostwire.timeline.kernel_slabs import FirstPass, KernelSlabs
 
@@ -27,9 +29,11 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
     (required), the kernel trace, the system calls or the benchmark's writes when present.
     kernel: the first pass of a kernel trace read in slabs (slabbed_gap_inputs): the task states
     and CPU intervals are then left empty, for the slabs to give, and the run lets go of each whole
-    table once it is turned into the smaller ones the explanation reads (a long run's frames and
-    calls would otherwise stay beside the slabs)."""
+    table once it is turned into the smaller ones the explanation reads (a long run's calls would
+    otherwise stay beside the slabs). The capture is read in chunks (chunked_capture_side) then,
+    or when it is long (capture_pass.long_capture); else whole, as the timeline's tables read it."""
     from hostwire.metrics.streams import TCP
+    from hostwire.timeline.capture_pass import long_capture
     from hostwire.timeline.gaps import GapInputs
     from hostwire.timeline.kernel_slabs import no_kernel_tables
 
@@ -46,28 +50,38 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
         states, running_ = (tl.df_task_states(), tl.df_running()) if not lean else no_kernel_tables()
         sources["states"] = "raw/sched.tsv"
     # Lean, each whole table goes once the smaller ones are made from it, before the next is read:
-    # the calls once the writes are, the data frames and the backlog before the capture is read.
+    # the calls once the writes are; the capture is read in chunks (capture_pass), never whole.
     writes = tl.writes()
     if lean:
-        run.forget("syscalls")
+        run.forget("syscalls", ("syscalls", stream_tables.SEND_CALLS))
         tl.forget("calls")
         give_back()
-    data = tl.data_frames()
-    protos = {str(s): "tcp" if int(p) == TCP else "udp" for s, p in
-              data.groupby("stream", sort=False)["proto"].first().items()} if len(data) else {}
-    sender_side = set(data["src"].astype(str)) if len(data) else set()
+    side = chunked_capture_side(run) if lean or long_capture(run) else None
+    if side is not None:
+        data, protos, sender_side = side.data, side.protos, side.sender_side
+    else:
+        data = tl.data_frames()
+        protos = {str(s): "tcp" if int(p) == TCP else "udp" for s, p in
+                  data.groupby("stream", sort=False)["proto"].first().items()} if len(data) else {}
+        sender_side = set(data["src"].astype(str)) if len(data) else set()
     sends = backlog_ = None
     if len(writes):
         sends = compact(writes, ("stream", "t_enter_ns", "t_exit_ns"))
-        backlog_ = compact(tl.df_backlog(), ("stream", "t_ns", "backlog_bytes"))
+        backlog_ = (compact(tl.df_backlog(), ("stream", "t_ns", "backlog_bytes")) if side is None
+                    else stream_tables.backlog_steps(data, writes))
         sources["sends"] = "raw/syscalls.tsv" if (writes["source"] == "syscalls").all() else "raw/bench/send-*.tsv"
     data = compact(data, ("t_ns", "stream", "wire_len", "payload_len"))
     del writes
     if lean:
         tl.forget(*WHOLE_TABLES)
         give_back()
-    frozen = frozen_host(run, kernel)
-    link, window, late_acks, awaiting, timeouts = _capture_tables(run, sender_side, lean)
+    if side is not None:
+        frozen = frozen_host(run, kernel, (side.silences, side.first_ns, side.last_ns))
+        link, window, late_acks, awaiting, timeouts = side.link, side.window, side.late_acks, side.awaiting, side.timeouts
+        del side
+    else:
+        frozen = frozen_host(run, kernel)
+        link, window, late_acks, awaiting, timeouts = _capture_tables(run, sender_side, lean)
     if lean:
         give_back()
     return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers,
@@ -116,8 +130,15 @@ def compact(table: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     or two a row, not a string each: a long run has millions of rows). The others are copied: a
     column of a table is a view into the block of all its columns of that type, which would
     otherwise outlive the table."""
-    return pd.DataFrame({c: pd.Categorical(table[c].astype(str)) if c == "stream" else table[c].to_numpy(copy=True)
+    return pd.DataFrame({c: _names(table[c]) if c == "stream" else table[c].to_numpy(copy=True)
                          for c in columns if c in table.columns}, copy=False)
+
+
+def _names(stream: pd.Series) -> pd.Categorical:
+    """A stream column as a categorical of the names it holds, in name order."""
+    if isinstance(stream.dtype, pd.CategoricalDtype) and stream.cat.categories.is_monotonic_increasing:
+        return stream.cat.remove_unused_categories().array
+    return pd.Categorical(stream.astype(str))
 
 
 # What gap_inputs has turned into its smaller tables: a long run's analysis lets go of them.
@@ -202,23 +223,42 @@ def name_senders(inputs: GapInputs, slabs: KernelSlabs) -> None:
     inputs.comms.update({pid: slabs.last_comm[pid] for pid in set(inputs.senders.values()) if pid in slabs.last_comm})
 
 
-def frozen_host(run: Run, kernel: FirstPass | None = None) -> pd.DataFrame | None:
+def frozen_host(run: Run, kernel: FirstPass | None = None,
+                capture: tuple[tuple[np.ndarray, np.ndarray], int | None, int | None] | None = None) -> pd.DataFrame | None:
     """When the hypervisor ran none of the host's CPUs (hostwire.timeline.stolen.frozen): needs
     the kernel trace and the /proc/stat samples. kernel: the trace's first pass, whose silences
-    stand for its stamps."""
+    stand for its stamps; capture: the silences of the capture's stamps and its first and last
+    stamp (capture_pass), which stand for the frames."""
     from hostwire.timeline.stolen import common_silences, confirmed_by_steal, frozen, silences
 
     if not (run.has("raw/sched.tsv") and run.has("raw/resources.tsv")):
         return None
     samples = run.df_resources()
     tick_ns = int(samples.attrs.get("meta", {}).get("tick_ns", 10_000_000))
-    frames = run.df_frames()["t_ns"].to_numpy()
     if kernel is None:
-        return frozen(np.concatenate([run.df_sched()["t_ns"].to_numpy(), frames]), samples, tick_ns)
-    frames = np.sort(frames)
-    first = min(kernel.first_ns, int(frames[0])) if len(frames) else kernel.first_ns
-    last = max(kernel.last_ns, int(frames[-1])) if len(frames) else kernel.last_ns
-    return confirmed_by_steal(*common_silences(kernel.silences, silences(frames), first, last), samples, tick_ns)
+        return frozen(np.concatenate([run.df_sched()["t_ns"].to_numpy(), run.df_frames()["t_ns"].to_numpy()]),
+                      samples, tick_ns)
+    if capture is None:
+        frames = np.sort(run.df_frames()["t_ns"].to_numpy())
+        capture = (silences(frames), int(frames[0]) if len(frames) else None, int(frames[-1]) if len(frames) else None)
+    quiet, first_frame, last_frame = capture
+    first = kernel.first_ns if first_frame is None else min(kernel.first_ns, first_frame)
+    last = kernel.last_ns if last_frame is None else max(kernel.last_ns, last_frame)
+    return confirmed_by_steal(*common_silences(kernel.silences, quiet, first, last), samples, tick_ns)
+
+
+def chunked_capture_side(run: Run) -> CaptureSide | None:
+    """The capture's part of the gap inputs made in passes over its chunks (capture_pass); None
+    for a capture with more addresses than the chunked labels take (it is read whole)."""
+    from hostwire.metrics.chunked.progress import Progress
+    from hostwire.timeline.capture_pass import capture_side, open_capture, readable_in_chunks
+
+    progress = Progress(f"{run.path.name} capture")
+    try:
+        with open_capture(run, progress.update) as capture:
+            return capture_side(capture) if readable_in_chunks(capture) else None
+    finally:
+        progress.close()
 
 
 def process_names(tl: Timeline, pids: set[int], from_trace: bool = True) -> dict[int, str]:

@@ -42,8 +42,8 @@ import pandas as pd
 
 from hostwire.errors import InputError
 from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS, describe, idle_on, preempter_table, preempters
-from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, ascending, covered, numeric, restrict,
-                                         steps, stream_codes, union, unique_sorted, within)
+from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, Spans, ascending, covered, level_rows,
+                                         numeric, restrict, steps, stream_codes, union, unique_sorted, within)
 
 if TYPE_CHECKING:
     from hostwire.timeline.kernel_slabs import Slab
@@ -242,14 +242,18 @@ class _Explainer:
         self.inputs = inputs
         link = inputs.link if inputs.link is not None else data
         # in time order, for busy() to slice a piece's frames by time (a capture's frames are already)
+        # the link's columns as they are (a long run's are in time order, its streams a categorical's
+        # small codes): views, not copies; busy() makes each piece's times on the link
         self.link_t = np.asarray(link["t_ns"].to_numpy(), dtype=np.int64)
-        self.link_busy_ns = wire_ns(link["wire_len"].to_numpy(), inputs.rate_bps)
-        self.link_code, link_names = stream_codes(link["stream"])
+        self.link_len = link["wire_len"].to_numpy()
+        if isinstance(link["stream"].dtype, pd.CategoricalDtype):
+            self.link_code, link_names = link["stream"].cat.codes.to_numpy(), link["stream"].cat.categories.astype(str)
+        else:
+            self.link_code, link_names = stream_codes(link["stream"])
         if len(self.link_t) > 1 and bool((self.link_t[1:] < self.link_t[:-1]).any()):
             in_order = np.argsort(self.link_t, kind="stable")
-            self.link_t, self.link_busy_ns, self.link_code = (self.link_t[in_order], self.link_busy_ns[in_order],
-                                                              self.link_code[in_order])
-        self.longest_busy_ns = int(self.link_busy_ns.max()) if len(self.link_busy_ns) else 0
+            self.link_t, self.link_len, self.link_code = self.link_t[in_order], self.link_len[in_order], self.link_code[in_order]
+        self.longest_busy_ns = int(wire_ns(np.r_[self.link_len.max()], inputs.rate_bps)[0]) if len(self.link_len) else 0
         self.link_code_of = {str(n): k for k, n in enumerate(link_names)}
         self.runnable = Runnable(inputs.states)
         self.cpus = Cpus(inputs.running)
@@ -261,6 +265,16 @@ class _Explainer:
         fz = inputs.frozen
         self.frozen = union(fz["t_start_ns"].to_numpy(np.int64), fz["t_end_ns"].to_numpy(np.int64)) \
             if fz is not None and len(fz) else NONE
+        # the per-row inputs of the conditions, split by stream once; each piece reads its rows
+        i = inputs
+        self.levels = {"receiver_window": ByStream(numeric(i.window, "window_bytes"), ("t_ns", "value"), "t_ns"),
+                       "backlog": ByStream(numeric(i.backlog, "backlog_bytes"), ("t_ns", "value"), "t_ns")}
+        self.spans = {key: Spans(rows, start, end) for key, rows, start, end in (
+            ("late_ack", i.late_acks, "t_start_ns", "t_end_ns"), ("in_call", i.sends, "t_enter_ns", "t_exit_ns"),
+            ("awaiting_ack", i.awaiting_acks, "t_start_ns", "t_end_ns"),
+            ("retransmit_timeout", i.retransmit_timeouts, "t_start_ns", "t_end_ns"))}
+        self.mss: dict[str, int] = {}
+        self.last: dict[str, int] = {}
 
     def with_kernel(self, states: pd.DataFrame, running: pd.DataFrame) -> _Explainer:
         """The same explainer on other kernel tables (one slab's: hostwire.timeline.kernel_slabs)."""
@@ -285,34 +299,26 @@ class _Explainer:
         return first[chosen], nxt[chosen], on_link[chosen], threshold[chosen]
 
     def conditions(self, found: dict[str, tuple[np.ndarray, ...]]) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
-        """Each condition of each stream with gaps (found) as disjoint sorted intervals (starts,
-        ends). Each per-row input is split by stream only while its condition is made: the
-        intervals where a condition holds take a small part of the rows' memory."""
-        out = {n: {"on_wire": union(f[0], f[0] + np.minimum(f[2], f[1] - f[0])), "vcpu_stolen": self.frozen}
-               for n, f in found.items()}
-        last = {n: int(f[1].max()) for n, f in found.items()}
-        mss = {n: int(self.frames.get(n)["payload"].max()) for n in found}  # type: ignore[index]
-        tcp = {n for n in found if self.inputs.protos.get(n, "tcp") == "tcp"}
-        # a UDP flow has no window, acknowledgements or retransmissions to hold it
-        only_tcp = ("receiver_window", "late_ack", "awaiting_ack", "retransmit_timeout")
+        """The conditions of each stream with gaps (found) that follow from its gaps and the host's
+        freezes alone, as disjoint sorted intervals (starts, ends); the others come per piece
+        (conditions_in)."""
+        self.last = {n: int(f[1].max()) for n, f in found.items()}
+        self.mss = {n: int(self.frames.get(n)["payload"].max()) for n in found}  # type: ignore[index]
+        return {n: {"on_wire": union(f[0], f[0] + np.minimum(f[2], f[1] - f[0])), "vcpu_stolen": self.frozen}
+                for n, f in found.items()}
 
-        def each(key: str, rows: pd.DataFrame | None, columns: tuple[str, ...],
-                 make: Callable[[str, dict[str, np.ndarray] | None], tuple[np.ndarray, np.ndarray]],
-                 order_by: str | None = None) -> None:
-            split = ByStream(rows, columns, order_by=order_by)
-            for name in found:
-                out[name][key] = NONE if key in only_tcp and name not in tcp else make(name, split.get(name))
-
-        i = self.inputs
-        each("receiver_window", numeric(i.window, "window_bytes"), ("t_ns", "value"),
-             lambda n, r: steps(r, lambda v: v < mss[n], last[n]), "t_ns")
-        each("late_ack", i.late_acks, ("t_start_ns", "t_end_ns"), lambda n, r: _intervals(r))
-        each("backlog", numeric(i.backlog, "backlog_bytes"), ("t_ns", "value"),
-             lambda n, r: steps(r, lambda v: v > 0, last[n]), "t_ns")
-        each("in_call", i.sends, ("t_enter_ns", "t_exit_ns"),
-             lambda n, r: union(r["t_enter_ns"], r["t_exit_ns"]) if r is not None else NONE)
-        each("awaiting_ack", i.awaiting_acks, ("t_start_ns", "t_end_ns"), lambda n, r: _intervals(r))
-        each("retransmit_timeout", i.retransmit_timeouts, ("t_start_ns", "t_end_ns"), lambda n, r: _intervals(r))
+    def conditions_in(self, name: str, lo: int, hi: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The conditions the per-row inputs give, on [lo, hi), from the rows that reach into it: a
+        level's rows from the last one at or before lo to the first at or after hi (each holds
+        until the next), an interval's rows that start no earlier than the stream's longest
+        interval before lo. Within [lo, hi) their bounds are those of the whole run's intervals,
+        so each piece's segments are the whole explanation's."""
+        tcp = self.inputs.protos.get(name, "tcp") == "tcp"  # a UDP flow has no window, acknowledgements or retransmissions
+        out = {"receiver_window": steps(level_rows(self.levels["receiver_window"].get(name), lo, hi),
+                                        lambda v: v < self.mss[name], self.last[name]) if tcp else NONE,
+               "backlog": steps(level_rows(self.levels["backlog"].get(name), lo, hi), lambda v: v > 0, self.last[name])}
+        for key, spans in self.spans.items():
+            out[key] = spans.between(name, lo, hi) if tcp or key == "in_call" else NONE
         return out
 
     def busy(self, name: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -323,7 +329,7 @@ class _Explainer:
         last = int(np.searchsorted(self.link_t, hi))
         t, code = self.link_t[first:last], self.link_code[first:last]
         other = code != self.link_code_of.get(name, -2)
-        return union(t[other], t[other] + self.link_busy_ns[first:last][other])
+        return union(t[other], t[other] + wire_ns(self.link_len[first:last][other], self.inputs.rate_bps))
 
     def kernel_conditions(self, name: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """The conditions the kernel tables give: the sender waits, a helper waits."""
@@ -385,7 +391,8 @@ class _Explainer:
         if len(pick) == 0:
             return parts, preempters(np.zeros(0, np.int64), *[np.zeros(0, np.int64)] * 3, None)
         start, end = np.maximum(first[pick], lo), np.minimum(nxt[pick], hi)
-        here = {k: restrict(v, lo, hi) for k, v in {**sets, **self.kernel_conditions(name)}.items()}
+        here = {k: restrict(v, lo, hi) for k, v in {**sets, **self.kernel_conditions(name),
+                                                    **self.conditions_in(name, lo, hi)}.items()}
         here["busy"] = self.busy(name, lo, hi)
         seg = self.segments(name, start, end, here)
         seg.gap = pick[seg.gap]
@@ -459,10 +466,6 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
     gaps.attrs["cannot_tell"] = inputs.cannot_tell()
     gaps.attrs["sources"] = dict(inputs.sources)
     return gaps, pre
-
-
-def _intervals(rows: dict[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
-    return union(rows["t_start_ns"], rows["t_end_ns"]) if rows is not None else NONE
 
 
 def summary(gaps: pd.DataFrame) -> pd.DataFrame:

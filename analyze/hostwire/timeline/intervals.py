@@ -48,9 +48,12 @@ def split_by_key(key: np.ndarray, sort_by: np.ndarray, *columns: np.ndarray) -> 
     key -> the group's slice of each column."""
     if len(key) == 0:
         return {}
-    order = np.lexsort((sort_by, key))
-    key = key[order]
-    ordered = [c[order] for c in columns]
+    if bool((key[1:] >= key[:-1]).all()) and bool(((key[1:] != key[:-1]) | (sort_by[1:] >= sort_by[:-1])).all()):
+        ordered = list(columns)  # already in order (a long run's inputs are): views, not copies
+    else:
+        order = np.lexsort((sort_by, key))
+        key = key[order]
+        ordered = [c[order] for c in columns]
     bounds = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
     return {int(key[lo]): tuple(c[lo:hi] for c in ordered) for lo, hi in zip(bounds[:-1], bounds[1:])}
 
@@ -64,8 +67,7 @@ class ByStream:
         if df is None or len(df) == 0:
             return
         codes, names = stream_codes(df["stream"])
-        values = {c: (df[c].to_numpy().astype(np.int64) if c != "value"
-                      else np.asarray(df[c], dtype=np.float64)) for c in columns}
+        values = {c: np.asarray(df[c].to_numpy(), dtype=np.int64 if c != "value" else np.float64) for c in columns}
         sort_by = values[order_by] if order_by is not None else np.zeros(len(codes), np.int64)
         for code, parts in split_by_key(codes, sort_by, *values.values()).items():
             if code >= 0:  # -1: no stream
@@ -92,6 +94,38 @@ def steps(rows: dict[str, np.ndarray] | None, test: Callable[[np.ndarray], np.nd
     nxt = np.append(t[1:], max(t_end, int(t[-1])))
     hold = test(rows["value"])
     return union(t[hold], nxt[hold])
+
+
+class Spans:
+    """One per-row input of intervals (start, end columns), split by stream once, in start order,
+    with each stream's longest interval: the rows that reach into [lo, hi) start no earlier than
+    that before lo."""
+
+    def __init__(self, rows: pd.DataFrame | None, start: str, end: str) -> None:
+        self.start, self.end = start, end
+        self.rows = ByStream(rows, (start, end), order_by=start)
+        self.longest = {n: max(0, int((r[end] - r[start]).max())) if len(r[start]) else 0
+                        for n, r in self.rows.rows.items()}
+
+    def between(self, name: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        r = self.rows.get(name)
+        if r is None:
+            return NONE
+        starts = r[self.start]
+        first = int(np.searchsorted(starts, lo - self.longest[name], side="left"))
+        last = int(np.searchsorted(starts, hi, side="left"))
+        return union(starts[first:last], r[self.end][first:last])
+
+
+def level_rows(rows: dict[str, np.ndarray] | None, lo: int, hi: int) -> dict[str, np.ndarray] | None:
+    """A step function's rows (t_ns sorted) that decide it on [lo, hi): the last at or before lo
+    through the first at or after hi (a slice: no copy)."""
+    if rows is None:
+        return None
+    t = rows["t_ns"]
+    first = max(int(np.searchsorted(t, lo, side="right")) - 1, 0)
+    last = min(int(np.searchsorted(t, hi, side="left")) + 1, len(t))
+    return {k: v[first:last] for k, v in rows.items()}
 
 
 def restrict(intervals: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hostwire.metrics.chunked.labels import Connections
 from hostwire.metrics.streams import TCP, label_streams
+from hostwire.read.pcapchunks import CaptureChunks
 from hostwire.read.sockets import PROTO_NUMBERS, socket_keys
 
 UDP = 17
@@ -36,6 +38,24 @@ def stream_names(frames: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["proto", "stream"])
 
 
+def stream_names_in_chunks(capture: CaptureChunks) -> pd.DataFrame:
+    """stream_names of a capture read in chunks: the TCP connections named by the chunked labels'
+    rule (hostwire.metrics.chunked.labels), which is label_streams'; the UDP ends in the order
+    they first carried payload."""
+    columns = ("t_ns", "proto", "src", "dst", "sport", "dport", "payload_len")
+    conns, udp_ends = Connections(), {}
+    for chunk in capture.time_ordered(columns, lambda c: c["proto"] == TCP):  # a tie: the first frame's direction
+        conns.add(chunk)
+    for chunk in capture.chunks(columns):  # the capture's order, as drop_duplicates keeps it
+        udp = np.flatnonzero((chunk["proto"] == UDP) & (chunk["payload_len"] > 0))
+        ends = pd.DataFrame({k: chunk[k][udp] for k in ("src", "sport", "dst", "dport")}).drop_duplicates()
+        udp_ends.update(dict.fromkeys(ends.itertuples(index=False, name=None)))
+    tcp_names = sorted(conns.named(capture.addresses)[1]) if conns.fwd_bytes else []
+    a = capture.addresses
+    rows = [(TCP, n) for n in tcp_names] + [(UDP, f"{_host(a[s])}:{sp}>{_host(a[d])}:{dp}") for s, sp, d, dp in udp_ends]
+    return pd.DataFrame(rows, columns=["proto", "stream"])
+
+
 def _socket_fds(sockets: pd.DataFrame) -> dict[tuple[int, int, str], int]:
     """(pid, proto, local endpoint) -> the descriptor that held it last."""
     out: dict[tuple[int, int, str], int] = {}
@@ -44,15 +64,16 @@ def _socket_fds(sockets: pd.DataFrame) -> dict[tuple[int, int, str], int]:
     return out
 
 
-def owners(frames: pd.DataFrame, sockets: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The streams' senders (role = comm, pid, local, peer, fd) and receivers (role, pid,
-    sender_pid) among the program's processes, for hostwire.timeline.stream_tables.streams_table."""
+def owners(names: pd.DataFrame, sockets: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The streams' (names: stream_names) senders (role = comm, pid, local, peer, fd) and receivers
+    (role, pid, sender_pid) among the program's processes, for
+    hostwire.timeline.stream_tables.streams_table."""
     senders, receivers = [], []
     if len(sockets) == 0:
         return pd.DataFrame(senders, columns=SENDER_COLUMNS), pd.DataFrame(receivers, columns=RECEIVER_COLUMNS)
     keys = socket_keys(sockets)
     fds = _socket_fds(sockets)
-    for proto, stream in stream_names(frames).itertuples(index=False):
+    for proto, stream in names.itertuples(index=False):
         local, _, remote = stream.partition(">")
         port = ":" + local.rpartition(":")[2]
         sender = next((keys[k] for k in ((proto, local, remote), (proto, local), (proto, port)) if k in keys), None)

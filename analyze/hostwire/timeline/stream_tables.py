@@ -5,6 +5,8 @@ stamps are int64 ns of the run's reference clock."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
@@ -299,8 +301,34 @@ def backlog(frames: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
     relative sequence number on the wire by t_ns), backlog_bytes = max(0, written - sent). Each
     row holds until the stream's next row. frames and writes as for segments()."""
     out = []
+    for name, (t, written, sent) in _backlogs(frames, writes):
+        out.append(pd.DataFrame({"t_ns": t, "written_bytes": written, "sent_bytes": sent,
+                                 "backlog_bytes": np.maximum(0, written - sent), "stream": name}))
+    if not out:
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c != "stream" else "object") for c in BACKLOG_COLUMNS})
+    return pd.concat(out, ignore_index=True)[BACKLOG_COLUMNS]
+
+
+def backlog_steps(frames: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
+    """backlog()'s stream, t_ns and backlog_bytes alone, the stream a categorical of the names in
+    name order (what the gap analysis reads of it, without a table of all its columns)."""
+    names, times, levels = [], [], []
+    for name, (t, written, sent) in _backlogs(frames, writes):
+        names.append(name)
+        times.append(t)
+        levels.append(np.maximum(0, written - sent))
+    counts = [len(t) for t in times]
+    stream = pd.Categorical.from_codes(np.repeat(np.arange(len(names)), counts), categories=pd.Index(names, dtype=object))
+    return pd.DataFrame({"stream": stream, "t_ns": np.concatenate(times) if times else np.zeros(0, np.int64),
+                         "backlog_bytes": np.concatenate(levels) if levels else np.zeros(0, np.int64)})
+
+
+def _backlogs(frames: pd.DataFrame, writes: pd.DataFrame) -> Iterator[tuple[str, tuple[np.ndarray, ...]]]:
+    """Per stream with frames, in name order: the stamps at which its backlog changes, and the
+    bytes written and sent by each (the last of equal stamps)."""
+    names = writes["stream"].astype(str).to_numpy()
     for name, f in frames.groupby("stream", sort=True, observed=True):
-        w = writes[writes["stream"].astype(str).to_numpy() == str(name)]
+        w = writes[names == str(name)]
         w = w[w["bytes"].to_numpy() > 0]
         offset = writes_offset(f, w.sort_values("t_enter_ns", kind="stable"))
         t = np.concatenate([w["t_exit_ns"].to_numpy(), f["t_ns"].to_numpy()]).astype(np.int64)
@@ -310,10 +338,5 @@ def backlog(frames: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
         t, dw, hs = t[order], dw[order], hs[order]
         written = offset + np.cumsum(dw)
         sent = np.maximum.accumulate(hs) if len(hs) else hs
-        tab = pd.DataFrame({"t_ns": t, "written_bytes": written, "sent_bytes": sent}).groupby(
-            "t_ns", sort=True).last().reset_index()
-        tab["backlog_bytes"] = np.maximum(0, tab["written_bytes"] - tab["sent_bytes"])
-        out.append(tab.assign(stream=str(name)))
-    if not out:
-        return pd.DataFrame({c: pd.Series(dtype="int64" if c != "stream" else "object") for c in BACKLOG_COLUMNS})
-    return pd.concat(out, ignore_index=True)[BACKLOG_COLUMNS]
+        last = np.r_[t[1:] != t[:-1], True] if len(t) else np.zeros(0, bool)  # the last row of each stamp
+        yield str(name), (t[last], written[last], sent[last])

@@ -33,6 +33,52 @@ class Connections:
     lo: list[int] = field(default_factory=list)
     hi: list[int] = field(default_factory=list)
 
+    def add(self, chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
+        """Counts a chunk's rows (one protocol's, in time order) into their connections: (each
+        row's connection number, whether it goes from the lower endpoint)."""
+        key, lo, forward = endpoints(chunk)
+        codes, uniques = pd.factorize(key, sort=False)
+        payload = chunk["payload_len"].astype(np.int64)
+        k = len(uniques)
+        fwd = np.bincount(codes, weights=payload * forward, minlength=k)
+        rev = np.bincount(codes, weights=payload * ~forward, minlength=k)
+        first = np.full(k, len(codes), dtype=np.int64)
+        np.minimum.at(first, codes, np.arange(len(codes)))
+        conn_of = np.empty(k, dtype=np.int64)
+        for j, unique in enumerate(uniques.tolist()):
+            conn = self.ids.get(unique)
+            if conn is None:
+                conn = self.ids[unique] = len(self.fwd_bytes)
+                self.fwd_bytes.append(0)
+                self.rev_bytes.append(0)
+                self.first_fwd.append(bool(forward[first[j]]))
+                self.lo.append(int(lo[first[j]]))
+                self.hi.append(int(unique - lo[first[j]] * EP_SPAN))
+            self.fwd_bytes[conn] += int(fwd[j])
+            self.rev_bytes[conn] += int(rev[j])
+            conn_of[j] = conn
+        return conn_of[codes], forward
+
+    def named(self, addresses: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+        """(data_fwd: the data direction goes from the lower endpoint, name) of each connection:
+        the direction that carried more payload (a tie: its first frame's), named
+        `src:port>dst:port` that way."""
+        fwd = np.asarray(self.fwd_bytes, dtype=np.int64)
+        rev = np.asarray(self.rev_bytes, dtype=np.int64)
+        data_fwd = np.where(fwd > rev, True, np.where(rev > fwd, False, np.asarray(self.first_fwd, dtype=bool)))
+        lo, hi = np.asarray(self.lo, dtype=np.int64), np.asarray(self.hi, dtype=np.int64)
+        a = np.where(data_fwd, lo, hi)
+        b = np.where(data_fwd, hi, lo)
+        return data_fwd, [f"{_host(addresses[x >> 16])}:{x & 0xFFFF}>{_host(addresses[y >> 16])}:{y & 0xFFFF}"
+                          for x, y in zip(a.tolist(), b.tolist())]
+
+    def of(self, chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
+        """(connection number, goes from the lower endpoint) of each row of a chunk whose
+        connections were all counted (add)."""
+        key, _, forward = endpoints(chunk)
+        codes, uniques = pd.factorize(key, sort=False)
+        return np.asarray([self.ids[int(k)] for k in uniques], dtype=np.int64)[codes], forward
+
 
 def endpoints(chunk: Chunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(key of the connection, lower endpoint, frame goes from the lower endpoint) of each row;
@@ -59,20 +105,13 @@ class StreamLabels:
         n = len(conns.fwd_bytes)
         if n == 0:
             raise InputError(f"no TCP frames among {capture.rows} frame(s): nothing to measure")
-        fwd = np.asarray(conns.fwd_bytes, dtype=np.int64)
-        rev = np.asarray(conns.rev_bytes, dtype=np.int64)
-        self.data_fwd = np.where(fwd > rev, True, np.where(rev > fwd, False, np.asarray(conns.first_fwd)))
-        lo, hi = np.asarray(conns.lo, dtype=np.int64), np.asarray(conns.hi, dtype=np.int64)
-        a = np.where(self.data_fwd, lo, hi)
-        b = np.where(self.data_fwd, hi, lo)
-        names = [f"{_host(capture.addresses[x >> 16])}:{x & 0xFFFF}>{_host(capture.addresses[y >> 16])}:{y & 0xFFFF}"
-                 for x, y in zip(a.tolist(), b.tolist())]
+        self.data_fwd, names = conns.named(capture.addresses)
         keep = selected_names(sorted(names), wanted)
         self.names = [name for name in sorted(names) if name in keep]
         position = {name: i for i, name in enumerate(self.names)}
         # conn -> stream number among the kept names, -1 for a connection left out
         self.code_of_conn = np.asarray([position.get(name, -1) for name in names], dtype=np.int64)
-        self.ids = conns.ids
+        self.conns = conns
 
     def label(self, chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
         """(stream number, -1 for a stream left out; is_data) of each row of a TCP chunk."""
@@ -82,9 +121,7 @@ class StreamLabels:
     def directions(self, chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
         """(stream number, -1 for a stream left out; data_dir: the row travels in its stream's data
         direction) of each row of a TCP chunk."""
-        key, _, forward = endpoints(chunk)
-        codes, uniques = pd.factorize(key, sort=False)
-        conn = np.asarray([self.ids[int(k)] for k in uniques], dtype=np.int64)[codes]
+        conn, forward = self.conns.of(chunk)
         return self.code_of_conn[conn], forward == self.data_fwd[conn]
 
 
@@ -96,25 +133,7 @@ def scan(capture: CaptureChunks, wanted: Sequence[str] | None = None) -> StreamL
     for chunk in capture.time_ordered(LABEL_COLUMNS, is_tcp):
         if len(chunk["t_ns"]) == 0:
             continue
-        key, lo, forward = endpoints(chunk)
-        codes, uniques = pd.factorize(key, sort=False)
-        payload = chunk["payload_len"].astype(np.int64)
-        k = len(uniques)
-        fwd = np.bincount(codes, weights=payload * forward, minlength=k)
-        rev = np.bincount(codes, weights=payload * ~forward, minlength=k)
-        first = np.full(k, len(codes), dtype=np.int64)
-        np.minimum.at(first, codes, np.arange(len(codes)))
-        for j, unique in enumerate(uniques.tolist()):
-            conn = conns.ids.get(unique)
-            if conn is None:
-                conn = conns.ids[unique] = len(conns.fwd_bytes)
-                conns.fwd_bytes.append(0)
-                conns.rev_bytes.append(0)
-                conns.first_fwd.append(bool(forward[first[j]]))
-                conns.lo.append(int(lo[first[j]]))
-                conns.hi.append(int(unique - lo[first[j]] * EP_SPAN))
-            conns.fwd_bytes[conn] += int(fwd[j])
-            conns.rev_bytes[conn] += int(rev[j])
+        conns.add(chunk)
     return StreamLabels(capture, conns, wanted)
 
 
