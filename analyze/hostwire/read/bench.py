@@ -54,6 +54,20 @@ class BenchResult:
         procs = self.summary.get("processes", [])
         return [p for p in procs if kind is None or p["kind"] == kind]
 
+    def meta(self, role: str) -> dict[str, str]:
+        """The `#` header of one process's log (its pid, ends, ...), checked as log() checks it,
+        without reading its records: what names a stream's processes needs of a long run's logs."""
+        return self._open(role, tail=False).meta
+
+    def _open(self, role: str, tail: bool = True) -> TsvFile:
+        tsv = open_tsv(self.directory / f"{role}.tsv", tail=tail)
+        expected = LOG_COLUMNS.get(role.split("-", 1)[0])
+        if expected is not None and tsv.columns != expected:
+            # a damaged column line leaves nothing to read the records by, kept or not
+            raise InputError(f"{tsv.path}:{tsv.header_lines}: columns {' '.join(tsv.columns)!r}, expected "
+                             f"{' '.join(expected)!r}")
+        return tsv
+
     def log(self, role: str, *, keep_damaged: bool = False) -> TsvLog:
         """The TSV log of one process: 'send-0', 'recv-1', 'bg-0' or 'main'. Besides the checks
         of every log (hostwire.read.tsv: cut, trailer, field counts) the records must agree with the
@@ -63,12 +77,7 @@ class BenchResult:
         returns its complete records with TsvLog.damage and df.attrs["damage"] set."""
         dtypes = {"t_ns": "int64", "t_raw_ns": "int64", "bytes": "int64", "round": "int64", "seq": "int64",
                   "t1_ns": "int64", "t2_ns": "int64", "t3_ns": "int64", "t4_ns": "int64"}
-        tsv = open_tsv(self.directory / f"{role}.tsv")
-        expected = LOG_COLUMNS.get(role.split("-", 1)[0])
-        if expected is not None and tsv.columns != expected:
-            # a damaged column line leaves nothing to read the records by, kept or not
-            raise InputError(f"{tsv.path}:{tsv.header_lines}: columns {' '.join(tsv.columns)!r}, expected "
-                             f"{' '.join(expected)!r}")
+        tsv = self._open(role)
         df = read_records(tsv, keep_damaged=keep_damaged, dtype=dtypes, na_filter=False)
         if df.attrs["damage"] is None:
             settle(df, self._disagreement(role, tsv, df), keep_damaged)

@@ -118,14 +118,14 @@ def streams(run: Run) -> pd.DataFrame:
         summary = {}
     for role in run.bench.roles("send"):
         try:
-            meta = run.log(role, keep_damaged=True).meta
+            meta = run.bench.meta(role)
         except HostwireError:
             continue
         senders.append({"role": role, "pid": int(meta.get("pid", -1)), "local": meta.get("local", "?"),
                         "peer": meta.get("peer", "?")})
     for role in run.bench.roles("recv"):
         try:
-            meta = run.log(role, keep_damaged=True).meta
+            meta = run.bench.meta(role)
         except HostwireError:
             continue
         receivers.append({"role": role, "pid": int(meta.get("pid", -1)), "sender_pid": int(meta.get("sender_pid", -1))})

@@ -27,6 +27,7 @@ from hostwire.metrics.chunked.labels import EP_SPAN
 from hostwire.metrics.streams import TCP, UDP
 from hostwire.read.pcapchunks import CaptureChunks, Chunk
 from hostwire.run import Run
+from hostwire.spill import Columns, code_dtype, spilled_array
 from hostwire.timeline.capture_flows import Flows, TcpStream, scan, tcp_or_udp
 from hostwire.timeline.sequence import TCP_ACK, TCP_SYN
 from hostwire.timeline.sequence_chunks import Cursor, RoundTrips, Unwrap
@@ -180,8 +181,15 @@ def _second_pass(capture: CaptureChunks, flows: Flows) -> tuple[dict[int, int], 
             {c: t.shortest for c, t in trips.items()}, senders)
 
 
+# the tables of the third pass, written to disk as they are made (hostwire.spill)
+_TABLES = {"data": {"t_ns": np.int64, "wire_len": np.int64, "payload_len": np.int64, "seq_end": np.int64},
+           "link": {"t_ns": np.int64, "code": np.int64, "wire_len": np.int64},
+           "window": {"t_ns": np.int64, "window_bytes": np.float64},
+           **{what: {"t_start_ns": np.int64, "t_end_ns": np.int64} for what in ("late_acks", "awaiting", "timeouts")}}
+
+
 class _ThirdPass:
-    """The tables of CaptureSide, chunk by chunk."""
+    """The tables of CaptureSide, chunk by chunk, each piece written to disk as it is made."""
 
     def __init__(self, flows: Flows, bases: dict[int, int], rtts: dict[int, int | None], sender_codes: set[int]) -> None:
         self.flows, self.bases = flows, bases
@@ -190,8 +198,7 @@ class _ThirdPass:
                                      f.data_frames >= 2 and f.acknowledgements > 0) for code, f in flows.tcp.items()}
         self.unwraps = {code: Unwrap() for code in bases}
         self.udp_bytes: dict[int, int] = {}
-        self.data: dict[int, list[dict[str, np.ndarray]]] = {}
-        self.link: list[dict[str, np.ndarray]] = []
+        self.out = {what: Columns(columns) for what, columns in _TABLES.items()}  # keyed by stream code
         self.silence_starts: list[np.ndarray] = []
         self.silence_ends: list[np.ndarray] = []
         self.first_ns: int | None = None
@@ -213,7 +220,13 @@ class _ThirdPass:
                 if proto == TCP:
                     self.cursors[stream].add(*_steps(one, data_dir[rows], self.flows.tcp[stream]).values())
         on_link = (flow >= 0) & np.isin(chunk["src"].astype(np.int64), self.sender_codes)
-        self.link.append({"t_ns": t[on_link], "code": flow[on_link], "wire_len": chunk["wire_len"][on_link]})
+        self.out["link"].append(0, t_ns=t[on_link], code=flow[on_link], wire_len=chunk["wire_len"][on_link])
+        for code, cursor in self.cursors.items():  # what the chunk gave each stream goes to disk
+            for what in ("window", "late_acks", "awaiting", "timeouts"):
+                pieces = getattr(cursor, what)
+                for first, second in pieces:
+                    self.out[what].append(code, **dict(zip(_TABLES[what], (first, second))))
+                pieces.clear()
 
     def _silences(self, t: np.ndarray) -> None:
         if self.first_ns is None:
@@ -234,58 +247,42 @@ class _ThirdPass:
         else:  # a datagram's bytes in the order they crossed the wire
             end = self.udp_bytes.get(stream, 0) + np.cumsum(payload)
             self.udp_bytes[stream] = int(end[-1])
-        self.data.setdefault(stream, []).append({"t_ns": one["t_ns"][is_data], "wire_len": one["wire_len"][is_data],
-                                                 "payload_len": one["payload_len"][is_data], "seq_end": end})
+        self.out["data"].append(stream, t_ns=one["t_ns"][is_data], wire_len=one["wire_len"][is_data],
+                                payload_len=payload, seq_end=end)
 
     def result(self, capture: CaptureChunks) -> CaptureSide:
-        """The tables, each made from its pieces and the pieces let go of before the next (a long
-        capture's pieces would otherwise be held twice)."""
+        """The tables, their columns mapped from disk, by stream, then time (the link: in time order)."""
         flows = self.flows
         names = pd.Index(flows.names)
-        with_data = sorted(self.data)
-        counts = [sum(len(p["t_ns"]) for p in self.data[c]) for c in with_data]
-        data = _joined([part for code in with_data for part in self.data.pop(code)], ("t_ns", "wire_len", "payload_len", "seq_end"))
-        data.insert(1, "stream", pd.Categorical.from_codes(np.repeat(np.arange(len(with_data)), counts),
-                                                           categories=names[with_data]))
-        link = _joined(self.link, ("t_ns", "code", "wire_len"))
-        link.insert(1, "stream", pd.Categorical.from_codes(link.pop("code").astype(np.int64), categories=names))
-        tcp = sorted(self.cursors)
-        tcp_names = pd.CategoricalDtype(names[tcp])
-        tables = {}
-        for what, columns, dtype in (("window", ("t_ns", "window_bytes"), tcp_names),
-                                     ("late_acks", ("t_start_ns", "t_end_ns"), tcp_names),
-                                     ("awaiting", ("t_start_ns", "t_end_ns"), None),
-                                     ("timeouts", ("t_start_ns", "t_end_ns"), None)):
-            tables[what] = _intervals(tcp, [getattr(self.cursors[k], what) for k in tcp], columns, dtype, names)
+        data = self._table("data", names)
+        link_columns = self.out["link"].joined()
+        link = pd.DataFrame({"t_ns": link_columns["t_ns"], "stream": pd.Categorical.from_codes(
+            spilled_array(link_columns["code"].astype(code_dtype(len(names)))), categories=names),
+                             "wire_len": link_columns["wire_len"]}, copy=False)
+        tcp_names = names[sorted(self.cursors)]
+        tables = {what: self._table(what, names, tcp_names if what in ("window", "late_acks") else None)
+                  for what in ("window", "late_acks", "awaiting", "timeouts")}
         open_ = np.int64(OPEN)
         silences = ((np.r_[-open_, *self.silence_starts, self.last_ns], np.r_[self.first_ns, *self.silence_ends, open_])
                     if self.first_ns is not None else (np.r_[-open_], np.r_[open_]))
         return CaptureSide(
-            data=data, protos={flows.names[c]: "tcp" if flows.proto_of[c] == TCP else "udp" for c in with_data},
+            data=data, protos={flows.names[c]: "tcp" if flows.proto_of[c] == TCP else "udp" for c in self.out["data"].keys()},
             sender_side={capture.addresses[int(a)] for a in self.sender_codes}, link=link, silences=silences,
             first_ns=self.first_ns, last_ns=self.last_ns, **tables)
 
-
-def _joined(parts: list[dict[str, np.ndarray]], columns: tuple[str, ...]) -> pd.DataFrame:
-    """One table of the parts' columns; each column's pieces let go of once it is joined."""
-    out = {}
-    for c in columns:
-        out[c] = np.concatenate([p.pop(c) for p in parts]) if parts else np.zeros(0, np.int64)
-    return pd.DataFrame(out, copy=False)
-
-
-def _intervals(codes: list[int], per_stream: list[list[tuple[np.ndarray, np.ndarray]]], columns: tuple[str, str],
-               dtype: pd.CategoricalDtype | None, names: pd.Index) -> pd.DataFrame:
-    """One table of each stream's pieces (pairs of arrays), by stream, then time; the stream a
-    categorical of dtype, else its name as text."""
-    counts = [sum(len(p[0]) for p in pieces) for pieces in per_stream]
-    parts = [{columns[0]: first, columns[1]: second} for pieces in per_stream for first, second in pieces]
-    for pieces in per_stream:
-        pieces.clear()
-    table = _joined(parts, columns)
-    if dtype is not None:
-        stream: object = pd.Categorical.from_codes(np.repeat(np.arange(len(codes)), counts), dtype=dtype)
-    else:
-        stream = np.repeat(np.asarray([names[c] for c in codes], dtype=object), counts)
-    table.insert(0, "stream", stream)
-    return table
+    def _table(self, what: str, names: pd.Index, categories: pd.Index | None = None) -> pd.DataFrame:
+        """One table of the pass, by stream then time; its stream a categorical of the streams it
+        holds (categories: of these), or, without categories for a table of few rows, their names."""
+        columns = self.out[what]
+        keys = columns.keys()
+        if categories is not None:  # every TCP stream, rows or not
+            place = np.full(len(names), -1, np.int64)
+            place[[names.get_loc(n) for n in categories]] = np.arange(len(categories))
+            codes = spilled_array(np.repeat(place[keys].astype(code_dtype(len(categories))), [columns.rows[k] for k in keys]))
+            stream: object = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories))
+        elif what == "data":
+            stream = pd.Categorical.from_codes(columns.key_codes(), categories=names[keys])
+        else:
+            stream = np.repeat(np.asarray([names[k] for k in keys], dtype=object), [columns.rows[k] for k in keys])
+        table = pd.DataFrame({"stream": stream, **columns.joined()}, copy=False)
+        return table[["t_ns", "stream", *[c for c in table.columns if c not in ("t_ns", "stream")]]] if what == "data" else table

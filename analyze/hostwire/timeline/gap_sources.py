@@ -12,6 +12,7 @@ import pandas as pd
 
 from hostwire.errors import InputError
 from hostwire.heap import give_back
+from hostwire.spill import spilled
 from hostwire.metrics.streams import FRAME_COLUMNS
 from hostwire.timeline import stream_tables
 from hostwire.timeline.build import Timeline, link_rate_bps
@@ -68,9 +69,10 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
     if len(writes):
         sends = compact(writes, ("stream", "t_enter_ns", "t_exit_ns"))
         backlog_ = (compact(tl.df_backlog(), ("stream", "t_ns", "backlog_bytes")) if side is None
-                    else stream_tables.backlog_steps(data, writes))
+                    else spilled(stream_tables.backlog_steps(data, writes)))
         sources["sends"] = "raw/syscalls.tsv" if (writes["source"] == "syscalls").all() else "raw/bench/send-*.tsv"
-    data = compact(data, ("t_ns", "stream", "wire_len", "payload_len"))
+    # the capture side's tables are on disk already (capture_pass): a selection, not a copy
+    data = compact(data, DATA_COLUMNS) if side is None else data[list(DATA_COLUMNS)]
     del writes
     if lean:
         tl.forget(*WHOLE_TABLES)
@@ -92,6 +94,7 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
                      transmit_pids=None if not lean else kernel.transmit_pids)
 
 
+DATA_COLUMNS = ("t_ns", "stream", "wire_len", "payload_len")  # what the gaps read of a data frame
 # what label_flows needs and the capture's gap inputs use of a frame
 LABEL_COLUMNS = [*FRAME_COLUMNS, "wire_len", "flags", "wscale"]
 # what sequence_steps and its readers use of a TCP frame

@@ -259,9 +259,10 @@ class _Explainer:
         self.cpus = Cpus(inputs.running)
         self.has_running = inputs.running is not None
         self.transmitters = inputs.transmitters()
-        self.frames = ByStream(data.assign(wire_ns=wire_ns(data["wire_len"].to_numpy(), inputs.rate_bps),
-                                            payload=(data["payload_len"] if "payload_len" in data.columns else 1)),
-                                ("t_ns", "wire_ns", "payload"), order_by="t_ns")
+        # each stream's frames as views of the table (by stream, then time); a frame's time on the
+        # link is made where a gap needs it
+        self.frames = ByStream(data if "payload_len" in data.columns else data.assign(payload_len=1),
+                               ("t_ns", "wire_len", "payload_len"), order_by="t_ns")
         fz = inputs.frozen
         self.frozen = union(fz["t_start_ns"].to_numpy(np.int64), fz["t_end_ns"].to_numpy(np.int64)) \
             if fz is not None and len(fz) else NONE
@@ -289,7 +290,7 @@ class _Explainer:
         f = self.frames.get(name)
         if f is None or len(f["t_ns"]) < 2:
             return None
-        first, nxt, on_link = f["t_ns"][:-1], f["t_ns"][1:], f["wire_ns"][:-1]
+        first, nxt, on_link = f["t_ns"][:-1], f["t_ns"][1:], wire_ns(f["wire_len"][:-1], self.inputs.rate_bps)
         threshold = np.full(len(first), int(min_gap_ns)) if min_gap_ns is not None else 2 * on_link
         chosen = nxt - first > threshold
         if window_ns is not None:
@@ -303,7 +304,7 @@ class _Explainer:
         freezes alone, as disjoint sorted intervals (starts, ends); the others come per piece
         (conditions_in)."""
         self.last = {n: int(f[1].max()) for n, f in found.items()}
-        self.mss = {n: int(self.frames.get(n)["payload"].max()) for n in found}  # type: ignore[index]
+        self.mss = {n: int(self.frames.get(n)["payload_len"].max()) for n in found}  # type: ignore[index]
         return {n: {"on_wire": union(f[0], f[0] + np.minimum(f[2], f[1] - f[0])), "vcpu_stolen": self.frozen}
                 for n, f in found.items()}
 
@@ -437,7 +438,8 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
             raise InputError(f"data frames: missing column {col}")
     if inputs.rate_bps <= 0:
         raise InputError(f"link rate {inputs.rate_bps}: expected > 0 bit/s")
-    names = sorted(str(n) for n in pd.unique(data["stream"].astype(str).to_numpy()))
+    codes, known = stream_codes(data["stream"])  # a categorical's codes: no string per row
+    names = sorted(str(known[c]) for c in np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(known))))
     if streams:
         names = [n for n in names if n in streams]
     explainer = _Explainer(inputs)
