@@ -217,3 +217,28 @@ def test_a_recorded_programs_streams_named_in_chunks_as_whole(synthetic_run: Pat
         names = stream_names_in_chunks(chunks)
     pd.testing.assert_frame_equal(names, stream_names(run.df_frames()))
     assert list(names["proto"]).count(6) == 4 and list(names["proto"]).count(17) == 1
+
+
+def test_a_long_capture_beside_a_trace_read_whole_is_read_in_chunks(synthetic_run: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture long enough for the chunked reading (capture_pass.long_capture) beside a kernel
+    trace read whole: the capture is never decoded whole, and the gaps are those of the whole
+    capture, the host's freezes (the trace's and the capture's silences together) among them."""
+    from hostwire.timeline import capture_pass, gaps
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(synthetic_run, run_dir)
+    whole = gaps.explain(gap_sources.gap_inputs(load_run(run_dir)), min_gap_ns=100 * US)
+    monkeypatch.setattr(capture_pass, "long_capture", lambda run: True)
+
+    def whole_capture(*args: object, **kwargs: object) -> pd.DataFrame:
+        raise AssertionError("the gap inputs decoded the whole capture")
+
+    monkeypatch.setattr(Run, "df_frames", whole_capture)
+    run = load_run(run_dir)
+    inputs = gap_sources.gap_inputs(run)
+    assert inputs.states is not None and len(inputs.states) > 0  # the trace read whole
+    chunked = gaps.explain(inputs, min_gap_ns=100 * US)
+    assert len(whole[0]) > 100
+    pd.testing.assert_frame_equal(chunked[0], whole[0])
+    pd.testing.assert_frame_equal(chunked[1], whole[1])

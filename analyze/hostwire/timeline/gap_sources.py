@@ -238,16 +238,22 @@ def frozen_host(run: Run, kernel: FirstPass | None = None,
         return None
     samples = run.df_resources()
     tick_ns = int(samples.attrs.get("meta", {}).get("tick_ns", 10_000_000))
-    if kernel is None:
+    if kernel is None and capture is None:
         return frozen(np.concatenate([run.df_sched()["t_ns"].to_numpy(), run.df_frames()["t_ns"].to_numpy()]),
                       samples, tick_ns)
     if capture is None:
         frames = np.sort(run.df_frames()["t_ns"].to_numpy())
         capture = (silences(frames), int(frames[0]) if len(frames) else None, int(frames[-1]) if len(frames) else None)
-    quiet, first_frame, last_frame = capture
-    first = kernel.first_ns if first_frame is None else min(kernel.first_ns, first_frame)
-    last = kernel.last_ns if last_frame is None else max(kernel.last_ns, last_frame)
-    return confirmed_by_steal(*common_silences(kernel.silences, quiet, first, last), samples, tick_ns)
+    if kernel is None:  # the trace read whole, the capture in chunks: the trace's silences from its stamps
+        stamps = np.sort(run.df_sched()["t_ns"].to_numpy())
+        trace = (silences(stamps), int(stamps[0]) if len(stamps) else None, int(stamps[-1]) if len(stamps) else None)
+    else:
+        trace = (kernel.silences, kernel.first_ns, kernel.last_ns)
+    firsts = [t for t in (trace[1], capture[1]) if t is not None]
+    lasts = [t for t in (trace[2], capture[2]) if t is not None]
+    if not firsts:  # no stamp at all: no silence between two
+        return frozen(np.zeros(0, np.int64), samples, tick_ns)
+    return confirmed_by_steal(*common_silences(trace[0], capture[0], min(firsts), max(lasts)), samples, tick_ns)
 
 
 def chunked_capture_side(run: Run) -> CaptureSide | None:
