@@ -42,9 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("--preempters", action="store_true",
                       help="per gap and task that ran while the sender waited: ns and share")
     p.add_argument("--engine", choices=("auto", "memory", "slabs"), default="auto",
-                   help="memory: the whole kernel trace in memory; slabs: the kernel trace read in slabs of time, in "
-                   "memory that does not grow with it (same results); auto (default): slabs for a raw/sched.tsv of "
-                   "256 MiB or more")
+                   help="memory: the whole kernel trace in memory; slabs: the kernel trace read in slabs of time and "
+                   "the capture in chunks, the inputs held on disk (same results); auto (default): slabs for a "
+                   "raw/sched.tsv of 256 MiB or more (a capture of 256 MiB or more is read in chunks either way)")
     p.add_argument("--json", action="store_true", help="JSON records instead of CSV")
     p.set_defaults(func=run)
 
