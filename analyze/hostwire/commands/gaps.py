@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from hostwire.errors import InputError
     from hostwire.run import load_run
     from hostwire.timeline import gap_sources, gaps
+    from hostwire.timeline.intervals import names_in
 
     run_ = load_run(args.run)
     start, end = run_.window_ns()
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         inputs, slabs = gap_sources.slabbed_gap_inputs(run_, args.link_rate)
     else:
         inputs = gap_sources.gap_inputs(run_, args.link_rate)
-    names = sorted(set(inputs.data["stream"].astype(str)))
+    names = names_in(inputs.data["stream"])  # a long run's data frames: no string per frame
     wanted = None
     if args.stream:
         wanted = []

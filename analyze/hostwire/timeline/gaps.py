@@ -43,7 +43,8 @@ import pandas as pd
 from hostwire.errors import InputError
 from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS, describe, idle_on, preempter_table, preempters
 from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, Spans, ascending, covered, level_rows,
-                                         numeric, restrict, steps, stream_codes, union, unique_sorted, within)
+                                         names_in, numeric, restrict, steps, stream_codes, union, unique_sorted,
+                                         within)
 
 if TYPE_CHECKING:
     from hostwire.timeline.kernel_slabs import Slab
@@ -438,8 +439,7 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
             raise InputError(f"data frames: missing column {col}")
     if inputs.rate_bps <= 0:
         raise InputError(f"link rate {inputs.rate_bps}: expected > 0 bit/s")
-    codes, known = stream_codes(data["stream"])  # a categorical's codes: no string per row
-    names = sorted(str(known[c]) for c in np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(known))))
+    names = names_in(data["stream"])
     if streams:
         names = [n for n in names if n in streams]
     explainer = _Explainer(inputs)

@@ -85,6 +85,12 @@ def stream_codes(stream: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes, np.asarray(names)
 
 
+def names_in(stream: pd.Series) -> list[str]:
+    """The stream names a column holds, sorted (from a categorical's codes: no string per row)."""
+    codes, known = stream_codes(stream)
+    return sorted(str(known[c]) for c in np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(known))))
+
+
 def steps(rows: dict[str, np.ndarray] | None, test: Callable[[np.ndarray], np.ndarray], t_end: int) -> tuple[np.ndarray, np.ndarray]:
     """Intervals [t_i, t_i+1) of one stream's step function (t_ns sorted, value) where test(value)
     holds."""
