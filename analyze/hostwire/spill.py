@@ -112,12 +112,7 @@ class Columns:
             for place, key in enumerate(keys):
                 left = self.rows[key]
                 while left:
-                    n = min(left, _BLOCK)
+                    n = min(left, _BLOCK // dtype.itemsize)
                     handle.write(memoryview(np.full(n, place, dtype)).cast("B"))
                     left -= n
             return _mapped(handle, dtype, sum(self.rows.values()))
-
-    def close(self) -> None:
-        for handle in self.files.values():
-            handle.close()
-        self.files.clear()

@@ -75,15 +75,14 @@ def long_capture(run: Run) -> bool:
 def open_capture(run: Run, progress: Callable[[int, int], None] | None = None) -> CaptureChunks:
     """The run's capture read in chunks on the run's clock, refused as Run.df_frames refuses it
     (damaged, or different from its recorded digest)."""
-    from hostwire.metrics.chunked.runs import clock_pairs
+    from hostwire.metrics.chunked.runs import clock_pairs, digest_problem
 
     pcap = run.path / "raw" / "wire.pcap"
     if not pcap.is_file():
         raise InputError(f"{pcap}: missing: this run has no wire capture")
-    for relative in ("raw/wire.pcap", "raw/wirecap.json"):
-        problem = run.raw_damage(relative)
-        if problem:
-            raise InputError(problem)
+    differs = digest_problem(run)
+    if differs is not None:
+        raise InputError(differs[1])
     return CaptureChunks(pcap, clock_pairs(run), columns=COLUMNS, progress=progress)
 
 

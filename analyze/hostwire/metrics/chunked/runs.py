@@ -42,14 +42,9 @@ def wire_facts(capture: CaptureChunks) -> Any:
     def read(run: Run, damaged: list[DamagedSource]) -> WireFacts:
         pcap = run.path / "raw" / "wire.pcap"
         damage = capture.attrs.get("damage")
-        if not damage:
-            # Run.df_frames marks intact frames read from a file that differs from its recorded
-            # digest: the capture's first, then wirecap.json's
-            for relative in ("raw/wire.pcap", "raw/wirecap.json"):
-                problem = run.raw_damage(relative)
-                if problem:
-                    damage = {"file": str(run.path / relative), "message": problem}
-                    break
+        differs = None if damage else digest_problem(run)  # a file damaged already is not digested
+        if differs is not None:
+            damage = {"file": str(run.path / differs[0]), "message": differs[1]}
         damaged.extend(from_attrs(damage, str(pcap)))
         if capture.rows == 0:
             return WireFacts(None)
@@ -57,6 +52,16 @@ def wire_facts(capture: CaptureChunks) -> Any:
         last_payload = last_payload_ns(capture) if run.window_is_recorded_only() else None
         return WireFacts(None, "", last_payload, capture.span()[1])
     return read
+
+
+def digest_problem(run: Run) -> tuple[str, str] | None:
+    """(file, why) when the capture or wirecap.json differs from its recorded digest, the capture
+    first, as Run.df_frames checks them; None when both match."""
+    for relative in ("raw/wire.pcap", "raw/wirecap.json"):
+        problem = run.raw_damage(relative)
+        if problem:
+            return relative, problem
+    return None
 
 
 def last_payload_ns(capture: CaptureChunks) -> int | None:
