@@ -21,7 +21,7 @@ import pandas as pd
 _BLOCK = 16 << 20  # bytes copied at a time when columns are joined
 
 
-def _scratch_file() -> IO[bytes]:
+def scratch_file() -> IO[bytes]:
     handle = tempfile.TemporaryFile(prefix="hw-spill-", dir=os.environ.get("HOSTWIRE_SCRATCH") or None)
     return handle  # TemporaryFile is unlinked at once on Linux
 
@@ -41,7 +41,7 @@ def code_dtype(categories: int) -> np.dtype:
 def spilled_array(values: np.ndarray) -> np.ndarray:
     """values in a scratch file, mapped read-only."""
     values = np.ascontiguousarray(values)
-    with _scratch_file() as handle:
+    with scratch_file() as handle:
         handle.write(memoryview(values).cast("B"))
         return _mapped(handle, values.dtype, len(values))
 
@@ -81,36 +81,39 @@ class Columns:
         for name, values in arrays.items():
             handle = self.files.get((key, name))
             if handle is None:
-                handle = self.files[key, name] = _scratch_file()
+                handle = self.files[key, name] = scratch_file()
             handle.write(memoryview(np.ascontiguousarray(values, dtype=self.dtypes[name])).cast("B"))
         self.rows[key] = self.rows.get(key, 0) + len(next(iter(arrays.values())))
 
     def keys(self) -> list[int]:
         return sorted(self.rows)
 
-    def joined(self) -> dict[str, np.ndarray]:
-        """Each column, the keys' pieces one after the other in key order, mapped; the pieces'
-        files are closed (their disk space goes)."""
+    def joined(self, order: list[int] | None = None) -> dict[str, np.ndarray]:
+        """Each column, the keys' pieces one after the other in key order (or in `order`, every
+        key), mapped; the pieces' files are closed (their disk space goes)."""
         out = {}
         total = sum(self.rows.values())
         for name, dtype in self.dtypes.items():
-            with _scratch_file() as joined:
-                for key in self.keys():
-                    piece = self.files.pop((key, name))
+            with scratch_file() as joined:
+                for key in order if order is not None else self.keys():
+                    piece = self.files.pop((key, name), None)
+                    if piece is None:  # a key without rows
+                        continue
                     piece.seek(0)
                     shutil.copyfileobj(piece, joined, _BLOCK)
                     piece.close()
                 out[name] = _mapped(joined, dtype, total)
         return out
 
-    def key_codes(self) -> np.ndarray:
-        """Each row's key as its place among keys(), in joined()'s order, mapped (in the smallest
-        integer type pandas keeps a categorical's codes in, so that no copy is made of them)."""
-        keys = self.keys()
+    def key_codes(self, order: list[int] | None = None) -> np.ndarray:
+        """Each row's key as its place among keys() (or in `order`), in joined()'s order, mapped (in
+        the smallest integer type pandas keeps a categorical's codes in, so that no copy is made
+        of them)."""
+        keys = order if order is not None else self.keys()
         dtype = code_dtype(len(keys))
-        with _scratch_file() as handle:
+        with scratch_file() as handle:
             for place, key in enumerate(keys):
-                left = self.rows[key]
+                left = self.rows.get(key, 0)
                 while left:
                     n = min(left, _BLOCK // dtype.itemsize)
                     handle.write(memoryview(np.full(n, place, dtype)).cast("B"))

@@ -93,3 +93,52 @@ def test_a_run_reads_a_long_file_in_pieces_and_holds_only_the_kept_calls(tmp_pat
     # a Run that holds the whole table filters it instead of reading the file again
     whole = run.df_syscalls()
     pd.testing.assert_frame_equal(run.df_syscalls(("read",)), whole[whole["call"] == "read"].reset_index(drop=True))
+
+
+def test_each_fds_bytes_add_up_piece_by_piece(tmp_path: Path) -> None:
+    """main_send_fds of the pieces is the whole table's: bytes summed per (pid, fd), the stream
+    named by the description of the fd's latest call by entry, also when an fd is reused for
+    another connection and the file's order is not the entries' (hand-built at the end)."""
+    from hostwire.read.syscalls import iter_syscalls_of
+    from hostwire.timeline.stream_tables import main_send_fds
+
+    lines = records(4_000, seed=3)
+    for k in range(0, len(lines), 7):  # fd 3 of pid 100 names another connection from time to time
+        fields = lines[k].split("\t")
+        fields[2], fields[5], fields[8] = "100", "3", "tcp"
+        fields[9] = "198.18.0.1:41%03d>198.18.0.2:5001" % (k % 13)
+        lines[k] = "\t".join(fields)
+    # fd 3's two latest calls by entry, in pieces far apart: the later entry written first
+    later = "2000000000500\t2000000000900\t100\t100\twrite\t3\t10\t10\ttcp\t198.18.0.1:42000>198.18.0.2:5001\t0\n"
+    earlier = "2000000000100\t2000000001000\t100\t100\twrite\t3\t10\t10\ttcp\t198.18.0.1:42001>198.18.0.2:5001\t0\n"
+    path = write_log(tmp_path / "syscalls.tsv", lines[:-300] + [later] + lines[-300:] + [earlier])
+    whole = main_send_fds(sends_of_the_whole(path))
+    for piece_bytes in (700, 1_500, 8 << 10):  # (300 records: over 8 KiB between the two)
+        pieces = iter_syscalls_of(path, SEND_CALLS, piece_bytes)
+        pd.testing.assert_frame_equal(main_send_fds(pieces), whole)
+    fd3 = whole.set_index("pid").loc[100]
+    assert int(fd3["fd"]) == 3 and fd3["stream"] == "198.18.0.1:42000>198.18.0.2:5001"  # the latest entry
+
+
+@pytest.mark.parametrize("piece_bytes", [2_000, 10_000])
+def test_the_writes_held_on_disk_are_the_writes_of_the_whole_file(tmp_path: Path, piece_bytes: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """send_writes_on_disk (a long run's gap inputs) gives every stream the writes stream_writes
+    gives it (each stream's rows in the file's order, not by entry), without holding the calls."""
+    import hostwire.read.syscalls as syscalls
+    from hostwire.run import Run
+    from hostwire.timeline.build import Timeline, send_writes_on_disk
+
+    (tmp_path / "raw").mkdir()
+    write_log(tmp_path / "raw" / "syscalls.tsv", records(3_000, seed=5))
+    whole = Timeline.of(Run(tmp_path, {"status": "complete"})).writes()
+    monkeypatch.setattr(syscalls, "PIECE_BYTES", piece_bytes)
+    run = Run(tmp_path, {"status": "complete"})
+    on_disk = send_writes_on_disk(Timeline.of(run))
+    assert on_disk is not None and not run.keeps("syscalls") and not run.keeps(("syscalls", SEND_CALLS))
+    assert list(on_disk["stream"].cat.categories) == sorted(set(whole["stream"]))
+    key = ["stream", "t_enter_ns", "t_exit_ns", "pid", "bytes"]
+    expected = whole.assign(stream=whole["stream"].astype(str))[key].sort_values(key, kind="stable")
+    got = on_disk.assign(stream=on_disk["stream"].astype(str))[key].sort_values(key, kind="stable")
+    assert len(got) > 1_000
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), expected.reset_index(drop=True))

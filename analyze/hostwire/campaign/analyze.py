@@ -316,17 +316,18 @@ def _gap_causes(run: Any) -> dict[str, Any]:
     """The long gaps of the run's streams in its window (`hostwire gaps` with its default
     threshold, a long kernel trace read in slabs): how many, their total time, each cause's share
     of it, and the sources the run lacks to tell causes apart (docs/timeline.md, "Gaps")."""
-    from hostwire.timeline import gap_sources, gaps
+    from hostwire.timeline import gap_sources, gap_tables, gaps
 
-    table, _ = gap_sources.explain_run(run, run.window_ns())
-    total = gaps.summary(table)
+    sums = gap_tables.Totals()  # the sums alone: a long run's gaps are not held
+    gap_sources.explain_run(run, run.window_ns(), sums)
+    total = sums.summary()
     out: dict[str, Any] = {"gaps": 0, "gap_time_ns": 0}
     whole = total[total["stream"] == "all"]
     if len(whole):
         out["gaps"], out["gap_time_ns"] = int(whole["gaps"].iloc[0]), int(whole["gap_ns"].iloc[0])
         for cause in gaps.CAUSES:
             out[f"gap_{cause}_share"] = float(whole[f"{cause}_share"].iloc[0])
-    out["gap_cannot_tell"] = " ".join(table.attrs.get("cannot_tell", []))
+    out["gap_cannot_tell"] = " ".join(sums.cannot_tell)
     return out
 
 

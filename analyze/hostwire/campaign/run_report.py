@@ -62,8 +62,7 @@ class RunReport:
         self.plots = path / "plots"
         self.sections: list[Section] = []
         self.streams = pd.DataFrame(columns=["stream", "label", "pid", "payload_bytes"])
-        self.gaps: pd.DataFrame | None = None
-        self.preempters: pd.DataFrame | None = None
+        self.preempters: pd.DataFrame | None = None  # per task: gap_tables.Digest.per_task
         # A long run is read as hostwire gaps and metrics read it: its kernel trace in slabs (the
         # first pass leaves the Run only the trace's rare events), its capture's metrics in chunks.
         from hostwire.metrics.chunked.engine import metrics_input
@@ -263,21 +262,22 @@ class RunReport:
         return Section("Streams", text + table_html(shown, float_format="{:.3f}"))
 
     def gap_causes(self) -> Section:
-        from hostwire.timeline import gap_sources, gaps
+        from hostwire.timeline import gap_sources, gap_tables
 
         title = "Why the long gaps happen"
         if (why := self.lacks()) is not None:
             return Section(title, f"<p>Not explained: {html.escape(why)}.</p>")
-        found, pre = gap_sources.explain_run(self.run, self.run.window_ns())
-        self.gaps, self.preempters = found, pre
+        digest = gap_tables.Digest(LONGEST_GAPS)  # what the section shows: a long run's gaps are not held
+        gap_sources.explain_run(self.run, self.run.window_ns(), digest)
+        self.preempters = digest.per_task()
         text = ("<p>Every gap between two data frames of a stream longer than twice the first frame's time on the "
                 "wire, split into causes that add up to it (<code>hostwire gaps RUN --summary</code>; the rules in "
                 "docs/timeline.md): each cause's share of the gap time, per stream and for all.</p>")
-        for sentence in found.attrs.get("cannot_tell", []):
+        for sentence in digest.cannot_tell:
             text += f"<p class=\"warn\">{html.escape(sentence)}</p>"
-        if len(found) == 0:
+        if not digest.count:
             return Section(title, text + "<p>No gap was longer than its threshold.</p>")
-        summary = gaps.summary(found)
+        summary = digest.summary()
         causes = [c for c in CAUSES if f"{c}_share" in summary.columns]
         shown = pd.DataFrame({"stream": [self.label(s) for s in summary["stream"]], "gaps": summary["gaps"],
                               "gap time [ms]": summary["gap_ns"].map(_ms)})
@@ -286,12 +286,12 @@ class RunReport:
         shares = summary.assign(key=[self.label(s, lines=2) for s in summary["stream"]]).set_index("key")
         shares = shares[[f"{c}_share" for c in causes]].rename(columns=lambda c: c[:-len("_share")]).astype(float)
         name = save_figure(plots.plot_gap_causes(shares), self.plots, "gap_causes")
-        text += table_html(shown, float_format="{:.3f}") + self._longest_gaps(found, causes) + self._preempters(pre)
+        text += (table_html(shown, float_format="{:.3f}") + self._longest_gaps(digest.longest(), causes)
+                 + self._preempters(self.preempters))
         return Section(title, text, [name])
 
-    def _longest_gaps(self, found: pd.DataFrame, causes: list[str]) -> str:
+    def _longest_gaps(self, top: pd.DataFrame, causes: list[str]) -> str:
         start, _ = self.run.window_ns()
-        top = found.sort_values("gap_ns", ascending=False, kind="stable").head(LONGEST_GAPS)
         rows = pd.DataFrame({"stream": [self.label(s) for s in top["stream"]],
                              "at [s]": (top["t_start_ns"].to_numpy(np.int64) - start) / 1e9,
                              "gap [ms]": top["gap_ns"].map(_ms).to_numpy()})
@@ -305,14 +305,12 @@ class RunReport:
                 "share):</p>"
                 + table_html(rows, float_format="{:.3f}"))
 
-    def _preempters(self, pre: pd.DataFrame) -> str:
+    def _preempters(self, per_task: pd.DataFrame) -> str:
         if not self.run.has("raw/sched.tsv"):
             return "<p>Who preempted the senders is not known: this run has no kernel trace (raw/sched.tsv).</p>"
-        if len(pre) == 0:
+        if len(per_task) == 0:
             return "<p>No sender waited runnable while another task ran: nothing preempted it.</p>"
-        per = pre.assign(gap=pre["stream"].astype(str) + "@" + pre["t_start_ns"].astype(str)).groupby(
-            ["pid", "comm", "role"], as_index=False).agg(ns=("ns", "sum"), gaps=("gap", "nunique"))
-        per = per.sort_values("ns", ascending=False, kind="stable")
+        per = per_task.sort_values("ns", ascending=False, kind="stable")
         total = float(per["ns"].sum())
         top = per.head(TOP_PREEMPTERS)
         shown = pd.DataFrame({"pid": top["pid"], "comm": top["comm"], "role": top["role"],

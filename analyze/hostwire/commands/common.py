@@ -68,6 +68,26 @@ def write_table(table: pd.DataFrame, as_json: bool, out: Any) -> None:
         table.to_csv(out, index=False, float_format="%.10g")
 
 
+def write_pieces(pieces: Iterable[pd.DataFrame], columns: list[str], as_json: bool, out: Any) -> None:
+    """write_table of the pieces' rows one after the other, one piece held at a time (a long
+    run's table need not fit in memory): the same text as write_table of their concatenation
+    (columns: the header of a table without rows)."""
+    first = True
+    if as_json:
+        for piece in pieces:
+            for row in piece.to_dict(orient="records"):
+                text = json.dumps({k: _json_value(v) for k, v in row.items()}, indent=1)
+                out.write(("[\n " if first else ",\n ") + text.replace("\n", "\n "))
+                first = False
+        out.write("[]\n" if first else "\n]\n")
+        return
+    for piece in pieces:
+        piece.to_csv(out, index=False, header=first, float_format="%.10g")
+        first = False
+    if first:
+        pd.DataFrame(columns=columns).to_csv(out, index=False)
+
+
 def _json_value(v: Any) -> Any:
     if isinstance(v, (np.integer,)):
         return int(v)

@@ -50,12 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hostwire.commands.common import write_table
+    from hostwire.commands.common import write_pieces, write_table
     from hostwire.metrics.streams import _has_port
     from hostwire.metrics.window import Window, narrow
     from hostwire.errors import InputError
     from hostwire.run import load_run
-    from hostwire.timeline import gap_sources, gaps
+    from hostwire.timeline import gap_sources, gap_tables, gaps
+    from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS
     from hostwire.timeline.intervals import names_in
 
     run_ = load_run(args.run)
@@ -75,10 +76,20 @@ def run(args: argparse.Namespace) -> int:
             if not matched:
                 raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(names) or 'none'}")
             wanted += matched
-    table, pre = gaps.explain(inputs, args.min_gap, (window.start_ns, window.end_ns), wanted, slabs,
-                              None if slabs is None else lambda: gap_sources.name_senders(inputs, slabs))
-    for sentence in table.attrs.get("cannot_tell", []):
-        sys.stderr.write(f"hostwire: warning: {sentence}\n")
-    out = gaps.summary(table) if args.summary else pre if args.preempters else table
-    write_table(out, args.json, sys.stdout)
+    # each gap is written out once it closes (gap_tables): a long run's rows are not held
+    sink = gap_tables.Totals() if args.summary else gap_tables.OnDisk()
+    try:
+        gaps.explain_into(sink, inputs, args.min_gap, (window.start_ns, window.end_ns), wanted, slabs,
+                          None if slabs is None else lambda: gap_sources.name_senders(inputs, slabs))
+        for sentence in sink.cannot_tell:
+            sys.stderr.write(f"hostwire: warning: {sentence}\n")
+        if isinstance(sink, gap_tables.Totals):
+            write_table(sink.summary(), args.json, sys.stdout)
+        elif args.preempters:
+            write_pieces(sink.pieces("preempters"), PREEMPTER_COLUMNS, args.json, sys.stdout)
+        else:
+            write_pieces(sink.pieces("gaps"), gap_tables.GAP_COLUMNS, args.json, sys.stdout)
+    finally:
+        if isinstance(sink, gap_tables.OnDisk):
+            sink.close()
     return 0

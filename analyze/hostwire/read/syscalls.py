@@ -4,7 +4,7 @@ counters, syscalls.json. Schema in docs/formats.md, section "syscalls.tsv"."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ INT_COLUMNS = ["t_enter_ns", "t_exit_ns", "pid", "tid", "fd", "req_bytes"]
 FD_KINDS = ("tcp", "udp", "unix", "file", "pipe", "other", "unknown")
 # "proc": recordings of the first kernel series' /proc/schedtrace ring, still read
 BACKENDS = ("ptrace", "preload", "tracefs", "proc")
-PIECE_BYTES = 32 << 20  # read_syscalls_of's pieces of text
+PIECE_BYTES = 8 << 20  # read_syscalls_of's pieces of text: a piece's typed table takes about seven times its text
 _DTYPES: dict[str, Any] = {**{c: "int64" for c in INT_COLUMNS}, "call": str, "result": str, "fd_kind": str,
                            "fd_desc": str, "unfinished": str}
 
@@ -82,21 +82,37 @@ def read_syscalls_of(path: str | Path, calls: Collection[str], piece_bytes: int 
     piece (about piece_bytes of text each, default PIECE_BYTES): the memory follows the calls
     kept, not the file. A file that is not whole raises InputError naming file and line, as
     read_syscalls does, and every record's values are checked as there."""
+    kept = list(iter_syscalls_of(path, calls, piece_bytes, progress))
+    df = pd.concat(kept, ignore_index=True)
+    df = df.sort_values("t_enter_ns", kind="stable").reset_index(drop=True)
+    df.attrs.update(kept[0].attrs)
+    return df
+
+
+def iter_syscalls_of(path: str | Path, calls: Collection[str], piece_bytes: int | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> Iterator[pd.DataFrame]:
+    """read_syscalls_of's records a piece at a time, in the file's order (not sorted by entry),
+    at least one piece (empty for a file without such calls), each with the file's attrs; the
+    file's damage is raised once reached, after the pieces before it."""
     tsv = _open(path)
-    kept, records = [], 0
+    records, given = 0, 0
+    attrs = {"meta": tsv.meta, "path": str(tsv.path), "damage": None}
     try:
         for raw in iter_records(tsv, piece_bytes or PIECE_BYTES, progress, dtype=_DTYPES, na_filter=False):
             typed = _typed(raw, tsv.path, tsv.header_lines + records)  # every record checked, as whole
-            kept.append(typed[typed["call"].isin(calls).to_numpy()])
             records += len(raw)
+            piece = typed[typed["call"].isin(calls).to_numpy()].reset_index(drop=True)
+            if len(piece) or not given:
+                piece.attrs.update(attrs)
+                given += 1
+                yield piece
     except MalformedRecordError:  # the whole file's reading names the bad record
         read_syscalls(path)
         raise
-    df = pd.concat(kept, ignore_index=True) if kept else _typed(pd.DataFrame({c: pd.Series(dtype=str) for c in COLUMNS}),
-                                                                 tsv.path, tsv.header_lines)
-    df = df.sort_values("t_enter_ns", kind="stable").reset_index(drop=True)
-    df.attrs.update({"meta": tsv.meta, "path": str(tsv.path), "damage": None})
-    return df
+    if not given:
+        empty = _typed(pd.DataFrame({c: pd.Series(dtype=str) for c in COLUMNS}), tsv.path, tsv.header_lines)
+        empty.attrs.update(attrs)
+        yield empty
 
 
 def _open(path: str | Path) -> TsvFile:

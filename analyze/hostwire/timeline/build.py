@@ -6,7 +6,7 @@ nothing of the timeline: it only keeps the Timeline for every caller to share.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -144,8 +144,9 @@ def streams(run: Run) -> pd.DataFrame:
         # the kernel trace saw the whole machine's connections: only the captured ones are streams
         captured = set(names["stream"])
         sockets = sockets[(sockets["local"] + ">" + sockets["remote"]).isin(captured).to_numpy()]
-    fds = stream_tables.main_send_fds(run.df_syscalls(stream_tables.SEND_CALLS)) if run.has("raw/syscalls.tsv") else pd.DataFrame(
-        columns=["pid", "fd", "stream"])
+    # each fd's bytes add up piece by piece: a long run's send calls are not held for it
+    fds = stream_tables.main_send_fds(send_call_pieces(run)) if run.has("raw/syscalls.tsv") \
+        else pd.DataFrame(columns=["pid", "fd", "stream"])
     senders = [{"fd": -1, "source": "bench", **s} for s in senders]
     return stream_tables.streams_table(pd.DataFrame(senders, columns=["role", "pid", "local", "peer", "fd", "source"]),
                                 pd.DataFrame(receivers, columns=["role", "pid", "sender_pid"]), sockets, fds)
@@ -206,6 +207,49 @@ def stream_writes(tl: Timeline) -> pd.DataFrame:
     return pd.DataFrame({"stream": w["stream"].astype(str).to_numpy(), "pid": w["pid"].to_numpy(),
                          "t_enter_ns": w["t_ns"].to_numpy(), "t_exit_ns": w["t_end_ns"].to_numpy(),
                          "bytes": w["bytes"].to_numpy(), "source": "bench"}).reset_index(drop=True)
+
+
+def send_call_pieces(run: Run) -> Iterator[pd.DataFrame]:
+    """Run.df_syscalls(SEND_CALLS) a piece at a time, for what is made row by row (the sends
+    joined to their streams, each fd's bytes): from a file longer than one piece nothing of it is
+    held (the rows come in the file's order); else the one table, kept as df_syscalls keeps it."""
+    from hostwire.read.syscalls import iter_syscalls_of, read_in_pieces
+
+    path, calls = run.path / "raw" / "syscalls.tsv", stream_tables.SEND_CALLS
+    if run.keeps("syscalls") or run.keeps(("syscalls", calls)) or not read_in_pieces(path):
+        yield run.df_syscalls(calls)
+        return
+    if (problem := run.raw_damage("raw/syscalls.tsv")):
+        raise InputError(problem)
+    yield from iter_syscalls_of(path, calls)
+
+
+def send_writes_on_disk(tl: Timeline) -> pd.DataFrame | None:
+    """stream_writes' stream, pid, t_enter_ns, t_exit_ns and bytes of the traced send calls, made
+    piece by piece from raw/syscalls.tsv and held on disk (hostwire.spill), the stream a
+    categorical of the names in name order, each stream's rows in the file's order (not by
+    entry); None when stream_writes would not take them from the calls (no send call on a
+    stream: the benchmark's writes)."""
+    from hostwire.spill import Columns
+
+    if not tl.run.has("raw/syscalls.tsv"):
+        return None
+    columns = Columns({"pid": np.int64, "t_enter_ns": np.int64, "t_exit_ns": np.int64, "bytes": np.int64})
+    key_of: dict[str, int] = {}
+    for piece in send_call_pieces(tl.run):
+        c = _calls_of(tl, piece)
+        sends = c[c["is_send"].to_numpy() & (c["stream"].to_numpy() != "")]
+        codes, names = pd.factorize(sends["stream"].to_numpy())
+        for k, name in enumerate(names):
+            rows = sends[codes == k]
+            columns.append(key_of.setdefault(str(name), len(key_of)),
+                           **{c: rows[c].to_numpy() for c in ("pid", "t_enter_ns", "t_exit_ns", "bytes")})
+    if not key_of:
+        return None
+    names = sorted(key_of)
+    order = [key_of[n] for n in names]
+    return pd.DataFrame({"stream": pd.Categorical.from_codes(columns.key_codes(order), categories=pd.Index(names, dtype=object)),
+                         **columns.joined(order)}, copy=False)
 
 
 def segments(tl: Timeline) -> pd.DataFrame:

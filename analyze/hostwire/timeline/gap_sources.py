@@ -1,4 +1,4 @@
-"""What `hostwire gaps` reads from a run (hostwire.timeline.gaps.GapInputs), gathered from its
+"""What `hostwire gaps` reads from a run (hostwire.timeline.gap_inputs.GapInputs), gathered from its
 timeline: the capture (required), the kernel trace, the system calls or the benchmark's writes,
 and the /proc/stat samples when present."""
 
@@ -12,16 +12,16 @@ import pandas as pd
 
 from hostwire.errors import InputError
 from hostwire.heap import give_back
-from hostwire.spill import spilled
 from hostwire.metrics.streams import FRAME_COLUMNS
 from hostwire.timeline import stream_tables
-from hostwire.timeline.build import Timeline, link_rate_bps
+from hostwire.timeline.build import Timeline, link_rate_bps, send_writes_on_disk
 from hostwire.timeline.sequence import late_acknowledgements, sequence_steps, usable_window
 
 if TYPE_CHECKING:
     from hostwire.run import Run
     from hostwire.timeline.capture_pass import CaptureSide
-    from hostwire.timeline.gaps import GapInputs
+    from hostwire.timeline.gap_tables import Sink
+    from hostwire.timeline.gap_inputs import GapInputs
     from hostwire.timeline.kernel_slabs import FirstPass, KernelSlabs
 
 
@@ -35,7 +35,7 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
     or when it is long (capture_pass.long_capture); else whole, as the timeline's tables read it."""
     from hostwire.metrics.streams import TCP
     from hostwire.timeline.capture_pass import long_capture
-    from hostwire.timeline.gaps import GapInputs
+    from hostwire.timeline.gap_inputs import GapInputs
     from hostwire.timeline.kernel_slabs import no_kernel_tables
 
     if not run.has("raw/wire.pcap"):
@@ -51,13 +51,16 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
         states, running_ = (tl.df_task_states(), tl.df_running()) if not lean else no_kernel_tables()
         sources["states"] = "raw/sched.tsv"
     # Lean, each whole table goes once the smaller ones are made from it, before the next is read:
-    # the calls once the writes are; the capture is read in chunks (capture_pass), never whole.
-    writes = tl.writes()
+    # the calls once the writes are; the capture is read in chunks (capture_pass), never whole, and
+    # the writes are made from the send calls piece by piece, held on disk.
+    chunked = lean or long_capture(run)
+    on_disk = send_writes_on_disk(tl) if chunked else None
+    writes = on_disk if on_disk is not None else tl.writes()
     if lean:
         run.forget("syscalls", ("syscalls", stream_tables.SEND_CALLS))
         tl.forget("calls")
         give_back()
-    side = chunked_capture_side(run) if lean or long_capture(run) else None
+    side = chunked_capture_side(run) if chunked else None
     if side is not None:
         data, protos, sender_side = side.data, side.protos, side.sender_side
     else:
@@ -67,10 +70,12 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
         sender_side = set(data["src"].astype(str)) if len(data) else set()
     sends = backlog_ = None
     if len(writes):
-        sends = compact(writes, ("stream", "t_enter_ns", "t_exit_ns"))
+        sends = compact(writes, ("stream", "t_enter_ns", "t_exit_ns")) if on_disk is None else \
+            writes[["stream", "t_enter_ns", "t_exit_ns"]]  # mapped from disk: a selection, not a copy
         backlog_ = (compact(tl.df_backlog(), ("stream", "t_ns", "backlog_bytes")) if side is None
-                    else spilled(stream_tables.backlog_steps(data, writes)))
-        sources["sends"] = "raw/syscalls.tsv" if (writes["source"] == "syscalls").all() else "raw/bench/send-*.tsv"
+                    else stream_tables.backlog_steps(data, writes))  # on disk
+        sources["sends"] = "raw/syscalls.tsv" if "source" not in writes.columns or (writes["source"] == "syscalls").all() \
+            else "raw/bench/send-*.tsv"
     # the capture side's tables are on disk already (capture_pass): a selection, not a copy
     data = compact(data, DATA_COLUMNS) if side is None else data[list(DATA_COLUMNS)]
     del writes
@@ -209,15 +214,16 @@ def slabbed_gap_inputs(run: Run, rate_text: str | None = None) -> tuple[GapInput
     return gap_inputs(run, rate_text, first), KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles(), progress)
 
 
-def explain_run(run: Run, window_ns: tuple[int, int]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """hostwire.timeline.gaps.explain of every stream of the run in window_ns at the default
-    threshold, a long kernel trace (long_trace) read in slabs."""
+def explain_run(run: Run, window_ns: tuple[int, int], sink: Sink) -> None:
+    """hostwire.timeline.gaps.explain_into sink of every stream of the run in window_ns at the
+    default threshold, a long kernel trace (long_trace) read in slabs."""
     from hostwire.timeline import gaps
 
     if long_trace(run) is None:
-        return gaps.explain(gap_inputs(run), None, window_ns)
+        gaps.explain_into(sink, gap_inputs(run), None, window_ns)
+        return
     inputs, slabs = slabbed_gap_inputs(run)
-    return gaps.explain(inputs, None, window_ns, slabs=slabs, on_comms=lambda: name_senders(inputs, slabs))
+    gaps.explain_into(sink, inputs, None, window_ns, slabs=slabs, on_comms=lambda: name_senders(inputs, slabs))
 
 
 def name_senders(inputs: GapInputs, slabs: KernelSlabs) -> None:

@@ -34,14 +34,17 @@ import copy
 import os
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
-from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS, describe, idle_on, preempter_table, preempters
+from hostwire.timeline.gap_inputs import GapInputs
+from hostwire.timeline.gap_tables import (CAUSE_NAMES, CAUSES, GAP_COLUMNS, TCP_CAUSES, TEXT_COLUMNS, Sink, Whole,
+                                          summary)
+from hostwire.timeline.gap_tasks import describe, idle_on, preempter_table, preempters
 from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, Spans, ascending, covered, level_rows,
                                          names_in, numeric, restrict, steps, stream_codes, union, unique_sorted,
                                          within)
@@ -49,82 +52,13 @@ from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, Spans, 
 if TYPE_CHECKING:
     from hostwire.timeline.kernel_slabs import Slab
 
+# gap_tables' names are read here too (gaps.CAUSES, gaps.summary)
+__all__ = ["CAUSES", "CAUSE_NAMES", "GAP_COLUMNS", "TCP_CAUSES", "TEXT_COLUMNS", "GapInputs", "Segments", "classify",
+           "explain", "explain_into", "summary", "wire_ns"]
+
 # the one piece of an explanation that is not cut in slabs (hostwire.timeline.kernel_slabs.OPEN_LO/HI)
 OPEN_LO, OPEN_HI = -(1 << 62), 1 << 62
 
-CAUSES = ("on_wire", "vcpu_stolen", "receiver_window", "retransmit_timeout", "wire_busy", "preempted",
-          "blocked_in_call", "app_idle", "awaiting_ack", "unexplained")
-CAUSE_NAMES = {c: c.replace("_", "-") for c in CAUSES}
-# the TCP causes: a UDP flow has no window, acknowledgements or retransmissions
-TCP_CAUSES = ("receiver_window", "retransmit_timeout", "awaiting_ack")
-GAP_COLUMNS = ["stream", "proto", "pid", "comm", "t_start_ns", "t_end_ns", "gap_ns", "threshold_ns",
-               *[f"{c}_ns" for c in CAUSES], "preempted_by"]
-TEXT_COLUMNS = ("stream", "proto", "comm", "preempted_by")
-
-
-@dataclass
-class GapInputs:
-    """What the gap analysis reads. data: the data frames of every stream (t_ns, stream, wire_len);
-    link: the frames sharing the data direction of the link (t_ns, stream, wire_len; default:
-    data); senders: stream -> sender pid; states: task states (pid, t_start_ns, t_end_ns, state,
-    cpu) or None without a kernel trace; running: per-CPU intervals (cpu, t_start_ns, t_end_ns,
-    pid, comm, role) or None; sends: stream, t_enter_ns, t_exit_ns of the senders' send calls, or
-    None; backlog: stream, t_ns, backlog_bytes, or None; window: stream, t_ns, window_bytes (the
-    usable window from each frame on: sequence.usable_window; NaN when unknown), or None; late_acks:
-    stream, t_start_ns, t_end_ns where the oldest byte in flight waits for its acknowledgement
-    (sequence.late_acknowledgements), or None; awaiting_acks and retransmit_timeouts: stream,
-    t_start_ns, t_end_ns where each holds (tcp_waits.sender_waits), or None. protos: stream ->
-    "tcp" or "udp" (default: "tcp"); comms: pid -> the process's name; frozen: t_start_ns, t_end_ns
-    where the whole host stood still (stolen.frozen), or None. rate_bps: the link rate."""
-
-    data: pd.DataFrame
-    rate_bps: float
-    senders: dict[str, int] = field(default_factory=dict)
-    receivers: dict[str, int] = field(default_factory=dict)  # stream -> receiver pid on this host
-    link: pd.DataFrame | None = None
-    states: pd.DataFrame | None = None
-    running: pd.DataFrame | None = None
-    sends: pd.DataFrame | None = None
-    backlog: pd.DataFrame | None = None
-    window: pd.DataFrame | None = None
-    late_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: sequence.late_acknowledgements
-    awaiting_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: tcp_waits.sender_waits
-    retransmit_timeouts: pd.DataFrame | None = None  # the same
-    protos: dict[str, str] = field(default_factory=dict)
-    frozen: pd.DataFrame | None = None  # t_start_ns, t_end_ns: stolen.frozen
-    comms: dict[int, str] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)  # what each input was built from
-    transmit_pids: list[int] | None = None  # kernel threads sending for any socket (default: ksoftirqd/*)
-    # The sender's host ran under a CPU quota (cgroup cpu.max): a runnable task waiting while its CPU
-    # idles is throttled (its group's quota is spent), not waking up.
-    cpu_quota: bool = False
-
-    def transmitters(self) -> list[int]:
-        if self.transmit_pids is not None:
-            return list(self.transmit_pids)
-        if self.running is None or len(self.running) == 0:
-            return []
-        r = self.running
-        ks = r[r["comm"].astype(str).str.startswith("ksoftirqd/").to_numpy()]
-        return sorted(int(p) for p in ks["pid"].unique())
-
-    def cannot_tell(self) -> list[str]:
-        """The causes this input cannot tell apart, one sentence each."""
-        out = []
-        if self.states is None:
-            out.append("without a kernel trace (raw/sched.tsv) preempted cannot be told apart from "
-                       "blocked-in-call and app-idle: a runnable sender counts as one of them")
-        if self.sends is None:
-            out.append("without system calls or the benchmark's writes blocked-in-call cannot be told apart "
-                       "from app-idle")
-        if self.backlog is None:
-            out.append("without the writes the backlog is unknown: wire-busy holds whenever another stream "
-                       "holds the link, awaiting-ack whenever an acknowledgement released a full window, and "
-                       "the application's causes are not gated on an empty backlog")
-        if self.window is None or not np.isfinite(pd.to_numeric(self.window["window_bytes"],
-                                                                errors="coerce")).any():
-            out.append("the receiver's window is unknown (no handshake captured): receiver-window is never told")
-        return out
 
 
 def wire_ns(wire_len: np.ndarray, rate_bps: float) -> np.ndarray:
@@ -238,9 +172,11 @@ def classify(s: Segments) -> np.ndarray:
 class _Explainer:
     """The inputs of explain() prepared once for every stream: split by stream, CPU and task."""
 
-    def __init__(self, inputs: GapInputs) -> None:
+    def __init__(self, inputs: GapInputs, min_gap_ns: int | None = None,
+                 window_ns: tuple[int, int] | None = None) -> None:
         data = inputs.data
         self.inputs = inputs
+        self.min_gap_ns, self.window_ns = min_gap_ns, window_ns
         link = inputs.link if inputs.link is not None else data
         # in time order, for busy() to slice a piece's frames by time (a capture's frames are already)
         # the link's columns as they are (a long run's are in time order, its streams a categorical's
@@ -275,8 +211,9 @@ class _Explainer:
             ("late_ack", i.late_acks, "t_start_ns", "t_end_ns"), ("in_call", i.sends, "t_enter_ns", "t_exit_ns"),
             ("awaiting_ack", i.awaiting_acks, "t_start_ns", "t_end_ns"),
             ("retransmit_timeout", i.retransmit_timeouts, "t_start_ns", "t_end_ns"))}
-        self.mss: dict[str, int] = {}
-        self.last: dict[str, int] = {}
+        # a stream's largest segment, and its last frame (a level holds until then: no gap ends later)
+        self.mss = {n: int(f["payload_len"].max()) for n, f in self.frames.rows.items()}
+        self.last = {n: int(f["t_ns"][-1]) for n, f in self.frames.rows.items()}
 
     def with_kernel(self, states: pd.DataFrame, running: pd.DataFrame) -> _Explainer:
         """The same explainer on other kernel tables (one slab's: hostwire.timeline.kernel_slabs)."""
@@ -284,30 +221,26 @@ class _Explainer:
         other.runnable, other.cpus, other.has_running = Runnable(states), Cpus(running), True
         return other
 
-    def gaps(self, name: str, min_gap_ns: int | None,
-             window_ns: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        """The stream's gaps to explain: first frame's stamp, next frame's stamp, the first
-        frame's time on the link, the threshold; None when there is none."""
+    def gaps_in(self, name: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The stream's gaps to explain that reach into [lo, hi): first frame's stamp, next
+        frame's stamp, the first frame's time on the link, the threshold; None when there is none."""
         f = self.frames.get(name)
         if f is None or len(f["t_ns"]) < 2:
             return None
-        first, nxt, on_link = f["t_ns"][:-1], f["t_ns"][1:], wire_ns(f["wire_len"][:-1], self.inputs.rate_bps)
-        threshold = np.full(len(first), int(min_gap_ns)) if min_gap_ns is not None else 2 * on_link
+        t = f["t_ns"]
+        # gap k lies between frames k and k + 1: it reaches into [lo, hi) when t[k + 1] > lo and t[k] < hi
+        k0 = max(int(np.searchsorted(t, lo, side="right")) - 1, 0)
+        k1 = min(int(np.searchsorted(t, hi, side="left")), len(t) - 1)
+        if k1 <= k0:
+            return None
+        first, nxt, on_link = t[k0:k1], t[k0 + 1:k1 + 1], wire_ns(f["wire_len"][k0:k1], self.inputs.rate_bps)
+        threshold = np.full(len(first), int(self.min_gap_ns)) if self.min_gap_ns is not None else 2 * on_link
         chosen = nxt - first > threshold
-        if window_ns is not None:
-            chosen &= (first >= window_ns[0]) & (nxt <= window_ns[1])
+        if self.window_ns is not None:
+            chosen &= (first >= self.window_ns[0]) & (nxt <= self.window_ns[1])
         if not chosen.any():
             return None
         return first[chosen], nxt[chosen], on_link[chosen], threshold[chosen]
-
-    def conditions(self, found: dict[str, tuple[np.ndarray, ...]]) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
-        """The conditions of each stream with gaps (found) that follow from its gaps and the host's
-        freezes alone, as disjoint sorted intervals (starts, ends); the others come per piece
-        (conditions_in)."""
-        self.last = {n: int(f[1].max()) for n, f in found.items()}
-        self.mss = {n: int(self.frames.get(n)["payload_len"].max()) for n in found}  # type: ignore[index]
-        return {n: {"on_wire": union(f[0], f[0] + np.minimum(f[2], f[1] - f[0])), "vcpu_stolen": self.frozen}
-                for n, f in found.items()}
 
     def conditions_in(self, name: str, lo: int, hi: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """The conditions the per-row inputs give, on [lo, hi), from the rows that reach into it: a
@@ -383,11 +316,12 @@ class _Explainer:
             wait_cpu = np.where(idle_on(self.cpus, wait_cpu, seg.start), -1, wait_cpu)
         return wait_cpu
 
-    def piece(self, name: str, found: tuple[np.ndarray, ...], sets: dict[str, tuple[np.ndarray, np.ndarray]],
-              lo: int, hi: int) -> tuple[np.ndarray, pd.DataFrame]:
+    def piece(self, name: str, found: tuple[np.ndarray, ...], lo: int, hi: int) -> tuple[np.ndarray, pd.DataFrame]:
         """The ns of each cause in the parts of the stream's gaps (found) that lie in [lo, hi), per
         gap and cause, and the tasks that ran while the sender waited there (gap_tasks.preempters' rows)."""
-        first, nxt = found[0], found[1]
+        first, nxt, on_link = found[0], found[1], found[2]
+        # the stream's own previous frame holds the link; the hypervisor ran none of the host's CPUs
+        sets = {"on_wire": union(first, first + np.minimum(on_link, nxt - first)), "vcpu_stolen": self.frozen}
         parts = np.zeros((len(first), len(CAUSES)), dtype=np.int64)
         pick = np.flatnonzero((nxt > lo) & (first < hi))
         if len(pick) == 0:
@@ -404,13 +338,35 @@ class _Explainer:
         return parts, preempters(seg.start[p], seg.end[p], seg.gap[p], seg.wait_cpu[p],
                                   self.cpus if self.has_running else None)
 
-    def finish(self, name: str, found: tuple[np.ndarray, ...], parts: np.ndarray,
-               pre_rows: list[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """One stream's gap table and preempters from the sums of its pieces."""
+    def slab(self, name: str, lo: int, hi: int, carried: _Open | None) -> tuple[_Closed | None, _Open | None]:
+        """The stream's gaps that close in [lo, hi), with what the earlier pieces gave the one
+        carried into it; and the gap still open at hi, if any (a stream's gaps are disjoint: at
+        most one crosses a bound)."""
+        found = self.gaps_in(name, lo, hi)
+        if found is None:
+            return None, None
+        parts, pre = self.piece(name, found, lo, hi)
+        rows = [pre] if len(pre) else []
+        if carried is not None:  # the earlier pieces' share of the first gap, which began before lo
+            assert int(found[0][0]) == carried.first, "a carried gap is the next piece's first"
+            parts[0] += carried.parts
+            rows = carried.preempters + rows
+        closing = int(np.searchsorted(found[1], hi, side="right"))  # the gaps that end by hi
+        carry = None
+        if closing < len(found[0]):  # (an empty row set is not carried: a gap can span many slabs)
+            carry = _Open(int(found[0][closing]), parts[closing].copy(),
+                          [r.assign(gap=0) for r in _rows_of(rows, lambda gap: gap == closing)])
+        if closing == 0:
+            return None, carry
+        return _Closed([a[:closing] for a in found], parts[:closing], _rows_of(rows, lambda gap: gap < closing)), carry
+
+    def table(self, name: str, found: list[np.ndarray], parts: np.ndarray,
+              pre_rows: list[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Closed gaps' table and preempters from the sums of their pieces (the sender's name is
+        the sink's to give: gap_tables.Sink.finish)."""
         first, nxt, _, threshold = found
         pid = int(self.inputs.senders.get(name, -1))
-        table = pd.DataFrame({"stream": name, "proto": self.inputs.protos.get(name, "tcp"), "pid": pid,
-                              "comm": self.inputs.comms.get(pid, "") if pid > 0 else "",
+        table = pd.DataFrame({"stream": name, "proto": self.inputs.protos.get(name, "tcp"), "pid": pid, "comm": "",
                               "t_start_ns": first, "t_end_ns": nxt, "gap_ns": nxt - first,
                               "threshold_ns": threshold})
         for k, c in enumerate(CAUSES):
@@ -422,17 +378,64 @@ class _Explainer:
         return table, pre
 
 
+def _rows_of(rows: list[pd.DataFrame], which: Callable[[np.ndarray], np.ndarray]) -> list[pd.DataFrame]:
+    """The preempters' rows of the gaps chosen by their index, as one table (none when empty)."""
+    chosen = [r[which(r["gap"].to_numpy())] for r in rows]
+    chosen = [r for r in chosen if len(r)]
+    return [pd.concat(chosen, ignore_index=True)] if len(chosen) > 1 else chosen
+
+
+@dataclass
+class _Closed:
+    """Closed gaps not yet handed to the sink: their found arrays, parts and preempters' rows
+    (gap: the index among them); pieces are joined so that tables are made a batch at a time."""
+
+    found: list[np.ndarray]
+    parts: np.ndarray
+    preempters: list[pd.DataFrame]
+
+    def join(self, more: _Closed) -> None:
+        offset = len(self.parts)
+        self.found = [np.concatenate([a, b]) for a, b in zip(self.found, more.found)]
+        self.parts = np.concatenate([self.parts, more.parts])
+        self.preempters += [r.assign(gap=r["gap"].to_numpy() + offset) for r in more.preempters]
+
+
+EMIT_GAPS = 5_000  # closed gaps a stream gathers before they go to the sink as tables (pandas' cost is per table)
+
+
+@dataclass
+class _Open:
+    """A gap still open at a piece's end: its first frame's stamp, each cause's ns so far, and the
+    preempters' rows so far (their gap 0: it is the next piece's first)."""
+
+    first: int
+    parts: np.ndarray
+    preempters: list[pd.DataFrame]
+
+
 def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[int, int] | None = None,
             streams: list[str] | None = None, slabs: Iterable[Slab] | None = None,
             on_comms: Callable[[], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The gaps longer than min_gap_ns (default: twice the time the gap's first frame holds the
     link) between consecutive data frames of each stream whose both frames lie in window_ns, with
     the ns of each cause (GAP_COLUMNS), and the tasks that ran while the sender waited
-    (PREEMPTER_COLUMNS: per gap and task, ns and share of the gap's preempted time).
-    slabs: the kernel tables slab by slab (hostwire.timeline.kernel_slabs) instead of inputs'
-    states and running: each cause holds on each instant by what holds then, so the parts of a
-    gap in each slab add up to what the whole tables give. on_comms: called once the slabs are
-    read, before the tables name the senders (it may fill inputs.comms)."""
+    (PREEMPTER_COLUMNS: per gap and task, ns and share of the gap's preempted time); the
+    arguments are explain_into's."""
+    whole = Whole()
+    explain_into(whole, inputs, min_gap_ns, window_ns, streams, slabs, on_comms)
+    return whole.tables()
+
+
+def explain_into(sink: Sink, inputs: GapInputs, min_gap_ns: int | None = None,
+                 window_ns: tuple[int, int] | None = None, streams: list[str] | None = None,
+                 slabs: Iterable[Slab] | None = None, on_comms: Callable[[], None] | None = None) -> None:
+    """explain()'s gaps, given to sink as they close (gap_tables.Sink), stream after stream within
+    each piece. slabs: the kernel tables slab by slab (hostwire.timeline.kernel_slabs) instead of
+    inputs' states and running: each cause holds on each instant by what holds then, so the parts
+    of a gap in each slab add up to what the whole tables give, and what is held from one slab to
+    the next is each stream's one open gap. on_comms: called once the slabs are read, before the
+    sink names the senders (it may fill inputs.comms)."""
     data = inputs.data
     for col in ("t_ns", "stream", "wire_len"):
         if col not in data.columns:
@@ -442,43 +445,28 @@ def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[i
     names = names_in(data["stream"])
     if streams:
         names = [n for n in names if n in streams]
-    explainer = _Explainer(inputs)
-    found = {n: f for n in names if (f := explainer.gaps(n, min_gap_ns, window_ns)) is not None}
-    sets = explainer.conditions(found)
-    parts = {n: np.zeros((len(f[0]), len(CAUSES)), dtype=np.int64) for n, f in found.items()}
-    pre_rows: dict[str, list[pd.DataFrame]] = {n: [] for n in found}
+    explainer = _Explainer(inputs, min_gap_ns, window_ns)
+    sink.begin(names, inputs.cannot_tell(), inputs.sources)
+    carried: dict[str, _Open | None] = {n: None for n in names}
+    gathered: dict[str, _Closed] = {}
     pieces = [(OPEN_LO, OPEN_HI, explainer)] if slabs is None else (
         (s.lo, s.hi, explainer.with_kernel(s.states, s.running)) for s in slabs)
     # the streams are independent; numpy's sorts and searches release the GIL
-    with ThreadPoolExecutor(max(1, min(len(found), len(os.sched_getaffinity(0)), 4)),
+    with ThreadPoolExecutor(max(1, min(len(names), len(os.sched_getaffinity(0)), 4)),
                             thread_name_prefix="hostwire-gaps") as pool:
         for lo, hi, ex in pieces:
-            for name, (p, pre) in zip(found, pool.map(lambda n: ex.piece(n, found[n], sets[n], lo, hi), found)):
-                parts[name] += p
-                if len(pre):
-                    pre_rows[name].append(pre)
+            before = dict(carried)
+            for name, (closed, carry) in zip(names, pool.map(lambda n: ex.slab(n, lo, hi, before[n]), names)):
+                carried[name] = carry
+                if closed is not None and (held := gathered.get(name)) is not None:
+                    held.join(closed)
+                elif closed is not None:
+                    gathered[name] = closed
+                if name in gathered and (len(gathered[name].parts) >= EMIT_GAPS or carry is None and hi == OPEN_HI):
+                    done = gathered.pop(name)
+                    sink.add(name, *explainer.table(name, done.found, done.parts, done.preempters))
+    assert not any(carried.values()) and not gathered, "the last piece reaches OPEN_HI: every gap has closed"
     if on_comms is not None:
         on_comms()
-    results = [explainer.finish(n, found[n], parts[n], pre_rows[n]) for n in found]
-    gap_tables, pre_tables = [r[0] for r in results], [r[1] for r in results]
-    gaps = pd.concat(gap_tables, ignore_index=True) if gap_tables else pd.DataFrame(
-        {c: pd.Series(dtype="object" if c in TEXT_COLUMNS else "int64") for c in GAP_COLUMNS})
-    pre = pd.concat(pre_tables, ignore_index=True) if pre_tables else pd.DataFrame(columns=PREEMPTER_COLUMNS)
-    gaps = gaps[GAP_COLUMNS]
-    gaps.attrs["cannot_tell"] = inputs.cannot_tell()
-    gaps.attrs["sources"] = dict(inputs.sources)
-    return gaps, pre
-
-
-def summary(gaps: pd.DataFrame) -> pd.DataFrame:
-    """Per stream (and `all`): gaps, gap_ns (their total) and each cause's share of it."""
-    cols = [f"{c}_ns" for c in CAUSES]
-    if len(gaps) == 0:
-        return pd.DataFrame(columns=["stream", "gaps", "gap_ns", *[f"{c}_share" for c in CAUSES]])
-    per = gaps.groupby("stream", sort=True)[["gap_ns", *cols]].sum()
-    per.insert(0, "gaps", gaps.groupby("stream", sort=True).size())
-    per.loc["all"] = per.sum()
-    out = per.reset_index()
-    for c in CAUSES:
-        out[f"{c}_share"] = out[f"{c}_ns"] / out["gap_ns"]
-    return out[["stream", "gaps", "gap_ns", *[f"{c}_share" for c in CAUSES]]]
+    pids = {n: int(inputs.senders.get(n, -1)) for n in names}
+    sink.finish({n: inputs.comms.get(pid, "") if pid > 0 else "" for n, pid in pids.items()})

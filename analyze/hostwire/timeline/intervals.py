@@ -59,15 +59,16 @@ def split_by_key(key: np.ndarray, sort_by: np.ndarray, *columns: np.ndarray) -> 
 
 
 class ByStream:
-    """Some int64 columns of a table with a stream column, split by stream once (the string column
-    is converted once, not once per stream)."""
+    """Some int64 columns of a table with a stream column (and a numeric "value"), split by stream
+    once (the string column is converted once, not once per stream)."""
 
     def __init__(self, df: pd.DataFrame | None, columns: tuple[str, ...], order_by: str | None = None) -> None:
         self.rows: dict[str, dict[str, np.ndarray]] = {}
         if df is None or len(df) == 0:
             return
         codes, names = stream_codes(df["stream"])
-        values = {c: np.asarray(df[c].to_numpy(), dtype=np.int64 if c != "value" else np.float64) for c in columns}
+        # stamps as int64, a level as it is (numeric: numeric()); a view where they already are
+        values = {c: np.asarray(df[c].to_numpy(), dtype=np.int64 if c != "value" else None) for c in columns}
         sort_by = values[order_by] if order_by is not None else np.zeros(len(codes), np.int64)
         for code, parts in split_by_key(codes, sort_by, *values.values()).items():
             if code >= 0:  # -1: no stream
@@ -80,7 +81,7 @@ class ByStream:
 def stream_codes(stream: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Each row's stream as a code, and the names (a categorical's own codes: no string per row)."""
     if isinstance(stream.dtype, pd.CategoricalDtype):
-        return stream.cat.codes.to_numpy().astype(np.int64), stream.cat.categories.astype(str).to_numpy()
+        return stream.cat.codes.to_numpy(), stream.cat.categories.astype(str).to_numpy()  # small codes: no copy
     codes, names = pd.factorize(stream.astype(str).to_numpy())
     return codes, np.asarray(names)
 
@@ -143,10 +144,14 @@ def restrict(intervals: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tupl
 
 
 def numeric(df: pd.DataFrame | None, value: str) -> pd.DataFrame | None:
-    """df with its `value` column as float64 named "value" (NaN where not a number)."""
+    """df's stream and t_ns, and its `value` column named "value": as it is when numeric, else as
+    float64 (NaN where not a number); a long run's columns are mapped from disk: none is copied."""
     if df is None:
         return None
-    return df.assign(value=pd.to_numeric(df[value], errors="coerce").to_numpy(dtype=np.float64))
+    column = df[value]
+    values = column.to_numpy() if column.dtype.kind in "iuf" else \
+        pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    return pd.DataFrame({"stream": df["stream"].array, "t_ns": df["t_ns"].to_numpy(), "value": values}, copy=False)
 
 
 def within(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

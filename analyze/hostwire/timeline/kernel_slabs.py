@@ -161,6 +161,8 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
                                        "pid": firsts["prev_pid"].to_numpy(), "comm": firsts["prev_comm"].to_numpy()}))
         comms = pd.concat([comms, pd.Series(firsts["prev_comm"].to_numpy(), index=firsts["prev_pid"].to_numpy())])
         transmit.update(int(p) for p in comms.index[comms.astype(str).str.startswith("ksoftirqd/").to_numpy()])
+        del events, sw, comms, firsts
+        give_back()  # as the slabs do: else the allocators keep a growing share of every slab's peak
     if first_ns is None or last_ns is None:
         raise InputError(f"{path}: the kernel trace holds no event")
     slabs = slab + 1

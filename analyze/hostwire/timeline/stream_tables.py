@@ -5,7 +5,7 @@ stamps are int64 ns of the run's reference clock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -174,22 +174,37 @@ def streams_table(senders: pd.DataFrame, receivers: pd.DataFrame, sockets: pd.Da
         {"sport": "int64", "dport": "int64", "sender_pid": "int64", "sender_fd": "int64", "receiver_pid": "int64"})
 
 
-def main_send_fds(sys_calls: pd.DataFrame) -> pd.DataFrame:
+def main_send_fds(sys_calls: pd.DataFrame | Iterable[pd.DataFrame]) -> pd.DataFrame:
     """Per pid, the fd it sent most bytes on with a send call, and the stream its description
-    names ("" when the backend does not describe fds). Columns pid, fd, stream."""
-    sends = sys_calls[sys_calls["call"].isin(SEND_CALLS).to_numpy()]
-    sends = sends[pd.to_numeric(sends["result"], errors="coerce").fillna(0).to_numpy() > 0]
-    sends = sends[~sends["fd_kind"].astype(str).isin(["file", "pipe", "unix", "udp"]).to_numpy()]
-    if len(sends) == 0:
+    names ("" when the backend does not describe fds; the description of its latest call by
+    entry). Columns pid, fd, stream. sys_calls: the calls, or pieces of them (each fd's totals
+    are added up piece by piece)."""
+    pieces = [sys_calls] if isinstance(sys_calls, pd.DataFrame) else sys_calls
+    totals = [t for t in map(_send_fd_totals, pieces) if len(t)]
+    if not totals:
         return pd.DataFrame(columns=["pid", "fd", "stream"])
-    b = pd.to_numeric(sends["result"], errors="coerce").fillna(0)
-    per = sends.assign(b=b).groupby(["pid", "fd"], sort=True).agg(b=("b", "sum"), desc=("fd_desc", "last"))
+    per = pd.concat(totals, ignore_index=True).sort_values("t_last", kind="stable")
+    per = per.groupby(["pid", "fd"], sort=True).agg(b=("b", "sum"), desc=("desc", "last"))
     per = per.reset_index().sort_values(["pid", "b"], ascending=[True, False], kind="stable")
     best = per.groupby("pid").head(1)
     desc = best["desc"].astype(str)
     stream = desc.where(desc.str.contains(">", regex=False) & ~desc.str.endswith("*"), "")
     return pd.DataFrame({"pid": best["pid"].to_numpy().astype(np.int64), "fd": best["fd"].to_numpy().astype(np.int64),
                          "stream": stream.to_numpy()})
+
+
+def _send_fd_totals(sys_calls: pd.DataFrame) -> pd.DataFrame:
+    """Per (pid, fd) of the socket sends: bytes sent, the description of the latest call by entry
+    (the last of equal entries), and its entry stamp t_last."""
+    sends = sys_calls[sys_calls["call"].isin(SEND_CALLS).to_numpy()]
+    sends = sends[pd.to_numeric(sends["result"], errors="coerce").fillna(0).to_numpy() > 0]
+    sends = sends[~sends["fd_kind"].astype(str).isin(["file", "pipe", "unix", "udp"]).to_numpy()]
+    if len(sends) == 0:
+        return pd.DataFrame(columns=["pid", "fd", "b", "desc", "t_last"])
+    sends = sends.sort_values("t_enter_ns", kind="stable")
+    b = pd.to_numeric(sends["result"], errors="coerce").fillna(0)
+    return sends.assign(b=b).groupby(["pid", "fd"], sort=True).agg(
+        b=("b", "sum"), desc=("fd_desc", "last"), t_last=("t_enter_ns", "last")).reset_index()
 
 
 # ------------------------------------------------------------------ frames, writes, backlog
@@ -311,24 +326,26 @@ def backlog(frames: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
 
 def backlog_steps(frames: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
     """backlog()'s stream, t_ns and backlog_bytes alone, the stream a categorical of the names in
-    name order (what the gap analysis reads of it, without a table of all its columns)."""
-    names, times, levels = [], [], []
+    name order (what the gap analysis reads of it, without a table of all its columns), each
+    stream's steps written to disk as they are made (hostwire.spill: a long run's are not held)."""
+    from hostwire.spill import Columns
+
+    steps = Columns({"t_ns": np.int64, "backlog_bytes": np.int64})
+    names = []
     for name, (t, written, sent) in _backlogs(frames, writes):
+        steps.append(len(names), t_ns=t, backlog_bytes=np.maximum(0, written - sent))
         names.append(name)
-        times.append(t)
-        levels.append(np.maximum(0, written - sent))
-    counts = [len(t) for t in times]
-    stream = pd.Categorical.from_codes(np.repeat(np.arange(len(names)), counts), categories=pd.Index(names, dtype=object))
-    return pd.DataFrame({"stream": stream, "t_ns": np.concatenate(times) if times else np.zeros(0, np.int64),
-                         "backlog_bytes": np.concatenate(levels) if levels else np.zeros(0, np.int64)})
+    order = list(range(len(names)))  # every stream, rows or not
+    return pd.DataFrame({"stream": pd.Categorical.from_codes(steps.key_codes(order), categories=pd.Index(names, dtype=object)),
+                         **steps.joined(order)}, copy=False)
 
 
 def _backlogs(frames: pd.DataFrame, writes: pd.DataFrame) -> Iterator[tuple[str, tuple[np.ndarray, ...]]]:
     """Per stream with frames, in name order: the stamps at which its backlog changes, and the
     bytes written and sent by each (the last of equal stamps)."""
-    names = writes["stream"].astype(str).to_numpy()
+    of_stream = _rows_of_stream(writes["stream"])
     for name, f in frames.groupby("stream", sort=True, observed=True):
-        w = writes[names == str(name)]
+        w = writes[of_stream(str(name))]
         w = w[w["bytes"].to_numpy() > 0]
         offset = writes_offset(f, w.sort_values("t_enter_ns", kind="stable"))
         t = np.concatenate([w["t_exit_ns"].to_numpy(), f["t_ns"].to_numpy()]).astype(np.int64)
@@ -340,3 +357,12 @@ def _backlogs(frames: pd.DataFrame, writes: pd.DataFrame) -> Iterator[tuple[str,
         sent = np.maximum.accumulate(hs) if len(hs) else hs
         last = np.r_[t[1:] != t[:-1], True] if len(t) else np.zeros(0, bool)  # the last row of each stamp
         yield str(name), (t[last], written[last], sent[last])
+
+
+def _rows_of_stream(stream: pd.Series) -> Callable[[str], np.ndarray]:
+    """name -> which rows are that stream's (a categorical's codes compared: no string per row)."""
+    if isinstance(stream.dtype, pd.CategoricalDtype):
+        codes, known = stream.cat.codes.to_numpy(), {str(n): k for k, n in enumerate(stream.cat.categories)}
+        return lambda name: codes == known.get(name, -2)
+    names = stream.astype(str).to_numpy()
+    return lambda name: names == name

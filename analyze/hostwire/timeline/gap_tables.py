@@ -1,0 +1,197 @@
+"""What the gap analysis (hostwire.timeline.gaps) hands out, and where it goes as it is made.
+
+The explanation gives each gap once it closes, slab after slab (gaps.explain_into), to a sink:
+`Whole` keeps every table in memory (gaps.explain), `Totals` keeps only each stream's sums
+(`hostwire gaps --summary`, the campaign's analysis), `Digest` the sums, the longest gaps and the
+preempters per task (the one-run report), `OnDisk` writes each stream's rows to a
+scratch file and gives them back stream by stream (`hostwire gaps` on a long run), so that what a
+long run's analysis holds does not follow the number of its gaps."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from typing import IO
+
+import numpy as np
+import pandas as pd
+
+from hostwire.spill import scratch_file
+from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS
+
+CAUSES = ("on_wire", "vcpu_stolen", "receiver_window", "retransmit_timeout", "wire_busy", "preempted",
+          "blocked_in_call", "app_idle", "awaiting_ack", "unexplained")
+CAUSE_NAMES = {c: c.replace("_", "-") for c in CAUSES}
+# the TCP causes: a UDP flow has no window, acknowledgements or retransmissions
+TCP_CAUSES = ("receiver_window", "retransmit_timeout", "awaiting_ack")
+GAP_COLUMNS = ["stream", "proto", "pid", "comm", "t_start_ns", "t_end_ns", "gap_ns", "threshold_ns",
+               *[f"{c}_ns" for c in CAUSES], "preempted_by"]
+TEXT_COLUMNS = ("stream", "proto", "comm", "preempted_by")
+SUMMED = ["gap_ns", *[f"{c}_ns" for c in CAUSES]]  # what a stream's summary adds up
+
+
+def empty_gaps() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="object" if c in TEXT_COLUMNS else "int64") for c in GAP_COLUMNS})
+
+
+class Sink:
+    """Where the explanation puts each stream's closed gaps (gaps.explain_into): begin() once with
+    the streams in their order, add() for each stream's gaps closed in a piece (in time order),
+    finish() once with each stream's sender's name (known only after the kernel trace is read)."""
+
+    def begin(self, streams: list[str], cannot_tell: list[str], sources: dict[str, str]) -> None:
+        self.streams, self.cannot_tell, self.sources = list(streams), list(cannot_tell), dict(sources)
+
+    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame) -> None:
+        raise NotImplementedError
+
+    def finish(self, comms: dict[str, str]) -> None:
+        self.comms = dict(comms)
+
+    def _named(self, stream: str, gaps: pd.DataFrame) -> pd.DataFrame:
+        """The stream's rows with its sender's name."""
+        gaps["comm"] = self.comms.get(stream, "")
+        return gaps
+
+
+class Whole(Sink):
+    """Every gap and preempter row in memory: the tables of gaps.explain."""
+
+    def begin(self, streams: list[str], cannot_tell: list[str], sources: dict[str, str]) -> None:
+        super().begin(streams, cannot_tell, sources)
+        self.gaps: dict[str, list[pd.DataFrame]] = {s: [] for s in streams}
+        self.preempters: dict[str, list[pd.DataFrame]] = {s: [] for s in streams}
+
+    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame) -> None:
+        self.gaps[stream].append(gaps)
+        if len(preempters):
+            self.preempters[stream].append(preempters)
+
+    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The gaps (GAP_COLUMNS) and the preempters (PREEMPTER_COLUMNS), stream by stream."""
+        found = [self._named(s, g) for s in self.streams for g in self.gaps[s]]
+        pre = [p for s in self.streams for p in self.preempters[s]]
+        gaps = pd.concat(found, ignore_index=True)[GAP_COLUMNS] if found else empty_gaps()
+        preempters = pd.concat(pre, ignore_index=True) if pre else pd.DataFrame(columns=PREEMPTER_COLUMNS)
+        gaps.attrs["cannot_tell"] = self.cannot_tell
+        gaps.attrs["sources"] = self.sources
+        return gaps, preempters
+
+
+class Totals(Sink):
+    """Each stream's count of gaps and sums of gap_ns and of each cause's ns: summary() without
+    the rows."""
+
+    def begin(self, streams: list[str], cannot_tell: list[str], sources: dict[str, str]) -> None:
+        super().begin(streams, cannot_tell, sources)
+        self.count: dict[str, int] = {}
+        self.sums: dict[str, np.ndarray] = {}
+
+    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame) -> None:
+        sums = gaps[SUMMED].to_numpy(np.int64).sum(axis=0)
+        self.count[stream] = self.count.get(stream, 0) + len(gaps)
+        self.sums[stream] = self.sums[stream] + sums if stream in self.sums else sums
+
+    def summary(self) -> pd.DataFrame:
+        """summary() of every gap the sink was given."""
+        named = sorted(self.count)
+        per = pd.DataFrame(np.array([self.sums[s] for s in named], dtype=np.int64).reshape(len(named), len(SUMMED)),
+                           index=pd.Index(named, name="stream"), columns=SUMMED)
+        per.insert(0, "gaps", np.array([self.count[s] for s in named], dtype=np.int64))
+        return _shares(per)
+
+
+class Digest(Totals):
+    """What a report shows of the gaps: Totals' sums, the `keep` longest gaps (the rows a stable
+    sort of the whole table by gap_ns, longest first, puts first), and the preempters' time
+    summed per task (pid, comm, role: ns, and the gaps it ran in)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+
+    def begin(self, streams: list[str], cannot_tell: list[str], sources: dict[str, str]) -> None:
+        super().begin(streams, cannot_tell, sources)
+        self.top: pd.DataFrame | None = None
+        self.tasks: pd.DataFrame | None = None
+
+    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame) -> None:
+        super().add(stream, gaps, preempters)
+        # the whole table's order is the streams', then time: it breaks ties of gap_ns
+        ranked = gaps.assign(rank=self.streams.index(stream))
+        both = ranked if self.top is None else pd.concat([self.top, ranked], ignore_index=True)
+        self.top = both.sort_values(["gap_ns", "rank", "t_start_ns"], ascending=[False, True, True],
+                                    kind="stable").head(self.keep).reset_index(drop=True)
+        if len(preempters):  # every row of a gap comes in one batch: its start names it there
+            tasks = preempters.groupby(["pid", "comm", "role"], as_index=False).agg(
+                ns=("ns", "sum"), gaps=("t_start_ns", "nunique"))
+            both = tasks if self.tasks is None else pd.concat([self.tasks, tasks], ignore_index=True)
+            self.tasks = both.groupby(["pid", "comm", "role"], as_index=False)[["ns", "gaps"]].sum()
+
+    def longest(self) -> pd.DataFrame:
+        """The longest gaps, longest first (GAP_COLUMNS)."""
+        if self.top is None:
+            return empty_gaps()
+        top = self.top.assign(comm=[self.comms.get(s, "") for s in self.top["stream"]])
+        return top[GAP_COLUMNS]
+
+    def per_task(self) -> pd.DataFrame:
+        """pid, comm, role, ns (the time it ran while a sender waited), gaps (how many)."""
+        return self.tasks if self.tasks is not None else pd.DataFrame(columns=["pid", "comm", "role", "ns", "gaps"])
+
+
+class OnDisk(Sink):
+    """Each stream's gaps and preempter rows written to a scratch file as they come (unlinked at
+    once: nothing is left however the process ends), given back stream by stream."""
+
+    def begin(self, streams: list[str], cannot_tell: list[str], sources: dict[str, str]) -> None:
+        super().begin(streams, cannot_tell, sources)
+        self.files: dict[tuple[str, str], IO[bytes]] = {}
+
+    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame) -> None:
+        for what, table in (("gaps", gaps), ("preempters", preempters)):
+            if len(table):
+                if (stream, what) not in self.files:
+                    self.files[stream, what] = scratch_file()
+                pickle.dump(table, self.files[stream, what], protocol=pickle.HIGHEST_PROTOCOL)
+
+    def pieces(self, what: str) -> Iterator[pd.DataFrame]:
+        """The gaps (what="gaps", GAP_COLUMNS) or the preempters' rows, stream by stream, a piece
+        at a time; each stream's file is closed once read."""
+        for stream in self.streams:
+            handle = self.files.pop((stream, what), None)
+            if handle is None:
+                continue
+            with handle:
+                handle.flush()
+                handle.seek(0)
+                while True:
+                    try:
+                        table = pickle.load(handle)
+                    except EOFError:
+                        break
+                    yield self._named(stream, table)[GAP_COLUMNS] if what == "gaps" else table
+
+    def close(self) -> None:
+        for handle in self.files.values():
+            handle.close()
+        self.files.clear()
+
+
+def summary(gaps: pd.DataFrame) -> pd.DataFrame:
+    """Per stream (and `all`): gaps, gap_ns (their total) and each cause's share of it."""
+    if len(gaps) == 0:
+        return _shares(pd.DataFrame(columns=["gaps", *SUMMED]))
+    per = gaps.groupby("stream", sort=True)[SUMMED].sum()
+    per.insert(0, "gaps", gaps.groupby("stream", sort=True).size())
+    return _shares(per)
+
+
+def _shares(per: pd.DataFrame) -> pd.DataFrame:
+    """Per stream and `all` from the per-stream sums (index: the stream)."""
+    if len(per) == 0:
+        return pd.DataFrame(columns=["stream", "gaps", "gap_ns", *[f"{c}_share" for c in CAUSES]])
+    per.loc["all"] = per.sum()
+    out = per.reset_index()
+    for c in CAUSES:
+        out[f"{c}_share"] = out[f"{c}_ns"] / out["gap_ns"]
+    return out[["stream", "gaps", "gap_ns", *[f"{c}_share" for c in CAUSES]]]
