@@ -46,23 +46,6 @@ def spilled_array(values: np.ndarray) -> np.ndarray:
         return _mapped(handle, values.dtype, len(values))
 
 
-def spilled(table: pd.DataFrame) -> pd.DataFrame:
-    """The table with its numeric columns and its categoricals' codes on disk (spilled_array); text
-    columns stay in memory."""
-    out: dict[str, object] = {}
-    for name in table.columns:
-        column = table[name]
-        if isinstance(column.dtype, pd.CategoricalDtype):
-            out[name] = pd.Categorical.from_codes(spilled_array(column.cat.codes.to_numpy()), dtype=column.dtype)
-        elif column.dtype.kind in "iufb":
-            out[name] = spilled_array(column.to_numpy())
-        else:
-            out[name] = column
-    spilled_table = pd.DataFrame(out, copy=False)
-    spilled_table.attrs = dict(table.attrs)
-    return spilled_table
-
-
 class Columns:
     """Columns appended piece by piece under integer keys (a stream's code) to scratch files, then
     joined in key order into one mapped column each: a table made in time order and read by key,
@@ -104,6 +87,12 @@ class Columns:
                     piece.close()
                 out[name] = _mapped(joined, dtype, total)
         return out
+
+    def table(self, names: pd.Index, order: list[int] | None = None) -> pd.DataFrame:
+        """The joined columns after a "stream" column: a categorical of names, one a key (in
+        `order`, else in key order), its codes mapped too."""
+        return pd.DataFrame({"stream": pd.Categorical.from_codes(self.key_codes(order), categories=names),
+                             **self.joined(order)}, copy=False)
 
     def key_codes(self, order: list[int] | None = None) -> np.ndarray:
         """Each row's key as its place among keys() (or in `order`), in joined()'s order, mapped (in

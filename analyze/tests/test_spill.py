@@ -13,7 +13,7 @@ import pytest
 
 from hostwire.heap import give_back
 from hostwire.procmem import anon_bytes
-from hostwire.spill import Columns, code_dtype, spilled, spilled_array
+from hostwire.spill import Columns, code_dtype, spilled_array
 
 MiB = 1 << 20
 
@@ -39,11 +39,17 @@ def test_a_spilled_column_leaves_the_anonymous_memory(scratch: Path) -> None:
     assert list(scratch.iterdir()) == []  # unlinked at once: nothing left whatever ends the process
 
 
-def test_a_spilled_table_is_the_table() -> None:
-    table = pd.DataFrame({"stream": pd.Categorical(["b", "a", "b"]), "t_ns": np.array([1, 2, 3], np.int64),
-                          "value": [0.5, np.nan, 2.0], "text": ["x", "y", "z"]})
-    out = spilled(table)
-    pd.testing.assert_frame_equal(out, table)
+def test_a_table_of_columns_names_each_key_in_the_order_given() -> None:
+    """Columns.table: the rows of the keys in the order given (a key without rows included), the
+    stream a categorical of the names given, every column read from the mapping."""
+    columns = Columns({"t_ns": np.int64, "value": np.float64})
+    columns.append(5, t_ns=np.array([1, 2]), value=np.array([0.5, np.nan]))
+    columns.append(2, t_ns=np.array([3]), value=np.array([2.0]))
+    columns.append(5, t_ns=np.array([4]), value=np.array([1.0]))
+    out = columns.table(pd.Index(["a", "b", "c"], dtype=object), [2, 9, 5])
+    expected = pd.DataFrame({"stream": pd.Categorical.from_codes([0, 2, 2, 2], categories=pd.Index(["a", "b", "c"], dtype=object)),
+                             "t_ns": np.array([3, 1, 2, 4], np.int64), "value": [2.0, 0.5, np.nan, 1.0]})
+    pd.testing.assert_frame_equal(out, expected)
     assert not out["t_ns"].to_numpy().flags.writeable  # read from the mapping
 
 

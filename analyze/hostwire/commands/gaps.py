@@ -90,6 +90,5 @@ def run(args: argparse.Namespace) -> int:
         else:
             write_pieces(sink.pieces("gaps"), gap_tables.GAP_COLUMNS, args.json, sys.stdout)
     finally:
-        if isinstance(sink, gap_tables.OnDisk):
-            sink.close()
+        sink.close()
     return 0

@@ -247,9 +247,7 @@ def send_writes_on_disk(tl: Timeline) -> pd.DataFrame | None:
     if not key_of:
         return None
     names = sorted(key_of)
-    order = [key_of[n] for n in names]
-    return pd.DataFrame({"stream": pd.Categorical.from_codes(columns.key_codes(order), categories=pd.Index(names, dtype=object)),
-                         **columns.joined(order)}, copy=False)
+    return columns.table(pd.Index(names, dtype=object), [key_of[n] for n in names])
 
 
 def segments(tl: Timeline) -> pd.DataFrame:

@@ -287,11 +287,9 @@ class _ThirdPass:
             place[[names.get_loc(n) for n in categories]] = np.arange(len(categories))
             codes = spilled_array(np.repeat(place[keys].astype(code_dtype(len(categories))), [columns.rows[k] for k in keys]))
             stream: object = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories))
-        elif what == "data":
-            stream = pd.Categorical.from_codes(columns.key_codes(), categories=names[keys])
+        elif what == "data":  # the data frames' table: t_ns first
+            table = columns.table(names[keys])
+            return table[["t_ns", "stream", *[c for c in table.columns if c not in ("t_ns", "stream")]]]
         else:
             stream = np.repeat(np.asarray([names[k] for k in keys], dtype=object), [columns.rows[k] for k in keys])
-        joined = columns.joined()
-        # made in its columns' order: a selection of columns would copy the mapped ones into memory
-        ordered = {"t_ns": joined.pop("t_ns"), "stream": stream} if what == "data" else {"stream": stream}
-        return pd.DataFrame({**ordered, **joined}, copy=False)
+        return pd.DataFrame({"stream": stream, **columns.joined()}, copy=False)

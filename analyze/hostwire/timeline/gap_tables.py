@@ -48,6 +48,9 @@ class Sink:
     def finish(self, comms: dict[str, str]) -> None:
         self.comms = dict(comms)
 
+    def close(self) -> None:
+        """Lets go of what the sink holds outside memory (OnDisk's files)."""
+
     def _named(self, stream: str, gaps: pd.DataFrame) -> pd.DataFrame:
         """The stream's rows with its sender's name."""
         gaps["comm"] = self.comms.get(stream, "")

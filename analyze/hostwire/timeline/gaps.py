@@ -323,15 +323,11 @@ class _Explainer:
         # the stream's own previous frame holds the link; the hypervisor ran none of the host's CPUs
         sets = {"on_wire": union(first, first + np.minimum(on_link, nxt - first)), "vcpu_stolen": self.frozen}
         parts = np.zeros((len(first), len(CAUSES)), dtype=np.int64)
-        pick = np.flatnonzero((nxt > lo) & (first < hi))
-        if len(pick) == 0:
-            return parts, preempters(np.zeros(0, np.int64), *[np.zeros(0, np.int64)] * 3, None)
-        start, end = np.maximum(first[pick], lo), np.minimum(nxt[pick], hi)
+        start, end = np.maximum(first, lo), np.minimum(nxt, hi)  # (gaps_in's gaps all reach into [lo, hi))
         here = {k: restrict(v, lo, hi) for k, v in {**sets, **self.kernel_conditions(name),
                                                     **self.conditions_in(name, lo, hi)}.items()}
         here["busy"] = self.busy(name, lo, hi)
         seg = self.segments(name, start, end, here)
-        seg.gap = pick[seg.gap]
         cause = classify(seg)
         np.add.at(parts, (seg.gap, cause), seg.end - seg.start)
         p = cause == CAUSES.index("preempted")
@@ -462,7 +458,7 @@ def explain_into(sink: Sink, inputs: GapInputs, min_gap_ns: int | None = None,
                     held.join(closed)
                 elif closed is not None:
                     gathered[name] = closed
-                if name in gathered and (len(gathered[name].parts) >= EMIT_GAPS or carry is None and hi == OPEN_HI):
+                if name in gathered and (len(gathered[name].parts) >= EMIT_GAPS or hi == OPEN_HI):
                     done = gathered.pop(name)
                     sink.add(name, *explainer.table(name, done.found, done.parts, done.preempters))
     assert not any(carried.values()) and not gathered, "the last piece reaches OPEN_HI: every gap has closed"

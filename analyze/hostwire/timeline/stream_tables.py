@@ -335,9 +335,7 @@ def backlog_steps(frames: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
     for name, (t, written, sent) in _backlogs(frames, writes):
         steps.append(len(names), t_ns=t, backlog_bytes=np.maximum(0, written - sent))
         names.append(name)
-    order = list(range(len(names)))  # every stream, rows or not
-    return pd.DataFrame({"stream": pd.Categorical.from_codes(steps.key_codes(order), categories=pd.Index(names, dtype=object)),
-                         **steps.joined(order)}, copy=False)
+    return steps.table(pd.Index(names, dtype=object), list(range(len(names))))  # every stream, rows or not
 
 
 def _backlogs(frames: pd.DataFrame, writes: pd.DataFrame) -> Iterator[tuple[str, tuple[np.ndarray, ...]]]:
@@ -360,9 +358,9 @@ def _backlogs(frames: pd.DataFrame, writes: pd.DataFrame) -> Iterator[tuple[str,
 
 
 def _rows_of_stream(stream: pd.Series) -> Callable[[str], np.ndarray]:
-    """name -> which rows are that stream's (a categorical's codes compared: no string per row)."""
-    if isinstance(stream.dtype, pd.CategoricalDtype):
-        codes, known = stream.cat.codes.to_numpy(), {str(n): k for k, n in enumerate(stream.cat.categories)}
-        return lambda name: codes == known.get(name, -2)
-    names = stream.astype(str).to_numpy()
-    return lambda name: names == name
+    """name -> which rows are that stream's (their codes compared: no string per row)."""
+    from hostwire.timeline.intervals import stream_codes
+
+    codes, names = stream_codes(stream)
+    known = {str(n): k for k, n in enumerate(names)}
+    return lambda name: codes == known.get(name, -2)
