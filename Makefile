@@ -171,7 +171,7 @@ bench: setup
 	$(Q)perf/run-all.sh
 
 # One hour (SOAK_MINUTES) of configs/soak.toml, checked: no collector loss, flat memory, the disk
-# use --dry-run predicted, the capture analysed in bounded memory (perf/soak.py; not in make test).
+# use --dry-run predicted, the capture and the gap causes analysed in bounded memory (perf/soak.py; not in make test).
 SOAK_MINUTES ?= 60
 soak: setup
 	$(Q)$(MAKE) --no-print-directory build-c

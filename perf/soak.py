@@ -12,8 +12,8 @@ topology) recorded for SOAK_MINUTES (default 60), then checked:
      sampled every 10 s, grows by at most 5 % after the first 5 minutes (a third of the window
      when it is shorter than 15 minutes);
   4. analysis in bounded memory: `hostwire metrics idc`, `intervals` and `contract` on the run's
-     capture with the chunked engine, each at most 1 GB of anonymous memory; then `hostwire gaps
-     --engine slabs --summary` on the run, which must succeed (its time and peak are reported).
+     capture with the chunked engine, then `hostwire gaps --engine slabs --summary` on the whole
+     run (its kernel trace, capture and system calls), each at most 1 GB of anonymous memory.
 Prints the figures as a Markdown table for docs/performance.md and writes them to
 OUT/soak-figures.json. Exit 0 when every check passes, 1 otherwise.
 Usage: perf/soak.py [--minutes M] [--out DIR] [--keep]"""
@@ -127,7 +127,7 @@ def analyse(pcap: Path, scratch: Path) -> list[dict]:
 
 def analyse_gaps(run: Path) -> dict:
     """`hostwire gaps RUN --engine slabs --summary`: the gap causes of the whole run, its kernel
-    trace read in slabs (its capture and system calls are still read whole: docs/performance.md)."""
+    trace read in slabs, its capture in chunks and its system calls in pieces."""
     cmd = hostwire("gaps", str(run), "--engine", "slabs", "--summary")
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -194,7 +194,8 @@ def main() -> int:
         for row in figures["analysis"]:
             checks[f"metrics {row['kind']} chunked <= 1 GB"] = row["exit"] == 0 and row["peak_bytes"] <= MEMORY_LIMIT
         figures["gaps"] = analyse_gaps(run)
-        checks["gaps --engine slabs on the whole run"] = figures["gaps"]["exit"] == 0
+        checks["gaps --engine slabs on the whole run <= 1 GB"] = (figures["gaps"]["exit"] == 0
+                                                                  and figures["gaps"]["peak_bytes"] <= MEMORY_LIMIT)
     figures["checks"] = checks
     (out / "soak-figures.json").write_text(json.dumps(figures, indent=1) + "\n")
     print(table(figures))

@@ -176,3 +176,47 @@ def test_the_command_streams_rows_as_the_whole_table(tmp_path: Path) -> None:
                                   capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, done.stderr
             assert done.stdout == text.getvalue(), (extra, as_json)
+
+
+def test_a_task_that_preempts_twice_in_one_gap_is_summed() -> None:
+    """bg-0 runs 3,000-3,500 and 4,500-5,000 ns, bg-1 between, while the sender waits runnable:
+    bg-0 has one row of 1,000 ns and half the preempted time (hand-computed)."""
+    inputs = _inputs()
+    inputs.running = pd.DataFrame([(0, 0, 3_000, 0, "swapper/0", "idle"), (0, 3_000, 3_500, BG0, "hw-bench", "bg-0"),
+                                   (0, 3_500, 4_500, BG1, "hw-bench", "bg-1"), (0, 4_500, 5_000, BG0, "hw-bench", "bg-0"),
+                                   (0, 5_000, 20_000, SENDER, "hw-bench", "send-0")],
+                                  columns=["cpu", "t_start_ns", "t_end_ns", "pid", "comm", "role"])
+    _, pre = gaps.explain(inputs, min_gap_ns=100)
+    assert pre[["pid", "role", "ns", "share"]].to_dict("records") == [
+        {"pid": BG0, "role": "bg-0", "ns": 1_000, "share": 0.5}, {"pid": BG1, "role": "bg-1", "ns": 1_000, "share": 0.5}]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_preempters_are_each_tasks_overlap_with_the_waits(seed: int) -> None:
+    """gap_tasks.preempters against a count of the overlap of every (wait, running interval) pair,
+    on two CPUs whose tasks run many times (one pid under two names, as after an exec)."""
+    from hostwire.timeline.gap_tasks import preempters
+    from hostwire.timeline.intervals import Cpus
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for cpu in (0, 1):
+        bounds = np.unique(rng.integers(0, 10_000, 60))
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            pid = int(rng.integers(1, 5))
+            rows.append((cpu, int(lo), int(hi), pid, f"task{pid}" if rng.random() < 0.8 else "renamed", f"bg-{pid}"))
+    running = pd.DataFrame(rows, columns=["cpu", "t_start_ns", "t_end_ns", "pid", "comm", "role"])
+    n = 40
+    start = np.sort(rng.integers(0, 9_000, n))
+    end = start + rng.integers(1, 1_500, n)
+    gap, cpu = np.sort(rng.integers(0, 8, n)), rng.integers(0, 2, n)
+    expected: dict[tuple, int] = {}
+    for s, e, g, c in zip(start, end, gap, cpu):
+        for r in running[running["cpu"] == c].itertuples():
+            ns = min(e, r.t_end_ns) - max(s, r.t_start_ns)
+            if ns > 0:
+                key = (int(g), r.pid, r.comm, r.role, int(c))
+                expected[key] = expected.get(key, 0) + int(ns)
+    got = preempters(start, end, gap, cpu, Cpus(running))
+    assert len(expected) > 20 and not got.duplicated(["gap", "pid", "comm", "role", "cpu"]).any()
+    assert {(g, p, c, r, u): ns for g, p, c, r, u, ns in got.itertuples(index=False)} == expected

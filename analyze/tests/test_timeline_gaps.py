@@ -424,3 +424,30 @@ def test_the_link_is_busy_in_each_piece_as_in_the_whole(seed: int) -> None:
     pieced, _ = gaps.explain(_inputs(data=frames, states=None, running=None, backlog=None), min_gap_ns=50, slabs=slabs)
     assert len(whole) > 3
     pd.testing.assert_frame_equal(pieced, whole)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_split_by_key_read_in_blocks_is_the_sort(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """split_by_key, its order checked a few rows at a time (blocks of 3, so that a pair out of
+    order can sit across a block's bound), gives what a stable sort by key then sort_by gives:
+    on tables in order (views) and with one pair swapped anywhere, and the blockwise helpers what
+    their whole-array forms give."""
+    monkeypatch.setattr(intervals, "BLOCK_ROWS", 3)
+    rng = np.random.default_rng(seed)
+    key = np.sort(rng.integers(-1, 4, 40)).astype(np.int8)
+    by = np.concatenate([np.sort(rng.integers(0, 9, int((key == k).sum()))) for k in np.unique(key)])
+    tables = [(key, by)]
+    for i in range(len(key) - 1):  # each neighbouring pair swapped in turn
+        k, b = key.copy(), by.copy()
+        k[[i, i + 1]], b[[i, i + 1]] = k[[i + 1, i]], b[[i + 1, i]]
+        tables.append((k, b))
+    for k, b in tables:
+        rows = np.arange(len(k))
+        for sort_by in (b, None):
+            order = np.lexsort((b, k)) if sort_by is not None else np.argsort(k, kind="stable")
+            expected = {int(g): rows[order][k[order] == g] for g in np.unique(k)}
+            got = intervals.split_by_key(k, sort_by, rows)
+            assert list(got) == sorted(expected) and all(np.array_equal(got[g][0], expected[g]) for g in expected)
+        assert intervals.is_ascending(k) == bool((k[1:] >= k[:-1]).all())
+        assert intervals.longest(b, b + rows) == int((rows).max())
+    assert intervals.longest(np.zeros(0, np.int64), np.zeros(0, np.int64)) == 0

@@ -26,14 +26,15 @@ def idle_on(cpus: Cpus, cpu: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 def preempters(s: np.ndarray, e: np.ndarray, gi: np.ndarray, cpu: np.ndarray, cpus: Cpus | None) -> pd.DataFrame:
     """Per gap, the tasks that ran on the sender's CPU during its preempted segments: gap, pid,
-    comm, role, cpu, ns."""
+    comm, role, cpu, ns (a task's ns in a gap summed; the rows in no set order)."""
     columns = ["gap", "pid", "comm", "role", "cpu", "ns"]
     if cpus is None or len(s) == 0:
         return pd.DataFrame(columns=columns)
-    pieces = []
+    z = np.zeros(0, np.int64)
+    none = (z, z, z, z.astype(object), z.astype(object), z)
+    found: list[tuple[np.ndarray, ...]] = []
     for c in np.unique(cpu):
-        z = np.zeros(0, np.int64)
-        rs, re_, rpid, rcomm, rrole = cpus.by_cpu.get(int(c), (z, z, z, z.astype(object), z.astype(object)))
+        rs, re_, rpid, rcomm, rrole, rtask = cpus.by_cpu.get(int(c), none)
         on = cpu == c
         ss, ee, gg = s[on], e[on], gi[on]
         i0 = np.searchsorted(re_, ss, side="right")
@@ -43,12 +44,19 @@ def preempters(s: np.ndarray, e: np.ndarray, gi: np.ndarray, cpu: np.ndarray, cp
         k = np.arange(len(rows)) - np.repeat(np.cumsum(n) - n, n)
         ri = i0[rows] + k
         ns = np.minimum(ee[rows], re_[ri]) - np.maximum(ss[rows], rs[ri])
-        pieces.append(pd.DataFrame({"gap": gg[rows], "pid": rpid[ri], "comm": rcomm[ri], "role": rrole[ri],
-                                    "cpu": int(c), "ns": ns}))
-    if not pieces:
+        ran = ns > 0
+        if not ran.any():
+            continue
+        gap, ri, ns = gg[rows][ran], ri[ran], ns[ran]
+        # a task's slices within one gap summed: sorted by (gap, task), one row per run of equal keys
+        order = np.lexsort((rtask[ri], gap))
+        gap, ri, ns = gap[order], ri[order], ns[order]
+        first = np.flatnonzero(np.r_[True, (gap[1:] != gap[:-1]) | (rtask[ri][1:] != rtask[ri][:-1])])
+        found.append((gap[first], rpid[ri[first]], rcomm[ri[first]], rrole[ri[first]],
+                      np.full(len(first), int(c), np.int64), np.add.reduceat(ns, first)))
+    if not found:
         return pd.DataFrame(columns=columns)
-    p = pd.concat(pieces, ignore_index=True)
-    return p[p["ns"] > 0].groupby(["gap", "pid", "comm", "role", "cpu"], as_index=False)["ns"].sum()
+    return pd.DataFrame({name: np.concatenate([f[k] for f in found]) for k, name in enumerate(columns)})
 
 
 def preempter_table(name: str, rows: list[pd.DataFrame], a: np.ndarray) -> pd.DataFrame:

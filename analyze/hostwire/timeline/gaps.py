@@ -45,9 +45,9 @@ from hostwire.timeline.gap_inputs import GapInputs
 from hostwire.timeline.gap_tables import (CAUSE_NAMES, CAUSES, GAP_COLUMNS, TCP_CAUSES, TEXT_COLUMNS, Sink, Whole,
                                           summary)
 from hostwire.timeline.gap_tasks import describe, idle_on, preempter_table, preempters
-from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, Spans, ascending, covered, level_rows,
-                                         names_in, numeric, restrict, steps, stream_codes, union, unique_sorted,
-                                         within)
+from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, Spans, ascending, covered, is_ascending,
+                                         level_rows, names_in, numeric, restrict, steps, stream_codes, union,
+                                         unique_sorted, within)
 
 if TYPE_CHECKING:
     from hostwire.timeline.kernel_slabs import Slab
@@ -187,7 +187,7 @@ class _Explainer:
             self.link_code, link_names = link["stream"].cat.codes.to_numpy(), link["stream"].cat.categories.astype(str)
         else:
             self.link_code, link_names = stream_codes(link["stream"])
-        if len(self.link_t) > 1 and bool((self.link_t[1:] < self.link_t[:-1]).any()):
+        if not is_ascending(self.link_t):
             in_order = np.argsort(self.link_t, kind="stable")
             self.link_t, self.link_len, self.link_code = self.link_t[in_order], self.link_len[in_order], self.link_code[in_order]
         self.longest_busy_ns = int(wire_ns(np.r_[self.link_len.max()], inputs.rate_bps)[0]) if len(self.link_len) else 0

@@ -43,19 +43,55 @@ def covered(x: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.nda
 NONE = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
-def split_by_key(key: np.ndarray, sort_by: np.ndarray, *columns: np.ndarray) -> dict[int, tuple[np.ndarray, ...]]:
-    """Rows grouped by an integer key, each group ordered by sort_by (ties keep their order):
-    key -> the group's slice of each column."""
+BLOCK_ROWS = 1 << 20  # rows a check over a whole table reads at a time: no array of its length is made
+
+
+def is_ascending(values: np.ndarray) -> bool:
+    """values never decrease (read a block at a time)."""
+    for lo in range(0, len(values), BLOCK_ROWS):
+        block = values[max(lo - 1, 0):lo + BLOCK_ROWS]  # one row back: the pair across the bound
+        if bool((block[1:] < block[:-1]).any()):
+            return False
+    return True
+
+
+def _ordered_by_key(key: np.ndarray, sort_by: np.ndarray | None) -> bool:
+    """Rows already by key, then by sort_by within a key (read a block at a time)."""
+    for lo in range(0, len(key), BLOCK_ROWS):
+        rows = slice(max(lo - 1, 0), lo + BLOCK_ROWS)
+        k = key[rows]
+        if bool((k[1:] < k[:-1]).any()):
+            return False
+        t = sort_by[rows] if sort_by is not None else None
+        if t is not None and bool(((k[1:] == k[:-1]) & (t[1:] < t[:-1])).any()):
+            return False
+    return True
+
+
+def split_by_key(key: np.ndarray, sort_by: np.ndarray | None, *columns: np.ndarray) -> dict[int, tuple[np.ndarray, ...]]:
+    """Rows grouped by an integer key, each group ordered by sort_by (None: in the table's order;
+    ties keep their order): key -> the group's slice of each column."""
     if len(key) == 0:
         return {}
-    if bool((key[1:] >= key[:-1]).all()) and bool(((key[1:] != key[:-1]) | (sort_by[1:] >= sort_by[:-1])).all()):
-        ordered = list(columns)  # already in order (a long run's inputs are): views, not copies
-    else:
-        order = np.lexsort((sort_by, key))
-        key = key[order]
-        ordered = [c[order] for c in columns]
+    if _ordered_by_key(key, sort_by):  # a long run's inputs are: views, not copies
+        groups: dict[int, tuple[np.ndarray, ...]] = {}
+        lo = 0
+        while lo < len(key):
+            hi = int(np.searchsorted(key, key[lo], side="right"))  # key[lo] in the key's own type: no copy
+            groups[int(key[lo])] = tuple(c[lo:hi] for c in columns)
+            lo = hi
+        return groups
+    order = np.lexsort((sort_by, key)) if sort_by is not None else np.argsort(key, kind="stable")
+    key = key[order]
+    ordered = [c[order] for c in columns]
     bounds = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
     return {int(key[lo]): tuple(c[lo:hi] for c in ordered) for lo, hi in zip(bounds[:-1], bounds[1:])}
+
+
+def longest(starts: np.ndarray, ends: np.ndarray) -> int:
+    """The longest interval's length (0 for none; read a block at a time)."""
+    return max([0, *(int((ends[lo:lo + BLOCK_ROWS] - starts[lo:lo + BLOCK_ROWS]).max())
+                     for lo in range(0, len(starts), BLOCK_ROWS))])
 
 
 class ByStream:
@@ -69,8 +105,7 @@ class ByStream:
         codes, names = stream_codes(df["stream"])
         # stamps as int64, a level as it is (numeric: numeric()); a view where they already are
         values = {c: np.asarray(df[c].to_numpy(), dtype=np.int64 if c != "value" else None) for c in columns}
-        sort_by = values[order_by] if order_by is not None else np.zeros(len(codes), np.int64)
-        for code, parts in split_by_key(codes, sort_by, *values.values()).items():
+        for code, parts in split_by_key(codes, values[order_by] if order_by else None, *values.values()).items():
             if code >= 0:  # -1: no stream
                 self.rows[str(names[code])] = dict(zip(values, parts))
 
@@ -111,8 +146,7 @@ class Spans:
     def __init__(self, rows: pd.DataFrame | None, start: str, end: str) -> None:
         self.start, self.end = start, end
         self.rows = ByStream(rows, (start, end), order_by=start)
-        self.longest = {n: max(0, int((r[end] - r[start]).max())) if len(r[start]) else 0
-                        for n, r in self.rows.rows.items()}
+        self.longest = {n: longest(r[start], r[end]) for n, r in self.rows.rows.items()}
 
     def between(self, name: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         r = self.rows.get(name)
@@ -181,7 +215,8 @@ def ascending(x: np.ndarray) -> np.ndarray:
 
 
 class Cpus:
-    """The running table split by CPU once: sorted starts and ends, pids, comms and roles."""
+    """The running table split by CPU once: sorted starts and ends, pids, comms, roles, and each
+    row's task as a number (one per pid, comm and role: tasks are summed by it, not by text)."""
 
     def __init__(self, running: pd.DataFrame | None) -> None:
         self.by_cpu: dict[int, tuple[np.ndarray, ...]] = {}
@@ -189,11 +224,12 @@ class Cpus:
         if running is None or len(running) == 0:
             return
         start = running["t_start_ns"].to_numpy().astype(np.int64)
+        pid = running["pid"].to_numpy().astype(np.int64)
+        comm = running["comm"].astype(str).to_numpy(dtype=object)
+        role = running["role"].astype(str).to_numpy(dtype=object)
+        task = pd.MultiIndex.from_arrays([pid, comm, role]).factorize()[0].astype(np.int64)
         self.by_cpu = split_by_key(running["cpu"].to_numpy().astype(np.int64), start, start,
-                             running["t_end_ns"].to_numpy().astype(np.int64),
-                             running["pid"].to_numpy().astype(np.int64),
-                             running["comm"].astype(str).to_numpy(dtype=object),
-                             running["role"].astype(str).to_numpy(dtype=object))
+                                   running["t_end_ns"].to_numpy().astype(np.int64), pid, comm, role, task)
         self.starts = np.sort(start)
 
 

@@ -131,6 +131,7 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
     silence_start, silence_end = [], []
     transmit: set[int] = set()
     seen_cpus: set[int] = set()
+    seen_tasks: set[int] = set()
     first_ns = last_ns = None
     slab = 0
     columns = _present(path, SCHED_COLUMNS + RARE_COLUMNS)
@@ -143,9 +144,18 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
         silence_start.append(starts[1:-1])
         silence_end.append(ends[1:-1])
         last_ns = int(t[-1])
-        rare.append(events[tables.is_event(events, *RARE_EVENTS)])
+        # Only what a later phase reads is kept of a slab, and nothing for a slab that adds none: a
+        # small table kept from every slab pins a page of the allocator's among each slab's large
+        # freed ones, and what is held after this pass grew with the trace (docs/performance.md).
+        is_rare = tables.is_event(events, *RARE_EVENTS)
+        if is_rare.any() or not rare:
+            rare.append(events[is_rare])
         sw = tables.switches(events)
-        heads.append(_first_events(sw, tables.wakeups(events), tables.migrations(events)))
+        firsts_here = _first_events(sw, tables.wakeups(events), tables.migrations(events))
+        unseen = ~np.isin(firsts_here["pid"].to_numpy(), np.fromiter(seen_tasks, np.int64, len(seen_tasks)))
+        if unseen.any():  # a task's first slab alone counts (_firsts_of)
+            heads.append(firsts_here[unseen])
+            seen_tasks.update(int(p) for p in firsts_here["pid"].to_numpy()[unseen])
         if len(sw) == 0:
             continue
         pid, _, kind, _, _ = _task_events(sw)
@@ -157,8 +167,9 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
         firsts = sw.drop_duplicates("cpu")
         firsts = firsts[~firsts["cpu"].isin(list(seen_cpus)).to_numpy()]
         seen_cpus.update(int(c) for c in firsts["cpu"])
-        cpu_heads.append(pd.DataFrame({"cpu": firsts["cpu"].to_numpy(), "t_ns": firsts["t_ns"].to_numpy(),
-                                       "pid": firsts["prev_pid"].to_numpy(), "comm": firsts["prev_comm"].to_numpy()}))
+        if len(firsts):
+            cpu_heads.append(pd.DataFrame({"cpu": firsts["cpu"].to_numpy(), "t_ns": firsts["t_ns"].to_numpy(),
+                                           "pid": firsts["prev_pid"].to_numpy(), "comm": firsts["prev_comm"].to_numpy()}))
         comms = pd.concat([comms, pd.Series(firsts["prev_comm"].to_numpy(), index=firsts["prev_pid"].to_numpy())])
         transmit.update(int(p) for p in comms.index[comms.astype(str).str.startswith("ksoftirqd/").to_numpy()])
         del events, sw, comms, firsts

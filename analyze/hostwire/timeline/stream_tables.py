@@ -5,7 +5,7 @@ stamps are int64 ns of the run's reference clock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -324,16 +324,24 @@ def backlog(frames: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)[BACKLOG_COLUMNS]
 
 
-def backlog_steps(frames: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
+def backlog_steps(frames: pd.DataFrame, writes: pd.DataFrame, rows: int | None = None) -> pd.DataFrame:
     """backlog()'s stream, t_ns and backlog_bytes alone, the stream a categorical of the names in
-    name order (what the gap analysis reads of it, without a table of all its columns), each
-    stream's steps written to disk as they are made (hostwire.spill: a long run's are not held)."""
+    name order (what the gap analysis reads of it, without a table of all its columns), made
+    window by window (hostwire.timeline.backlog_windows: `rows` of each table at a time) and
+    written to disk as they are made (hostwire.spill): a long run's are not held."""
     from hostwire.spill import Columns
+    from hostwire.timeline.backlog_windows import WINDOW_ROWS, stream_backlog, stream_rows
 
     steps = Columns({"t_ns": np.int64, "backlog_bytes": np.int64})
-    names = []
-    for name, (t, written, sent) in _backlogs(frames, writes):
-        steps.append(len(names), t_ns=t, backlog_bytes=np.maximum(0, written - sent))
+    names: list[str] = []
+    writes_of = dict(stream_rows(writes["stream"]))
+    frame_columns = {c: frames[c].to_numpy() for c in ("t_ns", "seq_end")}  # mapped: views, no copy
+    write_columns = {c: writes[c].to_numpy() for c in ("t_enter_ns", "t_exit_ns", "bytes")}
+    for name, of_frames in stream_rows(frames["stream"]):
+        of_writes = writes_of.get(name, slice(0, 0))
+        for t, level in stream_backlog({c: v[of_frames] for c, v in frame_columns.items()},
+                                       {c: v[of_writes] for c, v in write_columns.items()}, rows or WINDOW_ROWS):
+            steps.append(len(names), t_ns=t, backlog_bytes=level)
         names.append(name)
     return steps.table(pd.Index(names, dtype=object), list(range(len(names))))  # every stream, rows or not
 
@@ -341,9 +349,11 @@ def backlog_steps(frames: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
 def _backlogs(frames: pd.DataFrame, writes: pd.DataFrame) -> Iterator[tuple[str, tuple[np.ndarray, ...]]]:
     """Per stream with frames, in name order: the stamps at which its backlog changes, and the
     bytes written and sent by each (the last of equal stamps)."""
-    of_stream = _rows_of_stream(writes["stream"])
+    from hostwire.timeline.backlog_windows import stream_rows
+
+    writes_of = dict(stream_rows(writes["stream"]))
     for name, f in frames.groupby("stream", sort=True, observed=True):
-        w = writes[of_stream(str(name))]
+        w = writes.iloc[writes_of.get(str(name), slice(0, 0))]
         w = w[w["bytes"].to_numpy() > 0]
         offset = writes_offset(f, w.sort_values("t_enter_ns", kind="stable"))
         t = np.concatenate([w["t_exit_ns"].to_numpy(), f["t_ns"].to_numpy()]).astype(np.int64)
@@ -355,12 +365,3 @@ def _backlogs(frames: pd.DataFrame, writes: pd.DataFrame) -> Iterator[tuple[str,
         sent = np.maximum.accumulate(hs) if len(hs) else hs
         last = np.r_[t[1:] != t[:-1], True] if len(t) else np.zeros(0, bool)  # the last row of each stamp
         yield str(name), (t[last], written[last], sent[last])
-
-
-def _rows_of_stream(stream: pd.Series) -> Callable[[str], np.ndarray]:
-    """name -> which rows are that stream's (their codes compared: no string per row)."""
-    from hostwire.timeline.intervals import stream_codes
-
-    codes, names = stream_codes(stream)
-    known = {str(n): k for k, n in enumerate(names)}
-    return lambda name: codes == known.get(name, -2)
