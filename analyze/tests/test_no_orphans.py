@@ -119,7 +119,10 @@ def test_killed_analyze_leaves_no_process(campaign: Path, tmp_path: Path, sig: s
     if sig != signal.SIGKILL:
         text = log.read_text(errors="replace")
         assert "Traceback" not in text, text
-        assert proc.returncode in (130, 143), (proc.returncode, text)
+        # a signal that lands once every run is analyzed, as the process exits, finds nothing to stop
+        # (a loaded host can starve this loop that long): the analysis then ended as it would have
+        finished = proc.returncode == 0 and f"analyzed {COPIES} of {COPIES} runs" in text
+        assert proc.returncode in (130, 143) or finished, (proc.returncode, text)
 
 
 def test_a_worker_killed_is_one_line(campaign: Path, tmp_path: Path) -> None:
