@@ -20,7 +20,7 @@ import pandas as pd
 from hostwire.timeline.intervals import is_ascending, stream_codes
 
 WINDOW_ROWS = 1 << 18  # rows of each table a window takes at most (more only for one stamp's rows)
-_LOWEST = np.iinfo(np.int64).min
+_LOWEST, _HIGHEST = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
 
 def stream_rows(stream: pd.Series) -> list[tuple[str, slice | np.ndarray]]:
@@ -35,7 +35,8 @@ def stream_rows(stream: pd.Series) -> list[tuple[str, slice | np.ndarray]]:
         return [(str(names[k]), slice(bounds[k], bounds[k + 1]))
                 for k in range(len(names)) if bounds[k + 1] > bounds[k]]
     order = range(len(names)) if categorical else np.argsort(names.astype(str), kind="stable")
-    return [(str(names[k]), codes == k) for k in order if (codes == k).any()]
+    masks = ((str(names[k]), codes == k) for k in order)
+    return [(name, mask) for name, mask in masks if mask.any()]
 
 
 def stream_backlog(frames: dict[str, np.ndarray], writes: dict[str, np.ndarray],
@@ -101,5 +102,3 @@ def _windows(a: np.ndarray, b: np.ndarray, rows: int) -> Iterator[tuple[slice, s
         yield slice(i, i1), slice(j, j1)
         i, j = i1, j1
 
-
-_HIGHEST = np.iinfo(np.int64).max

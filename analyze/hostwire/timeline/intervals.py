@@ -48,11 +48,7 @@ BLOCK_ROWS = 1 << 20  # rows a check over a whole table reads at a time: no arra
 
 def is_ascending(values: np.ndarray) -> bool:
     """values never decrease (read a block at a time)."""
-    for lo in range(0, len(values), BLOCK_ROWS):
-        block = values[max(lo - 1, 0):lo + BLOCK_ROWS]  # one row back: the pair across the bound
-        if bool((block[1:] < block[:-1]).any()):
-            return False
-    return True
+    return _ordered_by_key(values, None)
 
 
 def _ordered_by_key(key: np.ndarray, sort_by: np.ndarray | None) -> bool:
