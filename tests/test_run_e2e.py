@@ -3,6 +3,7 @@ success, Ctrl-C and SIGTERM alike, keeping what was recorded."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 import signal
@@ -64,8 +65,10 @@ def test_demo_records_a_complete_run(tmp_path: Path, build_dir: Path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_run_cleans_up_and_keeps_partial_data(tmp_path: Path, build_dir: Path, sig: int,
                                                           processes_mentioning: Callable[[str], list[int]]) -> None:
+    # started with SIGINT ignored, as a script's background job is: hostwire still stops on it
     proc = subprocess.Popen([sys.executable, "-m", "hostwire", "demo", "--duration", "20", "--out", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=functools.partial(signal.signal, signal.SIGINT, signal.SIG_IGN))
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and len(processes_mentioning(str(tmp_path))) < 4:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 
 import hostwire
@@ -45,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    # A script's background job inherits SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt: a `kill -INT` would leave the run going. Every command stops, removes what
+    # it set up and keeps what it recorded on SIGINT, whatever disposition it was started with.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return int(args.func(args) or 0)
     except HostwireError as err:
