@@ -147,3 +147,36 @@ def test_a_worker_killed_is_one_line(campaign: Path, tmp_path: Path) -> None:
     assert proc.returncode == 1, err
     assert "the worker analysing it died" in err and "Traceback" not in err, err
     assert len([line for line in err.splitlines() if line.startswith("hostwire: ")]) >= 1
+
+
+def test_a_worker_dying_while_runs_are_handed_out_is_one_error(campaign: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool broken between two submissions (a worker killed as the runs are handed out): the
+    first run not analysed is named, the one before it was given back, and no worker is left."""
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    from hostwire.campaign import analyze as campaign_analyze
+    from hostwire.errors import HostwireError
+
+    real_submit = ProcessPoolExecutor.submit
+    submitted: list[Future] = []
+
+    def submit(pool: ProcessPoolExecutor, fn, *args):  # type: ignore[no-untyped-def]
+        if len(submitted) == 1:  # the first run done, then every worker killed before the second is handed out
+            submitted[0].result(timeout=60)
+            for child in multiprocessing.active_children():
+                os.kill(child.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while not pool._broken and time.monotonic() < deadline:  # the pool's thread sees them die
+                time.sleep(0.01)
+        submitted.append(real_submit(pool, fn, *args))
+        return submitted[-1]
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", submit)
+    paths = sorted(str(p) for p in campaign.iterdir())
+    rows = []
+    with pytest.raises(HostwireError, match="the worker analysing it died") as failure:
+        for row in campaign_analyze._on_pool(paths, True, 2, None):
+            rows.append(row)
+    assert len(rows) == 1 and str(failure.value).startswith(f"{paths[1]}: "), (len(rows), str(failure.value))
+    assert not multiprocessing.active_children()

@@ -432,14 +432,20 @@ def _on_pool(paths: list[str], force: bool, workers: int | None,
     try:
         # Submitted one by one, not through map(): map's iterator cancels the pending futures when
         # it is left, and the pool's own thread then fails on them (see _stop_workers).
+        futures = []
         with held_signals():  # submitting forks the workers
-            futures = [pool.submit(_analyze_or_skip, path, force) for path in paths]
-        for i, future in enumerate(futures):
+            for path in paths:
+                try:
+                    futures.append(pool.submit(_analyze_or_skip, path, force))
+                except BrokenProcessPool:  # a worker died while runs were still being handed out
+                    break
+        for i, path in enumerate(paths):
+            if i == len(futures):
+                raise _worker_died(path)
             try:
-                row = future.result()
+                row = futures[i].result()
             except BrokenProcessPool:
-                raise HostwireError(f"{paths[i]}: the worker analysing it died (killed by the kernel, out of "
-                                    "memory?); the runs analysed before are kept: rerun with fewer --workers") from None
+                raise _worker_died(path) from None
             yield row
             if progress:
                 progress(i + 1, len(paths))
@@ -449,22 +455,29 @@ def _on_pool(paths: list[str], force: bool, workers: int | None,
     pool.shutdown(wait=True)
 
 
+def _worker_died(path: str) -> HostwireError:
+    return HostwireError(f"{path}: the worker analysing it died (killed by the kernel, out of memory?); the runs "
+                         "analysed before are kept: rerun with fewer --workers")
+
+
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """SIGTERM to every worker of the pool (their tools follow by their parent-death signal), then
-    the pool is shut down without waiting for work that will not be used.
+    the pool is shut down once they are gone, without waiting for work that will not be used.
 
     No future is cancelled: the pool's own thread fails every pending future once it sees its
     workers gone, and on Python before 3.11.9 it raises (and prints a traceback) when one of them
-    was cancelled meanwhile."""
+    was cancelled meanwhile. That thread is waited for: the pool's exit handler wakes every
+    pool thread still listed, and one that closes its wake-up pipe at that moment made the
+    handler print a traceback (EBADF) as hostwire exited."""
     workers = multiprocessing.active_children()
     for child in workers:
         child.terminate()
-    pool.shutdown(wait=False)
     for child in workers:
         child.join(timeout=2)
         if child.is_alive():
             child.kill()
             child.join(timeout=1)
+    pool.shutdown(wait=True)  # its workers are dead: the thread fails what is pending and ends
 
 
 def _on_dask(address: str, paths: list[str], force: bool) -> list[dict[str, Any]]:
