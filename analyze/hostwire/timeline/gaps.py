@@ -283,11 +283,9 @@ class _Explainer:
 
     def segments(self, name: str, first: np.ndarray, nxt: np.ndarray,
                  sets: dict[str, tuple[np.ndarray, np.ndarray]]) -> Segments:
-        """The elementary segments: every boundary inside a gap, where a CPU begins or ends
-        running its idle task included (wait_cpu looks at a segment's start, the preempters at
-        every task that ran in it; the gaps are disjoint and sorted by their start; so are each
-        set's starts, and its ends)."""
-        cuts = [first, nxt, within(self.cpus.idle_edges, first, nxt)]
+        """The elementary segments: every boundary inside a gap, the CPUs' task changes included
+        (the gaps are disjoint and sorted by their start; so are each set's starts, and its ends)."""
+        cuts = [first, nxt, within(self.cpus.starts, first, nxt)]
         for starts, ends in sets.values():
             cuts += [within(starts, first, nxt), within(ascending(ends), first, nxt)]
         x = unique_sorted(np.concatenate(cuts))

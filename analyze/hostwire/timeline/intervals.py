@@ -212,25 +212,21 @@ def ascending(x: np.ndarray) -> np.ndarray:
 
 class Cpus:
     """The running table split by CPU once: sorted starts and ends, pids, comms, roles, and each
-    row's task as a number (one per pid, comm and role: tasks are summed by it, not by text);
-    and idle_edges, the sorted bounds of the idle task's intervals on every CPU (where whether a
-    CPU idles can change: a switch between two other tasks cannot change it)."""
+    row's task as a number (one per pid, comm and role: tasks are summed by it, not by text)."""
 
     def __init__(self, running: pd.DataFrame | None) -> None:
         self.by_cpu: dict[int, tuple[np.ndarray, ...]] = {}
-        self.idle_edges = np.zeros(0, np.int64)
+        self.starts = np.zeros(0, np.int64)
         if running is None or len(running) == 0:
             return
         start = running["t_start_ns"].to_numpy().astype(np.int64)
-        end = running["t_end_ns"].to_numpy().astype(np.int64)
         pid = running["pid"].to_numpy().astype(np.int64)
         comm = running["comm"].astype(str).to_numpy(dtype=object)
         role = running["role"].astype(str).to_numpy(dtype=object)
         task = pd.MultiIndex.from_arrays([pid, comm, role]).factorize()[0].astype(np.int64)
-        self.by_cpu = split_by_key(running["cpu"].to_numpy().astype(np.int64), start, start, end,
-                                   pid, comm, role, task)
-        idle = pid == 0
-        self.idle_edges = unique_sorted(np.concatenate([start[idle], end[idle]]))
+        self.by_cpu = split_by_key(running["cpu"].to_numpy().astype(np.int64), start, start,
+                                   running["t_end_ns"].to_numpy().astype(np.int64), pid, comm, role, task)
+        self.starts = np.sort(start)
 
 
 class Runnable:
