@@ -156,11 +156,14 @@ test: setup
 	$(call pytest_parts,not vm and not long,)
 	$(call pytest_parts,sanitized and not long,HOSTWIRE_BUILD=$(TOP)/build/asan)
 
-# The scenarios of a minute or more (pytest marker `long`); .ci/run runs them after make test.
+# The long scenarios (pytest marker `long`: those of a minute or more, and the tests of five
+# seconds or more that conftest.py's LONG_TESTS lists), one at a time, the sanitized ones also
+# against the ASan/UBSan build; .ci/run runs them after make test.
 test-long: setup
 	$(Q)$(MAKE) --no-print-directory -j$(JOBS) build-c
 	$(Q)$(MAKE) --no-print-directory -j$(JOBS) SAN=1 build-c
 	$(Q)$(PYTEST) -m "long and not vm" $(PYTEST_ARGS)
+	$(Q)HOSTWIRE_BUILD=$(TOP)/build/asan $(PYTEST) -m "long and sanitized and not vm" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 demo: setup
 	$(Q)$(MAKE) --no-print-directory build-c

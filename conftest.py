@@ -41,6 +41,59 @@ TIMING_MODULES = frozenset({
 })
 
 
+# Scenarios of five seconds or more on two CPUs (measured with --durations on 2026-11-28), whole
+# modules or tests by function name: they carry the `long` marker, so that `make test` stays
+# within six minutes; `make test-long`, which CI runs after it, runs them (the sanitized ones
+# against the ASan/UBSan build too). Each still runs in CI on every change.
+LONG_TESTS = frozenset({
+    "tests/test_gaps_e2e.py", "tests/test_campaign_e2e.py",
+    "analyze/tests/test_cache_integrity.py::test_report_recomputes_an_empty_table_instead_of_a_traceback",
+    "analyze/tests/test_campaign.py::test_campaign_records_every_point_and_resume_skips_complete_runs",
+    "analyze/tests/test_capture_pass.py::test_gaps_of_the_chunked_capture_are_the_gaps_in_memory",
+    "analyze/tests/test_capture_pass.py::test_recorded_fixture_in_chunks_is_the_whole",
+    "analyze/tests/test_capture_pass.py::test_synthetic_capture_in_chunks_is_the_whole",
+    "analyze/tests/test_fixture_run.py::test_analysis_and_report_of_the_fixture",
+    "analyze/tests/test_fuzz_fast.py::test_fuzz_every_format_in_process",
+    "analyze/tests/test_gap_sinks.py::test_sinks_give_the_whole_tables_of_a_recorded_run",
+    "analyze/tests/test_gap_sinks.py::test_the_command_streams_rows_as_the_whole_table",
+    "analyze/tests/test_kernel_slabs.py::test_analyze_takes_the_chunked_paths_for_a_long_run_with_the_same_row",
+    "analyze/tests/test_kernel_slabs.py::test_gaps_explained_in_slabs_are_the_gaps_explained_whole",
+    "analyze/tests/test_kernel_slabs.py::test_gaps_in_slabs_from_the_command_line",
+    "analyze/tests/test_kernel_slabs.py::test_pieces_of_the_trace_are_the_whole_trace",
+    "analyze/tests/test_kernel_slabs.py::test_slabs_hold_the_whole_traces_states_and_cpus",
+    "analyze/tests/test_kernel_slabs.py::test_the_one_run_report_of_a_long_run_reads_it_in_slabs_and_chunks",
+    "analyze/tests/test_kernel_slabs.py::test_the_timeline_of_a_long_trace_from_its_slabs",
+    "analyze/tests/test_linkrate_cli.py::test_metrics_and_gaps_agree_on_a_run_without_link_rate",
+    "analyze/tests/test_metrics_integrity.py::test_a_real_run_goodput_within_the_link_and_its_cut_capture",
+    "analyze/tests/test_overhead.py::test_loss_ledger_names_the_source_of_losses_made_on_purpose",
+    "analyze/tests/test_run_report.py::test_a_missing_capture_or_kernel_trace_is_named_in_place",
+    "analyze/tests/test_run_report.py::test_benchmark_run",
+    "analyze/tests/test_run_report.py::test_digest_is_a_campaign_option_and_a_missing_path_is_named",
+    "analyze/tests/test_safe_writes.py::test_a_symlinked_output_folder_is_refused_in_one_line",
+    "analyze/tests/test_safe_writes.py::test_links_at_every_output_name_are_replaced_not_followed",
+    "analyze/tests/test_syscalls_pieces.py::test_each_fds_bytes_add_up_piece_by_piece",
+    "analyze/tests/test_syscalls_pieces.py::test_the_kept_calls_of_the_pieces_are_the_whole_files",
+    "analyze/tests/test_syscalls_pieces.py::test_the_writes_held_on_disk_are_the_writes_of_the_whole_file",
+    "analyze/tests/test_timeline_pcapng.py::test_every_data_frame_names_its_sending_process",
+    "benchmark/tests/test_bench.py::test_killed_sender_is_named",
+    "benchmark/tests/test_bench.py::test_loopback_run",
+    "capture/tests/test_pcapcols.py::test_corpus_matches_tshark",
+    "capture/tests/test_wirecap.py::test_shaped_link_wire_timeline",
+    "kernel-patches/tests/test_series.py::test_broken_patch_is_one_line",
+    "syscall-tracer/tests/test_iotrace.py::test_every_call_of_a_long_loop_is_recorded_inside_its_own_clock_readings",
+    "tests/test_dry_run_estimate.py::test_dry_run_estimate_matches_a_short_campaign",
+    "tests/test_fuzz_integrity.py::test_damaged_trace_is_named_by_convert",
+    "tests/test_record.py::test_failures_one_line_each",
+    "tests/test_record.py::test_iperf3_tcp",
+    "tests/test_run_e2e.py::test_demo_records_a_complete_run",
+    "tests/test_run_e2e.py::test_interrupted_run_cleans_up_and_keeps_partial_data",
+    "tests/test_run_e2e.py::test_killed_runner_leaves_nothing_that_doctor_cannot_remove",
+    "tests/test_run_e2e.py::test_metrics_sanity_of_a_real_two_namespace_run",
+    "tests/test_run_integrity.py::test_default_run_captures_at_the_senders_end_with_wire_like_gaps",
+    "tests/test_run_integrity.py::test_sender_cpu_cap_limits_the_sender_host_only_and_leaves_no_group",
+})
+
+
 LEFTOVERS_BEFORE_SESSION: list[str] = []
 
 
@@ -67,8 +120,11 @@ def pytest_configure_node(node: "object") -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if Path(item.path).resolve().relative_to(REPO_ROOT).as_posix() in TIMING_MODULES:
+        module = Path(item.path).resolve().relative_to(REPO_ROOT).as_posix()
+        if module in TIMING_MODULES:
             item.add_marker(pytest.mark.timing)
+        if module in LONG_TESTS or f"{module}::{getattr(item, 'originalname', item.name)}" in LONG_TESTS:
+            item.add_marker(pytest.mark.long)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
