@@ -156,7 +156,7 @@ test: setup
 	$(call pytest_parts,not vm and not long,)
 	$(call pytest_parts,sanitized and not long,HOSTWIRE_BUILD=$(TOP)/build/asan)
 
-# The long scenarios (pytest marker `long`: those of a minute or more, and the tests of five
+# The long scenarios (pytest marker `long`: those of a minute or more, and the tests of about four
 # seconds or more that conftest.py's LONG_TESTS lists), one at a time, the sanitized ones also
 # against the ASan/UBSan build; .ci/run runs them after make test.
 test-long: setup

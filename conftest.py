@@ -41,7 +41,7 @@ TIMING_MODULES = frozenset({
 })
 
 
-# Scenarios of five seconds or more on two CPUs (measured with --durations on 2026-11-28), whole
+# Scenarios of about four seconds or more on two CPUs (measured with --durations on 2026-11-28), whole
 # modules or tests by function name: they carry the `long` marker, so that `make test` stays
 # within six minutes; `make test-long`, which CI runs after it, runs them (the sanitized ones
 # against the ASan/UBSan build too). Each still runs in CI on every change.
@@ -91,6 +91,11 @@ LONG_TESTS = frozenset({
     "tests/test_run_e2e.py::test_metrics_sanity_of_a_real_two_namespace_run",
     "tests/test_run_integrity.py::test_default_run_captures_at_the_senders_end_with_wire_like_gaps",
     "tests/test_run_integrity.py::test_sender_cpu_cap_limits_the_sender_host_only_and_leaves_no_group",
+    "tests/test_run_integrity.py::test_shaper_drops_are_read_from_the_kernel_into_the_manifest",
+    "analyze/tests/test_overhead.py::test_each_syscall_backend_counts_the_writes_the_benchmark_logged",
+    "analyze/tests/test_overhead_program.py::test_sigterm_during_the_program_rows_leaves_nothing_behind",
+    "analyze/tests/test_run_object.py::test_a_recorded_run_is_decoded_once_by_the_summary_and_once_by_the_analysis",
+    "syscall-tracer/tests/test_iotrace.py::test_ptrace_preload_and_tracefs_agree_on_the_senders_writes",
 })
 
 
