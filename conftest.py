@@ -46,7 +46,7 @@ TIMING_MODULES = frozenset({
 # within six minutes; `make test-long`, which CI runs after it, runs them (the sanitized ones
 # against the ASan/UBSan build too). Each still runs in CI on every change.
 LONG_TESTS = frozenset({
-    "tests/test_gaps_e2e.py", "tests/test_campaign_e2e.py",
+    "tests/test_campaign_e2e.py", "tests/test_gaps_e2e.py",
     "analyze/tests/test_cache_integrity.py::test_report_recomputes_an_empty_table_instead_of_a_traceback",
     "analyze/tests/test_campaign.py::test_campaign_records_every_point_and_resume_skips_complete_runs",
     "analyze/tests/test_capture_pass.py::test_gaps_of_the_chunked_capture_are_the_gaps_in_memory",
@@ -65,7 +65,10 @@ LONG_TESTS = frozenset({
     "analyze/tests/test_kernel_slabs.py::test_the_timeline_of_a_long_trace_from_its_slabs",
     "analyze/tests/test_linkrate_cli.py::test_metrics_and_gaps_agree_on_a_run_without_link_rate",
     "analyze/tests/test_metrics_integrity.py::test_a_real_run_goodput_within_the_link_and_its_cut_capture",
+    "analyze/tests/test_overhead.py::test_each_syscall_backend_counts_the_writes_the_benchmark_logged",
     "analyze/tests/test_overhead.py::test_loss_ledger_names_the_source_of_losses_made_on_purpose",
+    "analyze/tests/test_overhead_program.py::test_sigterm_during_the_program_rows_leaves_nothing_behind",
+    "analyze/tests/test_run_object.py::test_a_recorded_run_is_decoded_once_by_the_summary_and_once_by_the_analysis",
     "analyze/tests/test_run_report.py::test_a_missing_capture_or_kernel_trace_is_named_in_place",
     "analyze/tests/test_run_report.py::test_benchmark_run",
     "analyze/tests/test_run_report.py::test_digest_is_a_campaign_option_and_a_missing_path_is_named",
@@ -81,6 +84,7 @@ LONG_TESTS = frozenset({
     "capture/tests/test_wirecap.py::test_shaped_link_wire_timeline",
     "kernel-patches/tests/test_series.py::test_broken_patch_is_one_line",
     "syscall-tracer/tests/test_iotrace.py::test_every_call_of_a_long_loop_is_recorded_inside_its_own_clock_readings",
+    "syscall-tracer/tests/test_iotrace.py::test_ptrace_preload_and_tracefs_agree_on_the_senders_writes",
     "tests/test_dry_run_estimate.py::test_dry_run_estimate_matches_a_short_campaign",
     "tests/test_fuzz_integrity.py::test_damaged_trace_is_named_by_convert",
     "tests/test_record.py::test_failures_one_line_each",
@@ -92,10 +96,6 @@ LONG_TESTS = frozenset({
     "tests/test_run_integrity.py::test_default_run_captures_at_the_senders_end_with_wire_like_gaps",
     "tests/test_run_integrity.py::test_sender_cpu_cap_limits_the_sender_host_only_and_leaves_no_group",
     "tests/test_run_integrity.py::test_shaper_drops_are_read_from_the_kernel_into_the_manifest",
-    "analyze/tests/test_overhead.py::test_each_syscall_backend_counts_the_writes_the_benchmark_logged",
-    "analyze/tests/test_overhead_program.py::test_sigterm_during_the_program_rows_leaves_nothing_behind",
-    "analyze/tests/test_run_object.py::test_a_recorded_run_is_decoded_once_by_the_summary_and_once_by_the_analysis",
-    "syscall-tracer/tests/test_iotrace.py::test_ptrace_preload_and_tracefs_agree_on_the_senders_writes",
 })
 
 

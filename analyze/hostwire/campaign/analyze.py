@@ -16,7 +16,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
@@ -432,7 +432,7 @@ def _on_pool(paths: list[str], force: bool, workers: int | None,
     try:
         # Submitted one by one, not through map(): map's iterator cancels the pending futures when
         # it is left, and the pool's own thread then fails on them (see _stop_workers).
-        futures = []
+        futures: list[Future[dict[str, Any]]] = []
         with held_signals():  # submitting forks the workers
             for path in paths:
                 try:
