@@ -57,14 +57,37 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+def _waiting_for_a_cpu_ns(run: hostwire.Run, pids: list[int], spans: pd.DataFrame) -> int:
+    """How long, within the spans (t_start_ns, t_end_ns), the tasks were runnable but not running."""
+    states = Timeline.of(run).df_task_states()
+    waiting = states[states["pid"].isin(pids) & (states["state"] == "runnable")]
+    total = 0
+    for lo, hi in zip(spans["t_start_ns"].to_numpy(), spans["t_end_ns"].to_numpy()):
+        inside = waiting[(waiting["t_end_ns"] > lo) & (waiting["t_start_ns"] < hi)]
+        total += int((np.minimum(inside["t_end_ns"], hi) - np.maximum(inside["t_start_ns"], lo)).sum())
+    return total
+
+
 @pytest.mark.privileged("netns", "tracefs")
 @pytest.mark.slow
 def test_sieves_sharing_the_cpu_preempt_the_stream(runs: dict[str, Path]) -> None:
+    """The sieves hold the stream back in two ways, in proportions the scheduler picks run by run:
+    they preempt the sender (preempted), or they preempt the receiver on the same CPU, whose
+    window then closes (receiver-window, while the receiver waits for the CPU). In ten runs here
+    the receiver's part was 0 to 62 % of the gaps; the two together were never below 92 %."""
     run = hostwire.load_run(runs["shared"])
     table, pre, p99 = _gaps_above_p99(run)
     assert len(table) >= 10, f"only {len(table)} gaps above the p99 spacing {p99} ns"
-    share = table["preempted_ns"].sum() / table["gap_ns"].sum()
-    assert share >= 0.9, gaps.summary(table).to_string()
+    report = gaps.summary(table).to_string()
+    gap_ns = table["gap_ns"].sum()
+    window_ns = table["receiver_window_ns"].sum()
+    assert (table["preempted_ns"].sum() + window_ns) / gap_ns >= 0.9, report
+    assert table["preempted_ns"].sum() / gap_ns >= 0.2, report
+    # where the window closed, the receiver was waiting for the CPU, not reading slowly or paused
+    receivers = list(gap_sources.gap_inputs(run).receivers.values())
+    assert receivers, "the stream's receiver runs on this host and is known"
+    held = table[table["receiver_window_ns"] > 0]
+    assert _waiting_for_a_cpu_ns(run, receivers, held) >= 0.8 * window_ns, report
     sieves = {p["pid"] for p in run.bench_summary()["processes"] if p["role"].startswith("bg-")}
     # the sieves are named, and preempt more than the benchmark's other processes together (tasks
     # outside the benchmark, e.g. another user's, are named too but not counted here)
