@@ -19,6 +19,7 @@ from hostwire.record.point import RunPoint
 from hostwire.record.runner import record_run
 from hostwire.timeline import build, gap_sources, gaps
 from hostwire.timeline.build import Timeline
+from hostwire.timeline.intervals import restrict, union
 
 PARTS = [f"{c}_ns" for c in gaps.CAUSES]
 
@@ -61,10 +62,11 @@ def _waiting_for_a_cpu_ns(run: hostwire.Run, pids: list[int], spans: pd.DataFram
     """How long, within the spans (t_start_ns, t_end_ns), the tasks were runnable but not running."""
     states = Timeline.of(run).df_task_states()
     waiting = states[states["pid"].isin(pids) & (states["state"] == "runnable")]
+    runnable = union(waiting["t_start_ns"].to_numpy(), waiting["t_end_ns"].to_numpy())
     total = 0
     for lo, hi in zip(spans["t_start_ns"].to_numpy(), spans["t_end_ns"].to_numpy()):
-        inside = waiting[(waiting["t_end_ns"] > lo) & (waiting["t_start_ns"] < hi)]
-        total += int((np.minimum(inside["t_end_ns"], hi) - np.maximum(inside["t_start_ns"], lo)).sum())
+        starts, ends = restrict(runnable, lo, hi)
+        total += int((np.minimum(ends, hi) - np.maximum(starts, lo)).sum())
     return total
 
 
