@@ -75,8 +75,9 @@ def _waiting_for_a_cpu_ns(run: hostwire.Run, pids: list[int], spans: pd.DataFram
 def test_sieves_sharing_the_cpu_preempt_the_stream(runs: dict[str, Path]) -> None:
     """The sieves hold the stream back in two ways, in proportions the scheduler picks run by run:
     they preempt the sender (preempted), or they preempt the receiver on the same CPU, whose
-    window then closes (receiver-window, while the receiver waits for the CPU). In ten runs here
-    the receiver's part was 0 to 62 % of the gaps; the two together were never below 92 %."""
+    window then closes (receiver-window, while the receiver waits for the CPU). In twenty runs
+    here the receiver's part was 0 to 80 % of the gaps (so no floor is set for either part); the
+    two together were never below 92 %. The sieves must still be the sender's preempters."""
     run = hostwire.load_run(runs["shared"])
     table, pre, p99 = _gaps_above_p99(run)
     assert len(table) >= 10, f"only {len(table)} gaps above the p99 spacing {p99} ns"
@@ -84,7 +85,6 @@ def test_sieves_sharing_the_cpu_preempt_the_stream(runs: dict[str, Path]) -> Non
     gap_ns = table["gap_ns"].sum()
     window_ns = table["receiver_window_ns"].sum()
     assert (table["preempted_ns"].sum() + window_ns) / gap_ns >= 0.9, report
-    assert table["preempted_ns"].sum() / gap_ns >= 0.2, report
     # where the window closed, the receiver was waiting for the CPU, not reading slowly or paused
     receivers = list(gap_sources.gap_inputs(run).receivers.values())
     assert receivers, "the stream's receiver runs on this host and is known"
