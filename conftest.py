@@ -82,6 +82,7 @@ LONG_TESTS = frozenset({
     "benchmark/tests/test_bench.py::test_loopback_run",
     "capture/tests/test_pcapcols.py::test_corpus_matches_tshark",
     "capture/tests/test_wirecap.py::test_shaped_link_wire_timeline",
+    "capture/tests/test_wirecap.py::test_two_cpus_filing_at_once_file_some_stamps_out_of_order",
     "kernel-patches/tests/test_series.py::test_broken_patch_is_one_line",
     "syscall-tracer/tests/test_iotrace.py::test_every_call_of_a_long_loop_is_recorded_inside_its_own_clock_readings",
     "syscall-tracer/tests/test_iotrace.py::test_ptrace_preload_and_tracefs_agree_on_the_senders_writes",

@@ -9,12 +9,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from hostwire.paths import tool
+from hostwire.metrics.streams import label_flows
 from hostwire.read.pcap import read_pcap, read_wirecap_json
 from hostwire.read.resources import CPU_FIELDS, parse_proc_stat
 from hostwire.record.topology import RECEIVER_ADDR, SENDER_ADDR, Topology
@@ -157,6 +159,41 @@ def test_usage_and_failures(tmp_path: Path) -> None:
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.privileged("netns")
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="two CPUs filing frames at once are needed")
+def test_two_cpus_filing_at_once_file_some_stamps_out_of_order(tmp_path: Path) -> None:
+    """Why the analysis sorts by stamp (docs/formats.md): two senders on two CPUs push UDP frames
+    through a bare veth at once, so two CPUs file arriving frames into the capture ring at the same
+    moments; some are filed after a frame stamped later (measured: 0.35-0.56 % of 200,000 frames,
+    steps back of 0.15 us median, 83 us at most). The labelled flows come out in stamp order."""
+    pcap = tmp_path / "wire.pcap"
+    per_sender = 50_000
+    with Topology(run_id="capo", link=LinkSpec(qdisc="none")) as topo:
+        cap = subprocess.Popen([str(tool("hw-wirecap")), "-n", topo.rx_ns, "-i", topo.rx_dev, "-o", str(pcap),
+                                "-f", "udp port 9"], stderr=subprocess.PIPE, text=True)
+        try:
+            assert "capturing on" in cap.stderr.readline()
+            senders = [subprocess.Popen(["ip", "netns", "exec", topo.tx_ns, "taskset", "-c", str(cpu),
+                                         sys.executable, "-c", UDP_SENDER, str(per_sender)]) for cpu in (0, 1)]
+            assert [s.wait(timeout=60) for s in senders] == [0, 0]
+            time.sleep(0.5)  # the last frames leave the CPUs' backlogs
+        finally:
+            err = wireload.stop_wirecap(cap)
+    meta = read_wirecap_json(tmp_path / "wirecap.json")
+    assert (meta["packets_written"], meta["ps_drop"], meta["ps_ifdrop"]) == (2 * per_sender, 0, 0), err
+    df = read_pcap(pcap)
+    assert len(df) == 2 * per_sender
+    step = np.diff(df["t_ns"].to_numpy())
+    back = -step[step < 0]
+    assert len(back) > 0, "no frame filed after a later stamp: the two senders never overlapped"
+    assert np.median(back) < 10_000, np.percentile(back, [50, 99, 100])
+    flows = label_flows(df)
+    assert len(flows) == len(df) and flows["stream"].nunique() == 2
+    assert (np.diff(flows["t_ns"].to_numpy()) >= 0).all()
+
+
 def _total_cpu_times() -> list[int]:
     return parse_proc_stat(Path("/proc/stat").read_text(), 1)[0][0][1]
 
@@ -195,7 +232,12 @@ def test_shaped_link_wire_timeline(tmp_path: Path) -> None:
     assert read_wirecap_json(tmp_path / "tx" / "wirecap.json")["ps_drop"] == 0, tx_err
     df = read_pcap(tmp_path / "rx" / "wire.pcap", clock_pairs=meta["clock_pairs"])
     assert df.attrs["frames"] == meta["packets_written"]
-    assert (np.diff(df["t_pcap_ns"].to_numpy()) >= 0).all(), "stamps went backwards"
+    # file order is the order the kernel reserved the frames' ring slots, not their stamps' order: a
+    # leaving frame (an ACK) is stamped before its slot is taken, an arriving data frame after (its
+    # skb holds the sender's monotonic departure time, not a stamp), so two CPUs filing at the same
+    # moment can file a later stamp first (docs/formats.md); rare, the analysis sorts by stamp
+    filed_back = int((np.diff(df["t_pcap_ns"].to_numpy()) < 0).sum())
+    assert filed_back <= len(df) // 1000, f"{filed_back} of {len(df)} frames filed before an earlier stamp"
     dump = subprocess.run(["tcpdump", "-nn", "-r", str(tmp_path / "rx" / "wire.pcap")], capture_output=True,
                           text=True, timeout=60)
     assert dump.returncode == 0 and len(dump.stdout.splitlines()) == df.attrs["frames"]
@@ -204,9 +246,21 @@ def test_shaped_link_wire_timeline(tmp_path: Path) -> None:
     assert data["seq"].nunique() == len(data), "a segment crossed the wire twice"
     assert int(data["payload_len"].sum()) == received, (int(data["payload_len"].sum()), received)
     assert (data["wire_len"] <= 1514).all()  # one Ethernet frame per packet: offloads are off
+    # the stamps themselves follow the link: the sender's veth files its data frames in the order the
+    # shaper released them (one CPU at a time runs the qdisc), and each is stamped in the receiver
+    # namespace after it left, a receive path later (measured: median 12-17 us, max 0.6-2.2 ms)
+    tx_all = read_pcap(tmp_path / "tx" / "wire.pcap")
+    tx_data = tx_all[(tx_all["src"] == SENDER_ADDR) & (tx_all["payload_len"] > 0)]
+    released = tx_data.sort_values("t_ns", kind="stable")["seq"].to_numpy()
+    assert (released == tx_data["seq"].to_numpy()).all(), "the sender's veth filed a data frame out of order"
+    both_ends = data[["seq", "t_pcap_ns"]].merge(tx_data[["seq", "t_ns"]], on="seq", how="inner")
+    assert len(both_ends) == len(data) == len(tx_data)
+    one_way_ns = both_ends["t_pcap_ns"] - both_ends["t_ns"]
+    assert one_way_ns.min() >= 0, f"a frame stamped on arrival {-one_way_ns.min()} ns before it left"
+    assert one_way_ns.median() < 200_000, one_way_ns.describe()
     stolen = _stolen_share(stat_before, _total_cpu_times())
     rx = wireload.gap_summary(wireload.wire_gaps(df, rate))
-    tx = wireload.gap_summary(wireload.wire_gaps(read_pcap(tmp_path / "tx" / "wire.pcap"), rate))
+    tx = wireload.gap_summary(wireload.wire_gaps(tx_all, rate))
     print("rx", json.dumps(rx))
     print("tx", json.dumps(tx))
     both = f"tx {tx}, rx {rx}, {stolen:.1%} of the CPU time stolen by the hypervisor"

@@ -100,8 +100,10 @@ def capture_transfer(topo, outdir: Path, seconds: float) -> tuple[Path, dict, st
 
 def wire_gaps(df: pd.DataFrame, rate_bit: int, src: str = SENDER_ADDR) -> pd.DataFrame:
     """Gaps between consecutive frames of one direction, with the serialization time of the later
-    frame at the link rate (its Ethernet length, as the shaper counts it)."""
-    d = df[df["src"] == src]
+    frame at the link rate (its Ethernet length, as the shaper counts it). Frames are taken in stable
+    stamp order, as the analysis takes them: the file's order is the order the kernel took the frames'
+    ring slots, which two CPUs filing at once can make differ from their stamps' (docs/formats.md)."""
+    d = df[df["src"] == src].sort_values("t_ns", kind="stable")
     t = d["t_ns"].to_numpy()
     gap = np.diff(t)
     ser = d["wire_len"].to_numpy()[1:] * 8e9 / rate_bit
