@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hostwire.paths import tool
 from hostwire.metrics.streams import label_flows
+from hostwire.paths import tool
 from hostwire.read.pcap import read_pcap, read_wirecap_json
 from hostwire.read.resources import CPU_FIELDS, parse_proc_stat
 from hostwire.record.topology import RECEIVER_ADDR, SENDER_ADDR, Topology
@@ -232,10 +232,8 @@ def test_shaped_link_wire_timeline(tmp_path: Path) -> None:
     assert read_wirecap_json(tmp_path / "tx" / "wirecap.json")["ps_drop"] == 0, tx_err
     df = read_pcap(tmp_path / "rx" / "wire.pcap", clock_pairs=meta["clock_pairs"])
     assert df.attrs["frames"] == meta["packets_written"]
-    # file order is the order the kernel reserved the frames' ring slots, not their stamps' order: a
-    # leaving frame (an ACK) is stamped before its slot is taken, an arriving data frame after (its
-    # skb holds the sender's monotonic departure time, not a stamp), so two CPUs filing at the same
-    # moment can file a later stamp first (docs/formats.md); rare, the analysis sorts by stamp
+    # file order is not stamp order when two CPUs file frames at once (docs/formats.md): an ACK is
+    # stamped before it takes its ring slot, an arriving data frame after; rare on this link
     filed_back = int((np.diff(df["t_pcap_ns"].to_numpy()) < 0).sum())
     assert filed_back <= len(df) // 1000, f"{filed_back} of {len(df)} frames filed before an earlier stamp"
     dump = subprocess.run(["tcpdump", "-nn", "-r", str(tmp_path / "rx" / "wire.pcap")], capture_output=True,
