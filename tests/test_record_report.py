@@ -87,10 +87,14 @@ def test_report_of_a_recorded_iperf3(tmp_path: Path) -> None:
     gaps = tables["Why the long gaps happen"][0]
     label = f"iperf3 {pid} :{src.rpartition(':')[2]}>:{dst.rpartition(':')[2]}"
     row = gaps[gaps["stream"] == label].iloc[0]
-    # between bursts iperf3 sleeps, and on a loaded host waits for a CPU once woken: the gaps are
-    # its own, not the network's
-    assert float(row["app-idle"]) >= 0.2, gaps.to_string()
-    assert float(row["app-idle"]) + float(row["preempted"]) >= 0.8, gaps.to_string()
+    # between bursts iperf3 sleeps: the gaps are its own, then its host's (a CPU it waits for, the
+    # hypervisor stopping the machine's CPUs, its server on the same host not reading), not the
+    # network's. Measured: app-idle 0.89-0.99 on a quiet host; under CI once 0.64, with
+    # vcpu-stolen 0.13 and receiver-window 0.11, the network's causes 0.06
+    causes = row.drop(["stream", "gaps", "gap time [ms]"]).astype(float)
+    assert causes["app-idle"] >= 0.2 and causes.idxmax() == "app-idle", gaps.to_string()
+    hosts = causes[["app-idle", "preempted", "vcpu-stolen", "blocked-in-call", "receiver-window"]].sum()
+    assert hosts >= 0.9, gaps.to_string()
     trace = texts["Process trace around the longest off period"]
     off = re.search(rf"of {re.escape(label)}, the stream that carried the most \((\d+\.\d) ms", trace)
     assert off is not None and float(off.group(1)) >= 0.85 * OFF_S * 1e3, trace
