@@ -1,9 +1,9 @@
 """A lab of real ssh "hosts" for the tests of `[hosts]`: each host a network namespace of its own
 with OpenSSH's sshd (its own host key, one authorized key made for the lab), a mount namespace
-that hides the project's checkout and the campaign folder and gives it a private folder for
-hostwire's remote files, and a time namespace whose CLOCK_MONOTONIC and CLOCK_BOOTTIME offsets
-the lab knows. A time namespace offsets only user space's clocks: tracefs and the capture keep
-the kernel's own.
+that hides the project's checkout and the campaign folder and gives it a folder for a
+configured remote_dir and its own /var/tmp (or one shared by every host), and a time namespace
+whose CLOCK_MONOTONIC and CLOCK_BOOTTIME offsets the lab knows. A time namespace offsets only user
+space's clocks: tracefs and the capture keep the kernel's own. `tx2` is a second name of `tx`.
 
     control: this machine 198.18.1.(4i+1) <-> host i 198.18.1.(4i+2), one veth pair per host
     data:    tx 198.18.0.1 -- [cap: bridge of ptx and prx] -- rx 198.18.0.2
@@ -16,11 +16,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
+HOSTWIRE = [sys.executable, "-m", "hostwire"]
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -51,6 +53,7 @@ class Lab:
     remote_dir: Path
     offsets: dict[str, int] = field(default_factory=lambda: {"tx": 0, "rx": 2000, "cap": 700})
     no_tracefs: tuple[str, ...] = ()
+    shared_tmp: bool = False  # one /var/tmp for every host (as a network-mounted one), else each its own
     bottleneck: str = "9mbit"  # on the capture host's port toward the receiver ("" for none)
     hosts: dict[str, LabHost] = field(default_factory=dict)
     pid: int = 0  # of the process that made the lab: part of every name it made
@@ -59,9 +62,16 @@ class Lab:
     def ssh_config(self) -> Path:
         return self.root / "ssh_config"
 
+    @property
+    def shared_var_tmp(self) -> Path:
+        """The folder every host sees as /var/tmp when shared_tmp (root's, sticky, as /var/tmp is)."""
+        return self.root / "var_tmp"
+
     def open(self) -> "Lab":
         self.root.mkdir(parents=True, exist_ok=True)
         self.remote_dir.mkdir(parents=True, exist_ok=True)
+        self.shared_var_tmp.mkdir(exist_ok=True)
+        self.shared_var_tmp.chmod(0o1777)
         pid = self.pid = os.getpid()
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.root / "id"))
         (self.root / "authorized_keys").write_text((self.root / "id.pub").read_text())
@@ -91,6 +101,8 @@ class Lab:
                 f"AuthorizedKeysFile {self.root / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
                 "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
                 "PidFile none\nMaxStartups 50\nMaxSessions 50\n")
+        # tx under a second name: one machine playing two roles
+        client.append(client[0].replace("Host tx\n", "Host tx2\n"))
         (self.root / "known_hosts").write_text("\n".join(known) + "\n")
         self.ssh_config.write_text("\n".join(client))
         self._data_link()
@@ -123,6 +135,8 @@ class Lab:
     def _start_sshd(self, host: LabHost) -> None:
         mounts = [f"mount -t tmpfs hw-hidden {p}" for p in self.hidden]
         mounts.append(f"mount -t tmpfs hw-remote {self.remote_dir}")
+        mounts.append(f"mount --bind {self.shared_var_tmp} /var/tmp" if self.shared_tmp
+                      else "mount -t tmpfs -o mode=1777 hw-var-tmp /var/tmp")
         if host.tracefs:  # ip netns exec mounts a fresh /sys: tracefs again on it
             mounts.append("mount -t tracefs nodev /sys/kernel/tracing")
         else:
@@ -150,6 +164,20 @@ class Lab:
             time.sleep(0.2)
         raise RuntimeError(f"sshd of {host.alias} did not answer: {(self.root / f'sshd_{host.alias}.log').read_text()}")
 
+    def listing(self, alias: str) -> list[str]:
+        """Every file and folder where hostwire may write on a host (/var/tmp, the lab's remote_dir,
+        and hostwire's names in /tmp and /dev/shm, shared with the rest of this machine), with
+        owner and mode."""
+        command = (f"find /var/tmp {self.remote_dir} -xdev -printf '%p %u %m\\n';"
+                   " find /tmp /dev/shm -maxdepth 1 -name '*hostwire*' -printf '%p %u %m\\n'")
+        proc = self.ssh(alias, command)
+        if proc.returncode != 0:
+            raise RuntimeError(f"listing {alias}: {proc.stderr.strip()}")
+        return sorted(proc.stdout.splitlines())
+
+    def listings(self) -> dict[str, list[str]]:
+        return {alias: self.listing(alias) for alias in self.hosts}
+
     def pids_in(self, alias: str) -> list[int]:
         """The processes in a host's network namespace (sshd among them)."""
         out = sh("ip", "netns", "pids", self.hosts[alias].ns, check=False).stdout
@@ -174,3 +202,58 @@ class Lab:
             sh("ip", "netns", "del", host.ns, check=False)
         for i in range(3):
             sh("ip", "link", "del", f"hl{self.pid}c{i}", check=False)
+
+
+def make_lab(base: Path, **options: object) -> Lab:
+    from hostwire.paths import REPO_ROOT
+
+    runs = base / "runs"
+    runs.mkdir(parents=True)
+    return Lab(base / "lab", hidden=[REPO_ROOT, runs], remote_dir=base / "remote", **options)  # type: ignore[arg-type]
+
+
+def campaign_file(path: Path, lab: Lab, *, receiver: str = "rx", grid: str = "senders = [1, 2]",
+                  repetitions: int = 2, kernel_trace: bool = False, duration_s: float = 1.5,
+                  **hosts: object) -> Path:
+    """A campaign on the lab; `hosts` sets more keys of [hosts] (or replaces these)."""
+    table: dict[str, object] = {"sender": "tx", "receiver": receiver, "capture": "cap",
+                                "receiver_address": "198.18.0.2", "capture_interface": "ptx",
+                                "ssh_config": str(lab.ssh_config), "shape": True, "resources_interval_s": 0.1,
+                                **hosts}
+    lines = [f"{key} = {str(value).lower() if isinstance(value, bool) else repr(value).replace(chr(39), chr(34))}"
+             for key, value in table.items()]
+    path.write_text(f"""
+[campaign]
+name = "lab"
+repetitions = {repetitions}
+[defaults]
+warmup_s = 0.5
+duration_s = {duration_s}
+quiet_s = 0.3
+kernel_trace = {str(kernel_trace).lower()}
+[grid]
+{grid}
+[hosts]
+""" + "\n".join(lines) + "\n")
+    return path
+
+
+def run(config: Path, out: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HOSTWIRE, "run", str(config), "--out", str(out), *extra], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def left_running(lab: Lab) -> dict[str, list[int]]:
+    """Per host, the processes other than its sshd listener (and the unshare that started it)."""
+    return {alias: sorted(set(lab.pids_in(alias)) - lab.sshd_pids(alias) - {host.pid})
+            for alias, host in lab.hosts.items()}
+
+
+def wait_nothing_left(lab: Lab, timeout_s: float = 15.0) -> dict[str, list[int]]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = left_running(lab)
+        if not any(left.values()):
+            return left
+        time.sleep(0.2)
+    return left_running(lab)

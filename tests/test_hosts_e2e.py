@@ -1,11 +1,14 @@
 """Real hosts over real ssh (docs/hosts.md): campaigns whose sender, receiver and capture are sshd
-"hosts" in namespaces of their own (tests/hostlab.py), with known clock offsets; a host that
-refuses the key, a host without tracefs, a host cut off in the middle of a run."""
+"hosts" in namespaces of their own (tests/hostlab.py), with known clock offsets and one /var/tmp
+shared by all (in which another user made /var/tmp/hostwire beforehand); a host that refuses the
+key, a host without tracefs, a host cut off in the middle of a run. After each, nothing of
+hostwire's on any host: no process, no file (the hosts' folders listed before and after)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
@@ -16,7 +19,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hostwire.paths import REPO_ROOT
 
 _spec = importlib.util.spec_from_file_location("hostlab", Path(__file__).with_name("hostlab.py"))
 assert _spec is not None and _spec.loader is not None
@@ -24,69 +26,18 @@ hostlab = importlib.util.module_from_spec(_spec)
 sys.modules["hostlab"] = hostlab  # its dataclasses look their module up there
 _spec.loader.exec_module(hostlab)
 
-HOSTWIRE = [sys.executable, "-m", "hostwire"]
+HOSTWIRE = hostlab.HOSTWIRE
 pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.long,
               pytest.mark.skipif(not Path(hostlab.SSHD).exists(), reason="needs openssh-server (make setup)")]
 
 
-def campaign_file(path: Path, lab: "hostlab.Lab", *, receiver: str = "rx", grid: str = "senders = [1, 2]",
-                  repetitions: int = 2, kernel_trace: bool = False, duration_s: float = 1.5) -> Path:
-    path.write_text(f"""
-[campaign]
-name = "lab"
-repetitions = {repetitions}
-[defaults]
-warmup_s = 0.5
-duration_s = {duration_s}
-quiet_s = 0.3
-kernel_trace = {str(kernel_trace).lower()}
-[grid]
-{grid}
-[hosts]
-sender = "tx"
-receiver = "{receiver}"
-capture = "cap"
-receiver_address = "198.18.0.2"
-capture_interface = "ptx"
-ssh_config = "{lab.ssh_config}"
-remote_dir = "{lab.remote_dir}"
-shape = true
-resources_interval_s = 0.1
-""")
-    return path
-
-
-def make_lab(base: Path, **options: object) -> "hostlab.Lab":
-    runs = base / "runs"
-    runs.mkdir(parents=True)
-    return hostlab.Lab(base / "lab", hidden=[REPO_ROOT, runs], remote_dir=base / "remote", **options)
-
-
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator["hostlab.Lab"]:
-    lab = make_lab(tmp_path)
+    lab = hostlab.make_lab(tmp_path)
     try:
         yield lab.open()
     finally:
         lab.close()
-
-
-def left_running(lab: "hostlab.Lab") -> dict[str, list[int]]:
-    """Per host, the processes other than its sshd listener (and the unshare that started it)."""
-    out = {}
-    for alias, host in lab.hosts.items():
-        out[alias] = sorted(set(lab.pids_in(alias)) - lab.sshd_pids(alias) - {host.pid})
-    return out
-
-
-def wait_nothing_left(lab: "hostlab.Lab", timeout_s: float = 15.0) -> dict[str, list[int]]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        left = left_running(lab)
-        if not any(left.values()):
-            return left
-        time.sleep(0.2)
-    return left_running(lab)
 
 
 def retransmissions(frames: "pd.DataFrame", source: str) -> int:
@@ -106,20 +57,34 @@ def retransmissions(frames: "pd.DataFrame", source: str) -> int:
     return count
 
 
-def run(config: Path, out: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HOSTWIRE, "run", str(config), "--out", str(out), *extra], capture_output=True, text=True,
-                          timeout=timeout)
+@pytest.fixture
+def shared_lab(tmp_path: Path) -> Iterator["hostlab.Lab"]:
+    lab = hostlab.make_lab(tmp_path, shared_tmp=True)
+    try:
+        yield lab.open()
+    finally:
+        lab.close()
 
 
-def test_four_runs_on_three_ssh_hosts_complete_with_clocks_recovered_and_proc_agreeing(lab: "hostlab.Lab") -> None:
+def test_four_runs_on_three_ssh_hosts_complete_with_clocks_recovered_and_proc_agreeing(
+        shared_lab: "hostlab.Lab") -> None:
+    lab = shared_lab
     out = lab.root.parent / "runs" / "c"
+    # another user's world-writable /var/tmp/hostwire, made before the campaign on the /var/tmp
+    # every host shares: hostwire must neither write nor run anything under it
+    foreign = lab.shared_var_tmp / "hostwire"
+    foreign.mkdir()
+    os.chown(foreign, 65534, 65534)
+    foreign.chmod(0o777)
+    foreign_mtime = foreign.stat().st_mtime_ns
+    before = lab.listings()
     # the sender host's control link, captured from this side: its ssh sessions' retransmissions
     control_pcap = lab.root / "control.pcap"
     tcpdump = subprocess.Popen(["tcpdump", "-q", "-i", f"hl{lab.pid}c0", "-s", "96", "-U", "-w", str(control_pcap),
                                 "tcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)
     try:
-        proc = run(campaign_file(lab.root / "c.toml", lab), out)
+        proc = hostlab.run(hostlab.campaign_file(lab.root / "c.toml", lab), out)
     finally:
         tcpdump.terminate()
         tcpdump.wait()
@@ -130,15 +95,22 @@ def test_four_runs_on_three_ssh_hosts_complete_with_clocks_recovered_and_proc_ag
     control = read_pcap(control_pcap)
     # the sender host's CLOCK_BOOTTIME (its time namespace's offset is 0) onto CLOCK_REALTIME
     boot_to_real = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
-    assert wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
+    assert hostlab.wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
+    assert lab.listings() == before  # every host's scratch folder removed, nothing else left
+    assert list(foreign.iterdir()) == [] and foreign.stat().st_mtime_ns == foreign_mtime
     book = json.loads((out / "campaign.json").read_text())
     assert [r["status"] for r in book["runs"]] == ["complete"] * 4
     assert set(book["hosts"]) == {"sender", "receiver", "capture"}
+    # one private folder per host, in the shared /var/tmp, recorded in every run's manifest
+    scratch = {role: h["scratch_dir"] for role, h in book["hosts"].items()}
+    assert len(set(scratch.values())) == 3, scratch
+    assert all(d.startswith(f"/var/tmp/hostwire-lab-{role}.") for role, d in scratch.items()), scratch
     assert all(h["facts"]["kernel_release"] and h["facts"]["clocksource"] for h in book["hosts"].values())
     known = lab.offsets
     retransmitted = 0
     for entry in book["runs"]:
         manifest = json.loads((out / entry["run_id"] / "manifest.json").read_text())
+        assert {role: h["scratch_dir"] for role, h in manifest["hosts"].items()} == scratch
         clocks = manifest["clocks"]
         udp, traffic = clocks["receiver"]["udp"], clocks["receiver"]["traffic"]
         # the time namespaces' offsets, recovered by the UDP exchange within its own bound
@@ -185,7 +157,7 @@ def test_a_host_that_refuses_the_key_is_one_line_and_the_campaign_goes_on(lab: "
     lab.ssh_config.write_text(text + "\n" + rx_block.replace("Host rx", "Host rxbadkey")
                               .replace(str(lab.root / "id") + "\n", str(other) + "\n"))
     out = lab.root.parent / "runs" / "k"
-    proc = run(campaign_file(lab.root / "k.toml", lab, receiver="rxbadkey", grid="senders = [1]"), out)
+    proc = hostlab.run(hostlab.campaign_file(lab.root / "k.toml", lab, receiver="rxbadkey", grid="senders = [1]"), out)
     assert proc.returncode == 1
     book = json.loads((out / "campaign.json").read_text())
     assert [r["status"] for r in book["runs"]] == ["failed", "failed"]
@@ -194,12 +166,13 @@ def test_a_host_that_refuses_the_key_is_one_line_and_the_campaign_goes_on(lab: "
     problem = "receiver (rxbadkey): root@198.18.1.6: Permission denied (publickey). (cannot reach it)"
     assert lines == [f"hostwire: {problem}", *(f"hostwire: run {r['run_id']} failed: {problem}" for r in book["runs"])]
     assert "Traceback" not in proc.stderr
-    assert wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
+    assert hostlab.wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
 
 
 def test_a_host_cut_off_mid_run_marks_it_partial_and_resume_redoes_it(lab: "hostlab.Lab") -> None:
     out = lab.root.parent / "runs" / "cut"
-    config = campaign_file(lab.root / "cut.toml", lab, grid="senders = [1]", repetitions=2, duration_s=4.0)
+    config = hostlab.campaign_file(lab.root / "cut.toml", lab, grid="senders = [1]", repetitions=2, duration_s=4.0)
+    before = lab.listings()
     proc = subprocess.Popen([*HOSTWIRE, "run", str(config), "--out", str(out)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     link = f"hl{lab.pid}c1"  # the receiver's control link
@@ -217,26 +190,29 @@ def test_a_host_cut_off_mid_run_marks_it_partial_and_resume_redoes_it(lab: "host
     statuses = [r["status"] for r in book["runs"]]
     assert statuses[0] == "partial" and statuses[1] == "complete", book["runs"]
     assert book["runs"][0]["reason"].startswith("receiver (rx): lost"), book["runs"][0]["reason"]
-    assert wait_nothing_left(lab, 30) == {"tx": [], "rx": [], "cap": []}
-    again = run(config, out, "--resume")
+    assert hostlab.wait_nothing_left(lab, 30) == {"tx": [], "rx": [], "cap": []}
+    assert lab.listings() == before  # the receiver's folder too, once it answered again
+    again = hostlab.run(config, out, "--resume")
     assert again.returncode == 0, again.stdout + again.stderr
     book = json.loads((out / "campaign.json").read_text())
     assert [r["status"] for r in book["runs"]] == ["complete", "complete"]
     assert book["runs"][1].get("resumed") and not book["runs"][0].get("resumed")
-    assert wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
+    assert hostlab.wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
 
 
 def test_a_host_without_tracefs_is_named_and_its_runs_marked(tmp_path: Path) -> None:
-    lab = make_lab(tmp_path, no_tracefs=("tx",))
+    lab = hostlab.make_lab(tmp_path, no_tracefs=("tx",))
     try:
         lab.open()
         out = tmp_path / "runs" / "t"
-        proc = run(campaign_file(lab.root / "t.toml", lab, grid="senders = [1]", repetitions=1, kernel_trace=True), out)
+        before = lab.listings()
+        proc = hostlab.run(hostlab.campaign_file(lab.root / "t.toml", lab, grid="senders = [1]", repetitions=1, kernel_trace=True), out)
         assert proc.returncode == 1
         assert "hostwire: sender (tx): missing tracefs: not mounted" in proc.stderr, proc.stderr
         book = json.loads((out / "campaign.json").read_text())
         run_entry = book["runs"][0]
         assert run_entry["status"] == "failed" and "hw-schedtrace" in run_entry["reason"], run_entry
-        assert wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
+        assert hostlab.wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}
+        assert lab.listings() == before  # a failed run's files and the tools removed too
     finally:
         lab.close()

@@ -32,7 +32,7 @@ def test_hosts_table_is_read_with_every_default(tmp_path: Path) -> None:
     assert config.hosts.remote
     assert config.hosts.sender.target == "root@pc1" and config.hosts.receiver.port == 2222
     assert config.hosts.capture is None and config.hosts.destinations()["capture"].text == "root@pc1"
-    assert config.resolved()["hosts"]["remote_dir"] == "/var/tmp/hostwire"
+    assert config.resolved()["hosts"]["remote_dir"] == ""  # the login user's $TMPDIR, else /var/tmp
     assert not load_config(write(tmp_path, "")).hosts.remote  # no [hosts]: today's namespaces
 
 

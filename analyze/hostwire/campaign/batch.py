@@ -15,6 +15,7 @@ import logging
 import math
 import random
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from hostwire import manifest as manifest_mod
 from hostwire.campaign import diskuse
 from hostwire.campaign.config import CampaignConfig
 from hostwire.errors import HostwireError, UsageError
+from hostwire.lifeline import sigterm_unwinds
 from hostwire.locks import locked
 from hostwire.metrics.regime import setup_label
 from hostwire.record.runner import RunPoint, host_facts, record_run
@@ -135,10 +137,12 @@ def _write_campaign(directory: Path, config: CampaignConfig, planned: list[Plann
 
 
 def run_campaign(config: CampaignConfig, directory: Path, *, resume: bool = False,
-                 progress: Callable[[PlannedRun, int, int], None] | None = None) -> CampaignResult:
+                 progress: Callable[[PlannedRun, int, int], None] | None = None,
+                 keep_remote: bool = False) -> CampaignResult:
     """Records every planned run into directory. `progress(run, done, total)` is called before
-    each run. Raises UsageError when directory holds another campaign's runs and resume is
-    off; KeyboardInterrupt and Terminated propagate after campaign.json is written."""
+    each run; keep_remote leaves the real hosts' scratch folders in place. Raises UsageError when
+    directory holds another campaign's runs and resume is off; KeyboardInterrupt and Terminated
+    propagate after campaign.json is written."""
     planned = plan(config)
     if config.host["mode"] == "vm":
         from hostwire.record import vm
@@ -149,13 +153,15 @@ def run_campaign(config: CampaignConfig, directory: Path, *, resume: bool = Fals
         # listed while it records, so that doctor finds it when the runner is killed between runs
         live = manifest_mod.register_live(directory, kind="campaign")
         try:
-            return _record_campaign(config, planned, directory, resume, progress)
+            # real hosts: SIGTERM unwinds too, so that their scratch folders are removed
+            with sigterm_unwinds() if config.hosts.remote else nullcontext():
+                return _record_campaign(config, planned, directory, resume, progress, keep_remote)
         finally:
             manifest_mod.unregister_live(live)
 
 
 def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], directory: Path, resume: bool,
-                     progress: Callable[[PlannedRun, int, int], None] | None) -> CampaignResult:
+                     progress: Callable[[PlannedRun, int, int], None] | None, keep_remote: bool) -> CampaignResult:
     existing = [p for p in directory.iterdir() if not p.name.startswith(".") and p.name != CAMPAIGN_FILE]
     if existing and not resume:
         raise UsageError(f"{directory} holds runs already; --resume continues that campaign, "
@@ -166,9 +172,9 @@ def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], director
     if config.hosts.remote:  # real hosts: reached, checked and given the tools once, before the first run
         from hostwire.campaign.hosts_batch import CampaignHosts
 
-        hosts = CampaignHosts.prepare(config)
-    _write_campaign(directory, config, planned, runs, state, hosts)
+        hosts = CampaignHosts.prepare(config, keep_remote)
     try:
+        _write_campaign(directory, config, planned, runs, state, hosts)
         for done, item in enumerate(planned):
             final = directory / item.run_id
             entry = {"run_id": item.run_id, "key": item.key, "point": asdict(item.point),
@@ -212,7 +218,11 @@ def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], director
         state = "interrupted"
         raise
     finally:
-        _write_campaign(directory, config, planned, runs, state, hosts)
+        try:
+            _write_campaign(directory, config, planned, runs, state, hosts)
+        finally:
+            if hosts is not None:  # the hosts' scratch folders, also after an error or Ctrl-C
+                hosts.cleanup()
     return CampaignResult(directory=directory, runs=[runs[p.run_id] for p in planned])
 
 

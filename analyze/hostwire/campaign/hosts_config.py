@@ -9,7 +9,8 @@ capture run. Each problem is one line naming the file, the line and the key.
     capture_interface = "eth1"          # on the capture host (default: its route to the receiver)
     ssh_config = "lab/ssh_config"       # passed to ssh -F (default: the user's own)
     ssh_options = ["-o", "IdentitiesOnly=yes"]
-    remote_dir = "/var/tmp/hostwire"    # the per-campaign folder on each host goes below it
+    remote_dir = "/srv/hostwire"        # each host's private scratch folder is made in it (default:
+                                        # the login user's $TMPDIR, else /var/tmp)
     shape = false                       # true: the run point's shaper on the sender's interface
     resources_interval_s = 0.1          # /proc sampling on every host: the sampler's period
     connect_timeout_s = 10
@@ -61,8 +62,11 @@ def parse_hosts(table: dict[str, Any], error: Any, closest: Any) -> HostsSpec:
             raise error(key, f"expected a positive number of seconds, got {value!r}")
         elif key == "resources_interval_s" and value < 0.01:
             raise error(key, f"{value!r}: at least 0.01 s (the samples' clock, /proc/uptime, counts in 10 ms)")
-        elif key == "remote_dir" and not re.fullmatch(r"/[A-Za-z0-9_./-]*", value):
-            raise error(key, f"{value!r}: expected an absolute path of letters, digits, '_', '.', '/' or '-'")
+        elif key == "remote_dir" and value:
+            if not re.fullmatch(r"/[A-Za-z0-9_./-]*", value) or {".", ".."} & set(value.split("/")):
+                raise error(key, f"{value!r}: expected an absolute path of letters, digits, '_', '.', '/' or '-', "
+                                 "without . or .. components")
+            value = value.rstrip("/") or "/"
         elif key in ("receiver_address", "capture_interface") and value and not re.fullmatch(r"[A-Za-z0-9_.:@-]+", value):
             raise error(key, f"{value!r}: expected an address or an interface name")
         setattr(spec, key, value)

@@ -40,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="continue a campaign: skip its complete runs whose key matches, redo the rest")
     parser.add_argument("--dry-run", action="store_true", help="list the runs in order and the estimated time")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (one log line per run)")
+    parser.add_argument("--keep-remote", action="store_true",
+                        help="[hosts]: leave each host's scratch folder (tools, unfetched files) in place")
     parser.set_defaults(func=run)
 
 
@@ -54,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     directory = args.out if args.out is not None else REPO_ROOT / "runs" / config.name
     bar = _ProgressBar(disabled=args.no_progress or not sys.stderr.isatty())
     try:
-        result = run_campaign(config, directory, resume=args.resume, progress=bar.update)
+        result = run_campaign(config, directory, resume=args.resume, progress=bar.update,
+                              keep_remote=args.keep_remote)
     finally:
         bar.close()
     failed = result.failed

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 LOCAL = "local"
 ROLES = ("sender", "receiver", "capture")
 SSH_EXIT_UNREACHABLE = 255  # ssh's own failure (connection, authentication), not the command's
-DEFAULT_REMOTE_DIR = "/var/tmp/hostwire"
+DEFAULT_REMOTE_DIR = ""  # the login user's temporary files: $TMPDIR, else /var/tmp
 
 # hw-tether CMD...: CMD in a process group of its own, ended (TERM, 10 s later KILL) as soon as
 # standard input reaches its end; the loop polls because a shell cannot wait for either of two
@@ -98,7 +98,7 @@ class HostsSpec:
     capture_interface: str = ""  # default: the capture host's route to the receiver
     ssh_config: str = ""
     ssh_options: list[str] = field(default_factory=list)
-    remote_dir: str = DEFAULT_REMOTE_DIR
+    remote_dir: str = DEFAULT_REMOTE_DIR  # where each host's private scratch folder is made
     shape: bool = False  # install the run point's shaper on the sender's interface
     resources_interval_s: float = 0.1  # the /proc sampler's period
     resources: dict[str, ResourceSpec] = field(default_factory=dict)  # per resource: interval, filter
@@ -151,19 +151,20 @@ class Host:
             argv += ["-p", str(self.destination.port)]
         return [*argv, self.destination.target]
 
-    def argv(self, script: str) -> list[str]:
-        """The local argv that runs the shell command `script` on this host, as root."""
+    def argv(self, script: str, *, login: bool = False) -> list[str]:
+        """The local argv that runs the shell command `script` on this host, as root (login: as
+        the user ssh logs in as, without sudo)."""
         if self.destination.local:
             return ["sh", "-c", script]
-        command = f"sudo -n sh -c {shlex.quote(script)}" if self.sudo else script
+        command = f"sudo -n sh -c {shlex.quote(script)}" if self.sudo and not login else script
         return [*self.ssh_argv(), "--", command]
 
     def run(self, script: str, *, input: bytes | None = None, timeout_s: float = 60.0,
-            check: bool = True) -> subprocess.CompletedProcess[bytes]:
+            check: bool = True, login: bool = False) -> subprocess.CompletedProcess[bytes]:
         """Runs `script` there and returns its result; ssh's own failure raises HostLost, and with
         check a failing command raises HostwireError with its last line of stderr."""
         try:
-            proc = subprocess.run(self.argv(script), input=input, capture_output=True, timeout=timeout_s,
+            proc = subprocess.run(self.argv(script, login=login), input=input, capture_output=True, timeout=timeout_s,
                                   stdin=None if input is not None else subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise HostLost(f"{self.name}: no answer within {timeout_s:g} s") from None

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 def record_run_on_hosts(run_root: Path, run_id: str, point: RunPoint, hosts: dict[str, Host],
-                        prepared: dict[str, Prepared], campaign: str, config: dict[str, Any]) -> RunRecord:
+                        prepared: dict[str, Prepared], config: dict[str, Any]) -> RunRecord:
     """Records one run; never raises for a host's or a tool's failure (the run is kept and marked)."""
     final, partial = run_root / run_id, run_root / f"{run_id}.partial"
     record = RunRecord(run_id=run_id, directory=partial)
@@ -53,7 +53,7 @@ def record_run_on_hosts(run_root: Path, run_id: str, point: RunPoint, hosts: dic
         try:
             with sigterm_unwinds():
                 try:
-                    code = record_on_hosts(raw, point, hosts, prepared, campaign, run_id, manifest)
+                    code = record_on_hosts(raw, point, hosts, prepared, run_id, manifest)
                     manifest["exit"]["hw-bench"] = code
                     record.status, record.reason = _judge(code, manifest)
                 except HostLost as err:

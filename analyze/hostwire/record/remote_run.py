@@ -24,7 +24,8 @@ from typing import IO, Any
 from hostwire.errors import HostwireError
 from hostwire.record.bench import _seconds
 from hostwire.record.hosts import SSH_EXIT_UNREACHABLE, Host, HostLost, last_line
-from hostwire.record.remote_prepare import Prepared, campaign_dir
+from hostwire.record.remote_prepare import Prepared
+from hostwire.record.remote_scratch import verify
 from hostwire.record.point import RunPoint
 from hostwire.record.procsampler import ResourceSpec, final_sample_script, sampler_argv
 from hostwire.record.topology import taskset_prefix
@@ -94,10 +95,12 @@ def _printf_bytes(data: bytes) -> str:
 class HostRun:
     """The run's state on one host: its folder there and here, its tethered commands."""
 
-    def __init__(self, host: Host, prepared: Prepared, campaign: str, run_id: str, raw: Path) -> None:
+    def __init__(self, host: Host, prepared: Prepared, run_id: str, raw: Path) -> None:
+        if prepared.scratch is None:
+            raise HostwireError(f"{host.name}: no scratch folder there (see the problems named before the first run)")
         self.host, self.prepared = host, prepared
-        self.bin = prepared.tool_dir or f"{campaign_dir(host, campaign)}/bin"
-        self.dir = f"{campaign_dir(host, campaign)}/runs/{run_id}"
+        self.bin = prepared.scratch.bin
+        self.dir = prepared.scratch.run_dir(run_id)
         self.local = raw / "hosts" / host.role
         self.local.mkdir(parents=True, exist_ok=True)
         self.remotes: list[Remote] = []
@@ -166,12 +169,12 @@ def role_of(hosts: dict[str, Host], role: str) -> str:
 
 
 def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared: dict[str, Prepared],
-                    campaign: str, run_id: str, manifest: dict[str, Any]) -> int | None:
+                    run_id: str, manifest: dict[str, Any]) -> int | None:
     """Records the run's files under raw/; returns hw-bench main's exit status (None: it did not
     run). Raises HostLost when a host dropped out (after stopping everything on every host)."""
     spec = next(iter(hosts.values())).spec
     machines = unique_hosts(hosts)
-    runs = {role: HostRun(host, prepared[role], campaign, run_id, raw) for role, host in machines.items()}
+    runs = {role: HostRun(host, prepared[role], run_id, raw) for role, host in machines.items()}
     sender, receiver = runs[role_of(hosts, "sender")], runs[role_of(hosts, "receiver")]
     capture = runs[role_of(hosts, "capture")]
     address = spec.receiver_address or hosts["receiver"].destination.hostname
@@ -179,6 +182,9 @@ def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared
     exits: dict[str, Any] = manifest.setdefault("exit", {})
     lost: HostLost | None = None
     main_exit: int | None = None
+    for run in runs.values():  # the folder still private, the tools still what was sent
+        assert run.prepared.scratch is not None
+        verify(run.host, run.prepared.scratch, run.prepared.digests)
     try:
         for run in runs.values():
             run.host.run(f"mkdir -p {shlex.quote(run.dir)}/bench")
