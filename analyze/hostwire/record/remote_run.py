@@ -182,12 +182,10 @@ def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared
     exits: dict[str, Any] = manifest.setdefault("exit", {})
     lost: HostLost | None = None
     main_exit: int | None = None
-    for run in runs.values():  # the folder still private, the tools still what was sent
+    for run in runs.values():  # the folder still private and the tools what was sent, then the run's folder
         assert run.prepared.scratch is not None
-        verify(run.host, run.prepared.scratch, run.prepared.digests)
+        verify(run.host, run.prepared.scratch, run.prepared.digests, then=f"mkdir -p {shlex.quote(run.dir)}/bench")
     try:
-        for run in runs.values():
-            run.host.run(f"mkdir -p {shlex.quote(run.dir)}/bench")
         for run in runs.values():
             run.sampler(spec.resources_interval_s, spec.resources)
         if spec.shape and point.link_qdisc != "none":

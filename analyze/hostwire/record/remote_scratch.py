@@ -115,26 +115,36 @@ echo "SCRATCH $dir"
     return Scratch(made[0], login_uid)
 
 
-def verify(host: Host, scratch: Scratch, digests: dict[str, str]) -> None:
-    """Before each run: the folder still private, each tool still what was sent. Raises
-    UnsafeFolder or HostwireError with one line; HostLost when the host does not answer."""
+def verify(host: Host, scratch: Scratch, digests: dict[str, str], then: str = "") -> None:
+    """Before each run: the folder still private, each tool still what was sent; then `then`, in
+    the same session (one ssh round per host and run). Raises UnsafeFolder or HostwireError with
+    one line; HostLost when the host does not answer."""
     tools = " ".join(shlex.quote(name) for name in digests)
+    sums = " ".join(f"{digest} {shlex.quote(name)}" for name, digest in digests.items())
     script = (SECURE + f"""
 hw_secure {shlex.quote(scratch.path)} {scratch.login_uid} private || exit 3
 for t in {tools}; do hw_secure {shlex.quote(scratch.bin)}/"$t" {scratch.login_uid} file || exit 3; done
-cd {shlex.quote(scratch.bin)} && sha256sum -- {tools}
+cd {shlex.quote(scratch.bin)} || exit 4
+if ! printf '%s  %s\\n' {sums} | sha256sum --check --status --strict 2>/dev/null; then
+    sha256sum -- {tools}; exit 5
+fi
+{then or ":"}
 """)
     proc = host.run(script, check=False)
+    if proc.returncode == 0:
+        return
     out = proc.stdout.decode(errors="replace")
     for line in out.splitlines():
         if line.startswith("UNSAFE "):
             raise UnsafeFolder(f"{host.name}: {line[len('UNSAFE '):]}; the run did not start")
     found = dict(reversed(line.split(None, 1)) for line in out.splitlines() if len(line.split()) == 2)
     for name, digest in digests.items():
-        if found.get(name) != digest:
+        if proc.returncode == 5 and found.get(name) != digest:
             now = found.get(name, "unreadable")[:12]
             raise HostwireError(f"{host.name}: {scratch.bin}/{name} is not the file sent (sha256 {now}..., "
                                 f"sent {digest[:12]}...); the run did not start")
+    raise HostwireError(f"{host.name}: checking {scratch.path} failed (exit {proc.returncode}): "
+                        f"{last_line(proc.stderr) or 'no message'}")
 
 
 def remove_scratch(host: Host, scratch: Scratch) -> None:
