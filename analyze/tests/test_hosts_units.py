@@ -190,13 +190,14 @@ def test_proc_samples_give_totals_rates_and_busy_share_as_computed_by_hand(tmp_p
 
 
 def test_the_samplers_differential_filter_keeps_a_sample_only_when_a_number_moved_by_the_share(tmp_path: Path) -> None:
-    from hostwire.record.procsampler import AWK
+    from hostwire.paths import tool
 
     source = tmp_path / "loadavg"
     source.write_text("100.00 0.40 0.30 1/100 999\n")
     out = tmp_path / "proc.txt"
     with open(out, "wb") as sink:
-        proc = subprocess.Popen(["awk", "-v", "period=0.05", "-v", f"spec=load:{source}:1:0.1", AWK], stdout=sink)
+        proc = subprocess.Popen([str(tool("hw-procsample")), "--period", "50ms", "--resource", f"load:{source}:1:0.1"],
+                                stdout=sink)
         try:
             # 105 is 5 % from the kept 100: dropped; 111 is 11 %: kept; 112 is 0.9 % from 111: dropped
             for value in (105, 111, 112):  # each left for many 50 ms rounds, a busy host's too
@@ -217,7 +218,8 @@ def test_the_samplers_differential_filter_keeps_a_sample_only_when_a_number_move
 def test_each_resource_is_read_at_its_own_interval() -> None:
     from hostwire.record.procsampler import ResourceSpec, sampler_argv
 
-    argv = sampler_argv(0.1, {"disk": ResourceSpec(1.0, 0.05), "net": ResourceSpec(0.25)})
-    spec = dict(item.split(":", 1) for item in argv[argv.index("-v", 2) + 1].removeprefix("spec=").split(","))
+    argv = sampler_argv("hw-procsample", 0.1, {"disk": ResourceSpec(1.0, 0.05), "net": ResourceSpec(0.25)})
+    assert argv[:3] == ["hw-procsample", "--period", "100000000ns"]
+    spec = dict(argv[i + 1].split(":", 1) for i, arg in enumerate(argv) if arg == "--resource")
     assert spec["disk"] == "/proc/diskstats:10:0.05" and spec["net"] == "/proc/net/dev:2:0"
     assert spec["cpu"] == "/proc/stat:1:0"

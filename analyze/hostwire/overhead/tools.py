@@ -148,8 +148,9 @@ def run_procsampler(setup: Setup) -> float:
     filter) on the tracer's CPU beside the ping-pong."""
     from hostwire.record.procsampler import sampler_argv
 
+    program = str(paths.tool("hw-procsample"))
     with open(setup.work / "proc.txt", "wb") as out:
-        sampler = subprocess.Popen([*setup.on(setup.tracer_cpu), *sampler_argv(0.1, {})], stdout=out,
+        sampler = subprocess.Popen([*setup.on(setup.tracer_cpu), *sampler_argv(program, 0.1, {})], stdout=out,
                                    stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
     try:
         return _round_trip(setup.pingpong(), setup, "ping-pong beside the /proc sampler")
@@ -260,7 +261,7 @@ CONFIGS: list[Config] = [
     Config("hw-iotrace preload", "hw-iotrace --preload", "call", run_iotrace_preload),
     Config("hw-wirecap", "hw-wirecap -i lo beside the ping-pong", "switch", run_wirecap),
     Config("everything", "hw-wirecap + hw-schedtrace -s + hw-iotrace ptrace", "call", run_everything),
-    Config("proc sampler", "the hosts' /proc sampler (awk, 100 ms) beside the ping-pong", "switch", run_procsampler),
+    Config("proc sampler", "the hosts' /proc sampler (hw-procsample, 100 ms) beside the ping-pong", "switch", run_procsampler),
     Config("trace-cmd record", "trace-cmd record (same scheduler events)", "switch", run_tracecmd, "trace-cmd", True),
     Config("perf sched record", "perf sched record", "switch", run_perf_sched, "perf", True),
     Config("strace -f", "strace -f -ttt -e trace=<hw-iotrace's calls>", "call", run_strace, "strace", True),

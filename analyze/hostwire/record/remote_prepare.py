@@ -21,7 +21,7 @@ from hostwire.record.remote_scratch import Scratch, UnsafeFolder, become_root, m
 
 log = logging.getLogger(__name__)
 
-TOOLS = ("hw-bench", "hw-wirecap", "hw-schedtrace")
+TOOLS = ("hw-bench", "hw-wirecap", "hw-schedtrace", "hw-procsample")
 REMOTE_PROGRAMS = ("ip", "tc", "ethtool", "setsid", "tar", "cat", "sleep", "ldd", "awk", "cut", "mktemp", "stat",
                    "sha256sum", "readlink")
 

@@ -114,7 +114,8 @@ class HostRun:
     def sampler(self, period_s: float, resources: dict[str, ResourceSpec]) -> Remote:
         out = open(self.local / "proc.txt", "wb")
         try:
-            return self.tethered("proc-sampler", sampler_argv(period_s, resources), stdout=out)
+            return self.tethered("proc-sampler", sampler_argv(f"{self.bin}/hw-procsample", period_s, resources),
+                                 stdout=out)
         finally:
             out.close()
 
