@@ -61,12 +61,21 @@ def test_one_machine_under_two_names_is_sender_and_receiver(lab: "hostlab.Lab") 
     out = lab.root.parent / "runs" / "same"
     config = hostlab.campaign_file(lab.root / "same.toml", lab, receiver="tx2", grid="senders = [1]", capture="tx",
                                    receiver_address="198.18.0.1", capture_interface="", shape=False)
-    proc = hostlab.run(config, out)
+    proc = hostlab.run(config, out, "--keep-remote")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     book = json.loads((out / "campaign.json").read_text())
     assert [r["status"] for r in book["runs"]] == ["complete", "complete"], book["runs"]
     scratch = scratch_dirs(out)
     assert set(scratch) == {"sender", "receiver"} and scratch["sender"] != scratch["receiver"], scratch
+    assert [line for line in proc.stderr.splitlines() if "--keep-remote" in line] == [
+        f"hostwire: sender (tx): kept {scratch['sender']} (--keep-remote)",
+        f"hostwire: receiver (tx2): kept {scratch['receiver']} (--keep-remote)"]
+    kept = lab.listing("tx")
+    assert f"{scratch['sender']}/bin/hw-bench root 755" in kept and f"{scratch['receiver']} root 700" in kept, kept
+    # the campaign ended: doctor --cleanup removes what it kept, under either name
+    doctor = [*hostlab.HOSTWIRE, "doctor", "--ssh-config", str(lab.ssh_config), "--cleanup", "tx2"]
+    done = subprocess.run(doctor, capture_output=True, text=True, timeout=60)
+    assert sorted(done.stdout.splitlines()) == sorted(f"removed tx2:{path} (campaign lab)" for path in scratch.values())
     for entry in book["runs"]:
         raw = out / entry["run_id"] / "raw"
         received = sorted(p.name for p in (raw / "hosts" / "receiver" / "bench").iterdir())
