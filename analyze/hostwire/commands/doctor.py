@@ -42,9 +42,10 @@ def run(args: argparse.Namespace) -> int:
             hosts = [Host("host", parse_destination(text), spec) for text in args.cleanup]
         except UsageError as err:
             raise UsageError(f"--cleanup: {err}") from None
-        lines = [line for host in hosts for line in cleanup_host(host)]
+        results = [cleanup_host(host) for host in hosts]
+        lines = [line for host_lines, _ in results for line in host_lines]
         out.write("".join(f"{line}\n" for line in lines) or "nothing to clean up\n")
-        return 0
+        return 0 if all(ok for _, ok in results) else 1
     if args.cleanup is not None:
         removed = doctor.cleanup()
         for item in removed:

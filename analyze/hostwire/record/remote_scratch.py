@@ -172,16 +172,17 @@ def become_root(host: Host) -> str:
     return uid
 
 
-def cleanup_host(host: Host) -> list[str]:
+def cleanup_host(host: Host) -> tuple[list[str], bool]:
     """`hostwire doctor --cleanup HOST`: removes the scratch folders of this machine's campaigns
     whose controlling process is gone (in the temporary folder and in remote_dir); one line each,
-    also for a folder left in place (its campaign still runs, or another machine controls it)."""
+    also for a folder left in place (its campaign still runs, or another machine controls it).
+    The flag: whether every folder found could be removed or was left on purpose."""
     try:
         uid = become_root(host)
     except HostLost as err:
-        return [f"{err} (cannot reach it)"]
+        return [f"{err} (cannot reach it)"], False
     except HostwireError as err:
-        return [str(err)]
+        return [str(err)], False
     bases = ['"${TMPDIR:-/var/tmp}"', *([shlex.quote(host.spec.remote_dir)] if host.spec.remote_dir else [])]
     listing = host.run(f"""for base in {' '.join(bases)}; do
     for d in "${{base%/}}"/{PREFIX}*.??????????; do
@@ -189,7 +190,7 @@ def cleanup_host(host: Host) -> list[str]:
         printf 'FOUND %s\\t' "$d"; head -c 4096 "$d/{MARKER}" 2>/dev/null | tr -d '\\n'; echo
     done
 done""", check=False, login=True).stdout.decode(errors="replace")
-    lines = []
+    lines, ok = [], True
     for line in listing.splitlines():
         if not line.startswith("FOUND "):
             continue
@@ -212,4 +213,5 @@ done""", check=False, login=True).stdout.decode(errors="replace")
                 lines.append(f"removed {host.destination.text}:{path} (campaign {marker.get('campaign')})")
             except HostwireError as err:
                 lines.append(str(err))
-    return lines
+                ok = False
+    return lines, ok
