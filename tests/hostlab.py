@@ -57,6 +57,8 @@ class Lab:
     bottleneck: str = "9mbit"  # on the capture host's port toward the receiver ("" for none)
     hosts: dict[str, LabHost] = field(default_factory=dict)
     pid: int = 0  # of the process that made the lab: part of every name it made
+    self_pid: int | None = None  # the sshd of `self` (open_self)
+    made_run_sshd: bool = False  # /run/sshd made for it (removed on close)
 
     @property
     def ssh_config(self) -> Path:
@@ -152,6 +154,38 @@ class Lab:
         host.pid = proc.pid
         self._procs = getattr(self, "_procs", []) + [proc]
 
+    def open_self(self, port: int = 2222) -> str:
+        """This machine itself as an ssh host, `self`: an sshd in this machine's own namespaces on
+        the control address toward tx (198.18.1.1, on no other link), so that `local` and `self`
+        are one machine under two names. Returns the alias."""
+        address = "198.18.1.1"
+        key = self.root / "host_self"
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+        kind, blob = (self.root / "host_self.pub").read_text().split(" ")[:2]
+        with open(self.root / "known_hosts", "a") as known:
+            known.write(f"[{address}]:{port} {kind} {blob}\n")
+        tx = self.ssh_config.read_text().split("Host ")[1]
+        block = "Host " + tx.replace("tx\n", "self\n", 1).replace(self.hosts["tx"].control_addr, address)
+        self.ssh_config.write_text(self.ssh_config.read_text() + "\n" + block + f"  Port {port}\n")
+        (self.root / "sshd_self").write_text(
+            (self.root / "sshd_tx").read_text().replace(self.hosts["tx"].control_addr, f"{address}:{port}")
+            .replace(str(self.root / "host_tx"), str(key)))
+        if not Path("/run/sshd").exists():  # sshd's privilege separation folder
+            Path("/run/sshd").mkdir(mode=0o755)
+            self.made_run_sshd = True
+        log = open(self.root / "sshd_self.log", "wb")
+        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.root / "sshd_self")], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=log)
+        log.close()
+        self._procs = getattr(self, "_procs", []) + [proc]
+        self.self_pid = proc.pid
+        deadline = time.monotonic() + 20
+        while self.ssh("self", "true").returncode != 0:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"sshd of self did not answer: {(self.root / 'sshd_self.log').read_text()}")
+            time.sleep(0.2)
+        return "self"
+
     def ssh(self, alias: str, command: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes", alias, "--", command],
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
@@ -202,6 +236,8 @@ class Lab:
             sh("ip", "netns", "del", host.ns, check=False)
         for i in range(3):
             sh("ip", "link", "del", f"hl{self.pid}c{i}", check=False)
+        if self.made_run_sshd:
+            Path("/run/sshd").rmdir()
 
 
 def make_lab(base: Path, **options: object) -> Lab:

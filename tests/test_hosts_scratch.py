@@ -1,5 +1,5 @@
 """Each host's private scratch folder (docs/hosts.md) over real ssh (tests/hostlab.py): one machine
-playing sender and receiver under two names; a remote_dir another user can change refused in one
+playing sender and receiver under two names, or as `local` and an ssh name of itself; a remote_dir another user can change refused in one
 line before anything starts; a tool changed on a host between two runs refusing the second; and
 nothing of hostwire's left on any host after Ctrl-C, or, after the runner is killed, once
 `hostwire doctor --cleanup HOST` has run (every host's folders listed before and after)."""
@@ -88,6 +88,29 @@ def test_one_machine_under_two_names_is_sender_and_receiver(lab: "hostlab.Lab") 
         assert len(frames["sender"]) > 100 and len(frames["sender"]) == len(frames["receiver"])
     assert hostlab.wait_nothing_left(lab) == NOTHING
     assert lab.listing("tx") == before
+
+
+def test_local_and_an_ssh_name_of_this_machine_are_sender_and_receiver(lab: "hostlab.Lab") -> None:
+    alias = lab.open_self()
+
+    def ours() -> list[str]:  # this machine's /var/tmp is shared with other work: hostwire's names
+        return sorted(p.name for p in Path("/var/tmp").iterdir() if p.name.startswith("hostwire-lab-"))
+
+    before = ours()
+    out = lab.root.parent / "runs" / "self"
+    config = hostlab.campaign_file(lab.root / "self.toml", lab, sender="local", receiver=alias, grid="senders = [1]",
+                                   repetitions=1, capture="local", receiver_address="198.18.1.1",
+                                   capture_interface="", shape=False)
+    proc = hostlab.run(config, out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    book = json.loads((out / "campaign.json").read_text())
+    assert [r["status"] for r in book["runs"]] == ["complete"], book["runs"]
+    scratch = scratch_dirs(out)
+    assert scratch["sender"].startswith("/var/tmp/hostwire-lab-sender.")
+    assert scratch["receiver"].startswith("/var/tmp/hostwire-lab-receiver."), scratch
+    assert ours() == before
+    children = hostlab.sh("ps", "-o", "pid=", "--ppid", str(lab.self_pid), check=False).stdout.split()
+    assert children == []  # no session of hostwire's left on `self`
 
 
 def test_a_remote_dir_another_user_can_change_is_one_line_and_nothing_starts(lab: "hostlab.Lab") -> None:
