@@ -123,7 +123,7 @@ def align(raw: Path, hosts: dict[str, Host], address: str) -> dict[str, Any]:
     from hostwire.read.bench import load_bench
     from hostwire.read.pcap import read_pcap
     from hostwire.timeline.clocks import fit
-    from hostwire.timeline.hostclocks import monotonic_offset, pairs_onto_sender, traffic_fit
+    from hostwire.timeline.hostclocks import monotonic_offset, pairs_onto_sender, realtime_minus_monotonic, traffic_fit
 
     sender_role = role_of(hosts, "sender")
     out: dict[str, Any] = {"reference": f"{sender_role}: CLOCK_MONOTONIC (user space)"}
@@ -156,7 +156,9 @@ def align(raw: Path, hosts: dict[str, Host], address: str) -> dict[str, Any]:
                                     "offset_us": hull.offset_ns / 1e3, "drift_ppm": hull.drift_ppm,
                                     "bound_us": hull.bound_ns / 1e3, "frames_toward": hull.upper,
                                     "frames_from": hull.lower, "crossed_us": hull.crossed_ns / 1e3,
-                                    "monotonic_offset_us": mono / 1e3}
+                                    "monotonic_offset_us": mono / 1e3,
+                                    "t_ref_monotonic_ns": int(hull.t_ref_ns - realtime_minus_monotonic(
+                                        _pairs(sender_dir / "wirecap.json")))}
                 entry["_hull"] = hull
         bounds = {m: entry[m]["bound_us"] for m in ("udp", "traffic") if m in entry}
         bounds = {m: b for m, b in bounds.items() if b == b}  # NaN: the bounds crossed

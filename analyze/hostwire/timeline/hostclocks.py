@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from hostwire.timeline.clocks import _Region
+from hostwire.timeline.clocks import ClockFit, _Region
 
 KEY = ["src", "dst", "sport", "dport", "seq", "ack", "flags", "payload_len", "window"]
 
@@ -98,3 +98,24 @@ def pairs_onto_sender(fit: HullFit, sender_pairs: list[dict]) -> list[dict]:
         real_o = real_s + fit.offset_ns + fit.drift_ppm * 1e-6 * (real_s - fit.t_ref_ns)
         out.append({"realtime_ns": int(round(real_o)), "monotonic_ns": int(pair["monotonic_ns"])})
     return out
+
+
+def chosen_receiver_fit(manifest: dict) -> ClockFit | None:
+    """The receiver's clock of a run on real hosts as the timeline's ClockFit, when the manifest's
+    clocks chose the traffic method for it (its line through the hosts' realtime/monotonic pairs,
+    on the sender's CLOCK_MONOTONIC); None otherwise (the receiver's own exchanges then fit it)."""
+    hosts, clocks = manifest.get("hosts"), manifest.get("clocks")
+    if not isinstance(hosts, dict) or not isinstance(clocks, dict):
+        return None
+    role = next((r for r, h in hosts.items() if isinstance(h, dict) and "receiver" in (h.get("roles") or [])), None)
+    entry = clocks.get(role) if role is not None else None
+    if not isinstance(entry, dict) or entry.get("chosen") != "traffic" or "t_ref_monotonic_ns" not in entry["traffic"]:
+        return None
+    line, udp = entry["traffic"], entry.get("udp") or {}
+    offset, bound = line["monotonic_offset_us"] * 1e3, line["bound_us"] * 1e3
+    end_rtt = udp.get("end_rtt_us")
+    return ClockFit(t_ref_ns=int(line["t_ref_monotonic_ns"]), offset_ns=offset, drift_ppm=line["drift_ppm"],
+                    method="hosts-traffic", bound_lo_ns=offset - bound, bound_hi_ns=offset + bound, bound_ns=bound,
+                    lowered_ns=0.0, reads=0, start_rtt_ns=int(udp.get("start_rtt_us", 0) * 1e3),
+                    end_rtt_ns=None if end_rtt is None else int(end_rtt * 1e3),
+                    crossed_ns=line.get("crossed_us", 0.0) * 1e3)
