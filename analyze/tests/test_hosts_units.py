@@ -223,3 +223,21 @@ def test_each_resource_is_read_at_its_own_interval() -> None:
     spec = dict(argv[i + 1].split(":", 1) for i, arg in enumerate(argv) if arg == "--resource")
     assert spec["disk"] == "/proc/diskstats:10:0.05" and spec["net"] == "/proc/net/dev:2:0"
     assert spec["cpu"] == "/proc/stat:1:0"
+
+
+def test_the_timeline_takes_the_receivers_clock_from_the_traffic_line_when_the_manifest_chose_it() -> None:
+    from hostwire.timeline.hostclocks import chosen_receiver_fit
+
+    line = {"offset_us": 0.3, "drift_ppm": 2.0, "bound_us": 5.0, "crossed_us": 0.0,
+            "monotonic_offset_us": 2e9, "t_ref_monotonic_ns": 1_000_000_000}
+    udp = {"offset_us": 2e9 + 9, "drift_ppm": 1.0, "bound_us": 80.0, "start_rtt_us": 100.0, "end_rtt_us": None}
+    manifest = {"hosts": {"sender": {"roles": ["sender", "capture"]}, "receiver": {"roles": ["receiver"]}},
+                "clocks": {"receiver": {"udp": udp, "traffic": line, "chosen": "traffic"}}}
+    fit = chosen_receiver_fit(manifest)
+    assert fit is not None and fit.method == "hosts-traffic" and fit.bound_ns == 5000.0
+    t = 2_000_000_000  # a second after the line's reference: 2000 s plus 2 ppm of a second
+    assert fit.to_sender(np.array([t + 2_000_000_000_000 + 2000]))[0] == t
+    assert chosen_receiver_fit({**manifest, "clocks": {"receiver": {"udp": udp, "traffic": line, "chosen": "udp"}}}) is None
+    one_machine = {**manifest, "hosts": {"sender": {"roles": ["sender", "receiver", "capture"]}}}
+    assert chosen_receiver_fit(one_machine) is None
+    assert chosen_receiver_fit({}) is None  # a run of namespaces
