@@ -1,7 +1,7 @@
 """Each host's private scratch folder (docs/hosts.md) over real ssh (tests/hostlab.py): one machine
 playing sender and receiver under two names, or as `local` and an ssh name of itself; a remote_dir another user can change refused in one
 line before anything starts; a tool changed on a host between two runs refusing the second; and
-nothing of hostwire's left on any host after Ctrl-C, or, after the runner is killed, once
+nothing of hostwire's left on any host after Ctrl-C or SIGTERM, or, after the runner is killed, once
 `hostwire doctor --cleanup HOST` has run (every host's folders listed before and after)."""
 
 from __future__ import annotations
@@ -159,7 +159,8 @@ def test_a_tool_changed_on_a_host_between_two_runs_refuses_the_next_run(lab: "ho
     assert lab.listings() == before
 
 
-def test_ctrl_c_mid_run_leaves_nothing_on_any_host(lab: "hostlab.Lab") -> None:
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_mid_run_leaves_nothing_on_any_host(lab: "hostlab.Lab", signum: int, status: int) -> None:
     before = lab.listings()
     out = lab.root.parent / "runs" / "int"
     proc = start(hostlab.campaign_file(lab.root / "int.toml", lab, grid="senders = [1]", duration_s=4.0), out)
@@ -167,9 +168,9 @@ def test_ctrl_c_mid_run_leaves_nothing_on_any_host(lab: "hostlab.Lab") -> None:
     time.sleep(1.0)
     during = lab.listings()
     assert all(any("/hostwire-lab-" in line for line in during[alias]) for alias in during), during
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stdout + stderr
+    assert proc.returncode == status, stdout + stderr
     assert json.loads((out / "campaign.json").read_text())["state"] == "interrupted"
     assert hostlab.wait_nothing_left(lab) == NOTHING
     assert lab.listings() == before
