@@ -145,6 +145,16 @@ def awaiting_ack(s: Segments) -> np.ndarray:
     return s.holds["awaiting_ack"] & s.backlog_queued
 
 
+def qdisc(s: Segments) -> np.ndarray:
+    """TCP had sent the next frame and the device's queueing discipline held it (qdisc_waits)."""
+    return s.holds["qdisc"]
+
+
+def send_path(s: Segments) -> np.ndarray:
+    """The stack moved the bytes from the event that released them to the wire (qdisc_waits)."""
+    return s.holds["send_path"]
+
+
 def unexplained(s: Segments) -> np.ndarray:
     return np.ones(len(s.start), dtype=bool)
 
@@ -158,9 +168,9 @@ def unexplained(s: Segments) -> np.ndarray:
 PRECEDENCE: tuple[tuple[str, Callable[[Segments], np.ndarray]], ...] = (
     ("on_wire", on_wire), ("vcpu_stolen", vcpu_stolen), ("receiver_window", receiver_window),
     ("retransmit_timeout", retransmit_timeout),
-    ("wire_busy", wire_busy), ("preempted", preempted), ("blocked_in_call", blocked_in_call),
+    ("wire_busy", wire_busy), ("preempted", preempted), ("qdisc", qdisc), ("blocked_in_call", blocked_in_call),
     ("app_idle", app_idle), ("receiver_window", late_acknowledgement), ("awaiting_ack", awaiting_ack),
-    ("unexplained", unexplained))
+    ("send_path", send_path), ("unexplained", unexplained))
 
 
 def classify(s: Segments) -> np.ndarray:
@@ -210,7 +220,8 @@ class _Explainer:
         self.spans = {key: Spans(rows, start, end) for key, rows, start, end in (
             ("late_ack", i.late_acks, "t_start_ns", "t_end_ns"), ("in_call", i.sends, "t_enter_ns", "t_exit_ns"),
             ("awaiting_ack", i.awaiting_acks, "t_start_ns", "t_end_ns"),
-            ("retransmit_timeout", i.retransmit_timeouts, "t_start_ns", "t_end_ns"))}
+            ("retransmit_timeout", i.retransmit_timeouts, "t_start_ns", "t_end_ns"),
+            ("qdisc", i.qdisc_holds, "t_start_ns", "t_end_ns"), ("send_path", i.send_paths, "t_start_ns", "t_end_ns"))}
         # a stream's largest segment, and its last frame (a level holds until then: no gap ends later)
         self.mss = {n: int(f["payload_len"].max()) for n, f in self.frames.rows.items()}
         self.last = {n: int(f["t_ns"][-1]) for n, f in self.frames.rows.items()}
@@ -253,7 +264,7 @@ class _Explainer:
                                         lambda v: v < self.mss[name], self.last[name]) if tcp else NONE,
                "backlog": steps(level_rows(self.levels["backlog"].get(name), lo, hi), lambda v: v > 0, self.last[name])}
         for key, spans in self.spans.items():
-            out[key] = spans.between(name, lo, hi) if tcp or key == "in_call" else NONE
+            out[key] = spans.between(name, lo, hi) if tcp or key in ("in_call", "send_path") else NONE
         return out
 
     def busy(self, name: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

@@ -38,7 +38,7 @@ from hostwire.errors import InputError
 from hostwire.heap import give_back
 from hostwire.read.sched import iter_sched_tsv
 from hostwire.read.tsv import open_tsv
-from hostwire.timeline import tables
+from hostwire.timeline import qdisc_waits, tables
 from hostwire.timeline.stolen import OPEN, silences
 
 if TYPE_CHECKING:
@@ -93,6 +93,7 @@ class FirstPass:
     heads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=HEAD_COLUMNS))
     # each CPU's task before its first switch (tables.running's rule), up to the stamp of that switch
     cpu_heads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CPU_HEAD_COLUMNS))
+    probes: pd.DataFrame = field(default_factory=qdisc_waits.empty_probes)  # qdisc_waits.probes of the trace
 
 
 def _pieces(path: Path, columns: list[str] | None, piece_bytes: int,
@@ -134,7 +135,8 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
     seen_tasks: set[int] = set()
     first_ns = last_ns = None
     slab = 0
-    columns = _present(path, SCHED_COLUMNS + RARE_COLUMNS)
+    columns = _present(path, tuple(dict.fromkeys(SCHED_COLUMNS + RARE_COLUMNS + qdisc_waits.TRACE_COLUMNS)))
+    probes, received = [], None
     for slab, (lo, _, events) in enumerate(_pieces(path, columns, piece_bytes, progress)):
         t = events["t_ns"].to_numpy().astype(np.int64)
         if first_ns is None:
@@ -147,6 +149,9 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
         # Only what a later phase reads is kept of a slab, and nothing for a slab that adds none: a
         # small table kept from every slab pins a page of the allocator's among each slab's large
         # freed ones, and what is held after this pass grew with the trace (docs/performance.md).
+        found, received = qdisc_waits.probes(events, received)
+        if len(found):
+            probes.append(found)
         is_rare = tables.is_event(events, *RARE_EVENTS)
         if is_rare.any() or not rare:
             rare.append(events[is_rare])
@@ -186,7 +191,8 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
                      transmit_pids=sorted(transmit), switch_key=flat[order],
                      switch_kind=(np.concatenate(kinds) if kinds else np.zeros(0, np.int64))[order], slabs=slabs,
                      piece_bytes=piece_bytes, heads=_firsts_of(heads),
-                     cpu_heads=pd.concat([pd.DataFrame(columns=CPU_HEAD_COLUMNS), *cpu_heads], ignore_index=True))
+                     cpu_heads=pd.concat([pd.DataFrame(columns=CPU_HEAD_COLUMNS), *cpu_heads], ignore_index=True),
+                     probes=qdisc_waits.joined_probes(probes))
 
 
 def _task_events(sw: pd.DataFrame, wk: pd.DataFrame | None = None, mg: pd.DataFrame | None = None
