@@ -140,7 +140,8 @@ def test_the_stacks_own_path_on_a_fast_link(tmp_path: Path) -> None:
     closes after a few segments and every gap waits for the acknowledgement that opens it
     (receiver-window), then for the stack to send what it released (send-path: the receive
     softirq taking the acknowledgement in, TCP, the device). Before the send-path cause that second
-    part was unexplained (SHARES_MEASURED)."""
+    part was unexplained. Ten recordings: of the gaps under 100 us (94-97 % of them),
+    receiver-window 72-81 %, send-path 1.5-16 %, unexplained 0.06-0.54 %."""
     config = tmp_path / "rcv4k.toml"
     config.write_text('[campaign]\nname = "rcv4k"\nrepetitions = 1\n\n[defaults]\nwarmup_s = 0.5\nduration_s = 2.0\n'
                       'quiet_s = 0.5\nlink_qdisc = "none"\nlink_rate = "10gbit"\nreceiver_rcvbuf = 4096\n'
@@ -153,5 +154,5 @@ def test_the_stacks_own_path_on_a_fast_link(tmp_path: Path) -> None:
     short = gaps[gaps["gap_ns"] < 100_000]
     assert len(short) >= 0.9 * len(gaps)
     share = shares(short)
-    assert share["receiver_window"] >= 0.5 and share["send_path"] >= SEND_PATH_LEAST, share
-    assert share["unexplained"] <= SHORT_UNEXPLAINED_MOST, share
+    assert share["receiver_window"] >= 0.5 and share["send_path"] >= 0.005, share
+    assert share["unexplained"] <= 0.02, share
