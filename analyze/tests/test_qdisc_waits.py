@@ -101,3 +101,12 @@ def test_stream_names_give_their_ends() -> None:
     assert stream_ends("[2001:db8::1]:443>[2001:db8::2]:5000 udp") == ("2001:db8::1", 443, "2001:db8::2", 5000)
     assert stream_ends("nonsense") is None and stream_ends("a:b>c:d") is None
     assert np.issubdtype(qdisc_waits.empty_probes()["t_ns"].dtype, np.integer)
+
+
+def test_a_trace_without_probes_says_what_it_cannot_tell() -> None:
+    from hostwire.timeline.gap_inputs import GapInputs
+
+    data = frames([100, 200], [1_000, 2_000]).assign(wire_len=100)
+    told = GapInputs(data=data, rate_bps=1e9, no_probes=True).cannot_tell()
+    assert any("no tcp_probe event" in line and "qdisc is never told" in line for line in told)
+    assert not any("tcp_probe event" in line for line in GapInputs(data=data, rate_bps=1e9).cannot_tell())
