@@ -55,6 +55,10 @@ def test_probes_read_in_pieces_are_the_whole_traces(cut: int) -> None:
     first, carry = probes(events.iloc[:cut])
     second, _ = probes(events.iloc[cut:], carry)
     pd.testing.assert_frame_equal(qdisc_waits.joined_probes([first, second]), whole)
+    spilled = qdisc_waits.SpilledProbes()  # as the first pass over a trace keeps them: on scratch files
+    spilled.add(first)
+    spilled.add(second)
+    pd.testing.assert_frame_equal(spilled.table(), whole)
 
 
 def frames(t: list[int], seq_end: list[int]) -> pd.DataFrame:

@@ -137,7 +137,7 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
     first_ns = last_ns = None
     slab = 0
     columns = _present(path, tuple(dict.fromkeys(SCHED_COLUMNS + RARE_COLUMNS + qdisc_waits.TRACE_COLUMNS)))
-    probes, received = [], None
+    probes, received = qdisc_waits.SpilledProbes(), None
     for slab, (lo, _, events) in enumerate(_pieces(path, columns, piece_bytes, progress)):
         t = events["t_ns"].to_numpy().astype(np.int64)
         if first_ns is None:
@@ -151,8 +151,8 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
         # small table kept from every slab pins a page of the allocator's among each slab's large
         # freed ones, and what is held after this pass grew with the trace (docs/performance.md).
         found, received = qdisc_waits.probes(events, received)
-        if len(found):
-            probes.append(found)
+        probes.add(found)
+        del found
         is_rare = tables.is_event(events, *RARE_EVENTS)
         if is_rare.any() or not rare:
             rare.append(events[is_rare])
@@ -193,7 +193,7 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
                      switch_kind=(np.concatenate(kinds) if kinds else np.zeros(0, np.int64))[order], slabs=slabs,
                      piece_bytes=piece_bytes, heads=_firsts_of(heads),
                      cpu_heads=pd.concat([pd.DataFrame(columns=CPU_HEAD_COLUMNS), *cpu_heads], ignore_index=True),
-                     probes=qdisc_waits.joined_probes(probes))
+                     probes=probes.table())
 
 
 def _task_events(sw: pd.DataFrame, wk: pd.DataFrame | None = None, mg: pd.DataFrame | None = None

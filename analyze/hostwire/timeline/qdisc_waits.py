@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import pandas as pd
 
+from hostwire.spill import Columns
 from hostwire.timeline.tcp_waits import RELEASE_NS
 
 PROBE_COLUMNS = ["t_ns", "local", "sport", "remote", "dport", "snd_nxt", "received_ns"]
@@ -128,6 +129,31 @@ def _skb_keys(column: pd.Series) -> np.ndarray:
 def joined_probes(pieces: Iterable[pd.DataFrame]) -> pd.DataFrame:
     parts = [p for p in pieces if len(p)]
     return pd.concat(parts, ignore_index=True) if parts else empty_probes()
+
+
+class SpilledProbes:
+    """The probes of a trace read in slabs, each slab's written to scratch files as it comes (no
+    small table of every slab is held among the slabs' large freed ones: hostwire.spill), the
+    addresses as codes of the few there are."""
+
+    def __init__(self) -> None:
+        self.columns = Columns({c: np.int64 for c in PROBE_COLUMNS})
+        self.addresses: dict[str, int] = {}
+
+    def add(self, found: pd.DataFrame) -> None:
+        if len(found) == 0:
+            return
+        codes = {c: np.asarray([self.addresses.setdefault(str(a), len(self.addresses)) for a in found[c]], np.int64)
+                 for c in ("local", "remote")}
+        self.columns.append(0, **{c: codes[c] if c in codes else found[c].to_numpy() for c in PROBE_COLUMNS})
+
+    def table(self) -> pd.DataFrame:
+        if not self.columns.rows:
+            return empty_probes()
+        joined = self.columns.joined()
+        names = np.asarray(list(self.addresses), dtype=object)
+        return pd.DataFrame({c: names[joined[c]] if c in ("local", "remote") else joined[c] for c in PROBE_COLUMNS},
+                            copy=False)
 
 
 def stream_ends(name: str) -> tuple[str, int, str, int] | None:
