@@ -68,6 +68,7 @@ def test_every_cause_of_a_known_gap() -> None:
         "unexplained_ns": 1_200,        # [100, 1000), [1500, 1600), [1800, 2000): bytes queued, link free
         "retransmit_timeout_ns": 0, "awaiting_ack_ns": 0,  # no acknowledgement or retransmission given
         "vcpu_stolen_ns": 0,  # no freeze given
+        "qdisc_ns": 0, "send_path_ns": 0,  # no kernel below TCP given
     }
     assert (row["proto"], row["pid"], row["comm"]) == ("tcp", SENDER, "")
     got = pre[["pid", "role", "cpu", "ns"]].values.tolist()
@@ -87,7 +88,22 @@ def test_late_acknowledgements_take_only_what_nothing_else_explains() -> None:
     assert {c: int(row[c]) for c in PARTS} == {
         "on_wire_ns": 100, "receiver_window_ns": 200 + 700, "wire_busy_ns": 300, "preempted_ns": 2_200,
         "blocked_in_call_ns": 1_500, "app_idle_ns": 4_500, "unexplained_ns": 1_200 - 700,
-        "retransmit_timeout_ns": 0, "awaiting_ack_ns": 0, "vcpu_stolen_ns": 0}
+        "retransmit_timeout_ns": 0, "awaiting_ack_ns": 0, "vcpu_stolen_ns": 0, "qdisc_ns": 0, "send_path_ns": 0}
+
+
+def test_the_kernel_below_tcp_takes_only_what_the_link_and_the_cpu_leave() -> None:
+    """The next frame in the queueing discipline over [900, 1700) and the stack's path from a
+    release over [1800, 2100), on the known gap: qdisc takes [900, 1000) and [1500, 1600) of the
+    unexplained time (the link's [1000, 1200) and [1400, 1500), the window's [1200, 1400) and the
+    waiting ksoftirqd's [1600, 1700) keep their causes); send-path takes [1800, 2000), and after
+    2000 (backlog empty) the sender's own state wins."""
+    held = pd.DataFrame({"stream": [S], "t_start_ns": [900], "t_end_ns": [1_700]})
+    path = pd.DataFrame({"stream": [S], "t_start_ns": [1_800], "t_end_ns": [2_100]})
+    row = gaps.explain(_inputs(qdisc_holds=held, send_paths=path))[0].iloc[0]
+    assert {c: int(row[c]) for c in PARTS} == {
+        "on_wire_ns": 100, "receiver_window_ns": 200, "wire_busy_ns": 300, "preempted_ns": 2_200,
+        "blocked_in_call_ns": 1_500, "app_idle_ns": 4_500, "qdisc_ns": 200, "send_path_ns": 200,
+        "unexplained_ns": 1_200 - 400, "retransmit_timeout_ns": 0, "awaiting_ack_ns": 0, "vcpu_stolen_ns": 0}
 
 
 def test_under_a_cpu_quota_waiting_on_an_idle_cpu_is_throttling() -> None:
@@ -274,10 +290,12 @@ def _brute(inputs: GapInputs, a: int, b: int) -> dict[str, int]:
     awaiting = inside(inputs.awaiting_acks["t_start_ns"].to_numpy(), inputs.awaiting_acks["t_end_ns"].to_numpy())
     timer = inside(inputs.retransmit_timeouts["t_start_ns"].to_numpy(), inputs.retransmit_timeouts["t_end_ns"].to_numpy())
     stolen = inside(inputs.frozen["t_start_ns"].to_numpy(), inputs.frozen["t_end_ns"].to_numpy())
+    held = inside(inputs.qdisc_holds["t_start_ns"].to_numpy(), inputs.qdisc_holds["t_end_ns"].to_numpy())
+    path = inside(inputs.send_paths["t_start_ns"].to_numpy(), inputs.send_paths["t_end_ns"].to_numpy())
     conds = {"on_wire": t[:, 0] < a + d_first, "vcpu_stolen": stolen, "receiver_window": win < mine["payload_len"].max(),
-             "retransmit_timeout": timer, "wire_busy": queued & busy, "preempted": waits,
+             "retransmit_timeout": timer, "wire_busy": queued & busy, "preempted": waits, "qdisc": held,
              "blocked_in_call": in_call & ~queued, "app_idle": ~queued, "awaiting_ack": awaiting & queued,
-             "unexplained": np.ones(len(t), dtype=bool)}
+             "send_path": path, "unexplained": np.ones(len(t), dtype=bool)}
     order = list(conds)  # the precedence (no late acknowledgements in these inputs)
     cause = np.select(list(conds.values()), np.arange(len(order)))
     return {c: int((cause == order.index(c)).sum()) for c in gaps.CAUSES}
@@ -318,10 +336,14 @@ def test_random_timelines_against_a_nanosecond_by_nanosecond_reference(seed: int
     aw_s, aw_e = intervals(2, span)
     rt_s, rt_e = intervals(1, span)
     fz_s, fz_e = intervals(1, span)
+    qd_s, qd_e = intervals(2, span)
+    sp_s, sp_e = intervals(2, span)
     inputs = _inputs(data=data, states=states, running=running,
                      frozen=pd.DataFrame({"t_start_ns": fz_s, "t_end_ns": fz_e}),
                      awaiting_acks=pd.DataFrame({"stream": S, "t_start_ns": aw_s, "t_end_ns": aw_e}),
                      retransmit_timeouts=pd.DataFrame({"stream": S, "t_start_ns": rt_s, "t_end_ns": rt_e}),
+                     qdisc_holds=pd.DataFrame({"stream": S, "t_start_ns": qd_s, "t_end_ns": qd_e}),
+                     send_paths=pd.DataFrame({"stream": S, "t_start_ns": sp_s, "t_end_ns": sp_e}),
                      sends=pd.DataFrame({"stream": S, "t_enter_ns": ss, "t_exit_ns": se}),
                      backlog=pd.DataFrame({"stream": S, "t_ns": bt, "backlog_bytes": rng.integers(0, 2, 5) * 500}),
                      window=pd.DataFrame({"stream": S, "t_ns": wt, "window_bytes": rng.choice([10.0, 9e4], 4)}))

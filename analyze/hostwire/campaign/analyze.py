@@ -32,7 +32,7 @@ from hostwire.paths import require_utf8_name
 
 log = logging.getLogger(__name__)
 
-METRICS_FORMAT = "hostwire-metrics 3"  # 3: the gap causes awaiting-ack and retransmit-timeout
+METRICS_FORMAT = "hostwire-metrics 4"  # 3: the gap causes awaiting-ack and retransmit-timeout; 4: qdisc, send-path
 METRICS_FILE = "metrics.json"
 TABLES = ("intervals_hist", "idc", "contract")
 IDC_AT_NS = 100_000_000  # the bin length quoted in the summary (100 ms)

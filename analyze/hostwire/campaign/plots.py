@@ -100,7 +100,8 @@ def plot_jain_heatmap(jain: pd.DataFrame, title: str) -> Figure:
 
 GAP_CAUSE_COLORS = {"on_wire": "tab:gray", "vcpu_stolen": "black", "receiver_window": "tab:purple", "retransmit_timeout": "tab:brown",
                     "wire_busy": "tab:olive", "preempted": "tab:red", "blocked_in_call": "tab:orange",
-                    "app_idle": "tab:green", "awaiting_ack": "tab:cyan", "unexplained": "lightgray"}
+                    "app_idle": "tab:green", "awaiting_ack": "tab:cyan", "qdisc": "tab:blue", "send_path": "tab:pink",
+                    "unexplained": "lightgray"}
 
 
 def plot_gap_causes(shares: pd.DataFrame) -> Figure:

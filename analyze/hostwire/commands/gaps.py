@@ -13,9 +13,10 @@ EXAMPLES = """examples:
   hostwire gaps RUN --preempters                        the tasks that ran while a sender waited
 
 causes, in precedence (the first that holds takes the time): on-wire, vcpu-stolen (the hypervisor
-ran none of the host's CPUs), receiver-window, retransmit-timeout, wire-busy, preempted, blocked-in-call, app-idle, receiver-window (late
-acknowledgements), awaiting-ack, unexplained; a UDP flow never gets the TCP ones (receiver-window,
-retransmit-timeout, awaiting-ack). Columns: stream, proto (tcp/udp), pid, comm (the sending process;
+ran none of the host's CPUs), receiver-window, retransmit-timeout, wire-busy, preempted, qdisc (the
+device's queueing discipline held a frame TCP had sent), blocked-in-call, app-idle, receiver-window (late
+acknowledgements), awaiting-ack, send-path (the stack's own path from a release to the frame),
+unexplained; a UDP flow never gets the TCP ones (receiver-window, retransmit-timeout, awaiting-ack, qdisc). Columns: stream, proto (tcp/udp), pid, comm (the sending process;
 -1 and empty when unknown), t_start_ns, t_end_ns, gap_ns, threshold_ns, <cause>_ns (they sum to
 gap_ns), preempted_by ("pid comm role share%; ...")."""
 

@@ -58,6 +58,7 @@ class CaptureSide:
     silences: tuple[np.ndarray, np.ndarray]
     first_ns: int | None = None
     last_ns: int | None = None
+    bases: dict[str, int] = field(default_factory=dict)  # TCP stream -> sequence number of its relative byte 0
 
 
 def readable_in_chunks(capture: CaptureChunks) -> bool:
@@ -275,7 +276,8 @@ class _ThirdPass:
         return CaptureSide(
             data=data, protos={flows.names[c]: "tcp" if flows.proto_of[c] == TCP else "udp" for c in self.out["data"].keys()},
             sender_side={capture.addresses[int(a)] for a in self.sender_codes}, link=link, silences=silences,
-            first_ns=self.first_ns, last_ns=self.last_ns, **tables)
+            first_ns=self.first_ns, last_ns=self.last_ns,
+            bases={flows.names[c]: int(b) % (1 << 32) for c, b in self.bases.items()}, **tables)
 
     def _table(self, what: str, names: pd.Index, categories: pd.Index | None = None) -> pd.DataFrame:
         """One table of the pass, by stream then time; its stream a categorical of the streams it

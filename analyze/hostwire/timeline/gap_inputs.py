@@ -37,6 +37,10 @@ class GapInputs:
     late_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: sequence.late_acknowledgements
     awaiting_acks: pd.DataFrame | None = None  # stream, t_start_ns, t_end_ns: tcp_waits.sender_waits
     retransmit_timeouts: pd.DataFrame | None = None  # the same
+    # stream, t_start_ns, t_end_ns: qdisc_waits.qdisc_holds and qdisc_waits.send_paths (None: no kernel trace)
+    qdisc_holds: pd.DataFrame | None = None
+    send_paths: pd.DataFrame | None = None
+    no_probes: bool = False  # the kernel trace holds no tcp_probe event (a kernel without it)
     protos: dict[str, str] = field(default_factory=dict)
     frozen: pd.DataFrame | None = None  # t_start_ns, t_end_ns: stolen.frozen
     comms: dict[int, str] = field(default_factory=dict)
@@ -60,7 +64,11 @@ class GapInputs:
         out = []
         if self.states is None:
             out.append("without a kernel trace (raw/sched.tsv) preempted cannot be told apart from "
-                       "blocked-in-call and app-idle: a runnable sender counts as one of them")
+                       "blocked-in-call and app-idle: a runnable sender counts as one of them; qdisc is never told "
+                       "(TCP's state from tcp_probe is in the trace) and send-path holds only after a send call")
+        if self.no_probes:
+            out.append("the kernel trace has no tcp_probe event (a kernel before 4.16, or an event list without it): "
+                       "qdisc is never told and send-path holds only after a send call")
         if self.sends is None:
             out.append("without system calls or the benchmark's writes blocked-in-call cannot be told apart "
                        "from app-idle")

@@ -69,6 +69,8 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
                   data.groupby("stream", sort=False)["proto"].first().items()} if len(data) else {}
         sender_side = set(data["src"].astype(str)) if len(data) else set()
     sends = backlog_ = None
+    bases = side.bases if side is not None else sequence_bases(data)
+    below: tuple[pd.DataFrame | None, pd.DataFrame | None, bool] = (None, None, False)
     if len(writes):
         sends = compact(writes, ("stream", "t_enter_ns", "t_exit_ns")) if on_disk is None else \
             writes[["stream", "t_enter_ns", "t_exit_ns"]]  # mapped from disk: a selection, not a copy
@@ -76,6 +78,8 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
                     else stream_tables.backlog_steps(data, writes))  # on disk
         sources["sends"] = "raw/syscalls.tsv" if "source" not in writes.columns or (writes["source"] == "syscalls").all() \
             else "raw/bench/send-*.tsv"
+    if run.has("raw/sched.tsv"):
+        below = below_tcp(run, kernel, data, bases, sends, "tcp" in protos.values())
     # the capture side's tables are on disk already (capture_pass): a selection, not a copy
     data = compact(data, DATA_COLUMNS) if side is None else data[list(DATA_COLUMNS)]
     del writes
@@ -94,9 +98,31 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
     return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers,
                      link=link, states=states, running=running_, sends=sends, backlog=backlog_, window=window,
                      late_acks=late_acks, awaiting_acks=awaiting, retransmit_timeouts=timeouts, protos=protos,
+                     qdisc_holds=below[0], send_paths=below[1], no_probes=below[2],
                      comms=process_names(tl, set(senders.values()), not lean), frozen=frozen,
                      cpu_quota=float(run.point_value("sender_cpu_share")) > 0, sources=sources,
                      transmit_pids=None if not lean else kernel.transmit_pids)
+
+
+def sequence_bases(data: pd.DataFrame) -> dict[str, int]:
+    """TCP stream -> the sequence number of its relative byte 0, from data_frames' seq and seq_start."""
+    if not len(data) or "seq_start" not in data.columns:
+        return {}
+    tcp = data[data["proto"].to_numpy() == 6]
+    first = tcp.groupby("stream", sort=False, observed=True)[["seq", "seq_start"]].first()
+    return {str(s): int(q - r) % (1 << 32) for s, q, r in zip(first.index, first["seq"], first["seq_start"])}
+
+
+def below_tcp(run: Run, kernel: FirstPass | None, data: pd.DataFrame, bases: dict[str, int],
+              sends: pd.DataFrame | None, has_tcp: bool) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    """The qdisc and send_path intervals (hostwire.timeline.qdisc_waits) from the kernel trace's
+    tcp_probe events (the first pass's of a trace read in slabs, else the whole trace's), and
+    whether the trace had none though the capture has TCP streams (whose acknowledgements fire it)."""
+    from hostwire.timeline import qdisc_waits
+
+    probe_rows = kernel.probes if kernel is not None else qdisc_waits.probes(run.df_sched())[0]
+    return (qdisc_waits.qdisc_holds(probe_rows, data, bases), qdisc_waits.send_paths(probe_rows, data, sends),
+            has_tcp and len(probe_rows) == 0)
 
 
 DATA_COLUMNS = ("t_ns", "stream", "wire_len", "payload_len")  # what the gaps read of a data frame

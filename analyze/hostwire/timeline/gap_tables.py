@@ -20,10 +20,10 @@ from hostwire.spill import scratch_file
 from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS
 
 CAUSES = ("on_wire", "vcpu_stolen", "receiver_window", "retransmit_timeout", "wire_busy", "preempted",
-          "blocked_in_call", "app_idle", "awaiting_ack", "unexplained")
+          "blocked_in_call", "app_idle", "awaiting_ack", "qdisc", "send_path", "unexplained")
 CAUSE_NAMES = {c: c.replace("_", "-") for c in CAUSES}
 # the TCP causes: a UDP flow has no window, acknowledgements or retransmissions
-TCP_CAUSES = ("receiver_window", "retransmit_timeout", "awaiting_ack")
+TCP_CAUSES = ("receiver_window", "retransmit_timeout", "awaiting_ack", "qdisc")
 GAP_COLUMNS = ["stream", "proto", "pid", "comm", "t_start_ns", "t_end_ns", "gap_ns", "threshold_ns",
                *[f"{c}_ns" for c in CAUSES], "preempted_by"]
 TEXT_COLUMNS = ("stream", "proto", "comm", "preempted_by")

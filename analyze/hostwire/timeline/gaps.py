@@ -15,16 +15,20 @@ first cause that holds, in the order of PRECEDENCE:
    not empty and a task that moves the stream's bytes on (ksoftirqd, the stream's receiver on this
    host) is; another task runs on that CPU, named in the preempters table (waiting on an idle CPU
    is waking up, not preempted; under a CPU quota it is throttling: the idle task, "throttled");
-7. blocked-in-call: the backlog is empty and the sender is inside a send call that has not returned;
-8. app-idle: the backlog is empty and the sender is outside any send call (running or asleep);
-9. receiver-window again: bytes queued and the oldest byte in flight unacknowledged for longer
+7. qdisc: TCP had sent the next frame and the device's queueing discipline held it
+   (hostwire.timeline.qdisc_waits);
+8. blocked-in-call: the backlog is empty and the sender is inside a send call that has not returned;
+9. app-idle: the backlog is empty and the sender is outside any send call (running or asleep);
+10. receiver-window again: bytes queued and the oldest byte in flight unacknowledged for longer
    than twice the stream's shortest round trip (the receiver acknowledges late);
-10. awaiting-ack: bytes queued, the window was full when the gap began and an acknowledgement
+11. awaiting-ack: bytes queued, the window was full when the gap began and an acknowledgement
    released the next frame (hostwire.timeline.tcp_waits);
-11. unexplained: anything else (bytes in the backlog, window open, link free: the stack held them).
+12. send-path: at most 200 us from a release (a segment taken in, a send call) to the next frame:
+   the stack's own path (hostwire.timeline.qdisc_waits);
+13. unexplained: anything else (bytes in the backlog, window open, link free: the stack held them).
 
-The TCP causes (receiver-window, retransmit-timeout, awaiting-ack) never hold for a UDP flow. The
-application's causes (6 to 8) need an empty backlog: while the stack has bytes to send, the
+The TCP causes (receiver-window, retransmit-timeout, awaiting-ack, qdisc) never hold for a UDP flow. The
+application's causes (6, 8, 9) need an empty backlog: while the stack has bytes to send, the
 sender's own state does not hold the stream back. Without a backlog (no writes known) that gating
 is left out and the table says so. All stamps are int64 ns, so the parts sum exactly to the gap."""
 
@@ -145,6 +149,16 @@ def awaiting_ack(s: Segments) -> np.ndarray:
     return s.holds["awaiting_ack"] & s.backlog_queued
 
 
+def qdisc(s: Segments) -> np.ndarray:
+    """TCP had sent the next frame and the device's queueing discipline held it (qdisc_waits)."""
+    return s.holds["qdisc"]
+
+
+def send_path(s: Segments) -> np.ndarray:
+    """The stack moved the bytes from the event that released them to the wire (qdisc_waits)."""
+    return s.holds["send_path"]
+
+
 def unexplained(s: Segments) -> np.ndarray:
     return np.ones(len(s.start), dtype=bool)
 
@@ -154,13 +168,15 @@ def unexplained(s: Segments) -> np.ndarray:
 # twice: by its window (second), and by acknowledging late when nothing of the host holds the
 # queued bytes. A retransmission timer holds the bytes whatever the host does (its silence comes
 # before the host's causes); waiting for the acknowledgements that the congestion window needs
-# counts only where nothing else holds the queued bytes (last before unexplained).
+# counts only where nothing else holds the queued bytes. A frame TCP has sent waits in the queueing
+# discipline unless the link or a CPU holds it first; the stack's own path from a release to the
+# frame takes only what nothing else explains (last before unexplained).
 PRECEDENCE: tuple[tuple[str, Callable[[Segments], np.ndarray]], ...] = (
     ("on_wire", on_wire), ("vcpu_stolen", vcpu_stolen), ("receiver_window", receiver_window),
     ("retransmit_timeout", retransmit_timeout),
-    ("wire_busy", wire_busy), ("preempted", preempted), ("blocked_in_call", blocked_in_call),
+    ("wire_busy", wire_busy), ("preempted", preempted), ("qdisc", qdisc), ("blocked_in_call", blocked_in_call),
     ("app_idle", app_idle), ("receiver_window", late_acknowledgement), ("awaiting_ack", awaiting_ack),
-    ("unexplained", unexplained))
+    ("send_path", send_path), ("unexplained", unexplained))
 
 
 def classify(s: Segments) -> np.ndarray:
@@ -210,7 +226,8 @@ class _Explainer:
         self.spans = {key: Spans(rows, start, end) for key, rows, start, end in (
             ("late_ack", i.late_acks, "t_start_ns", "t_end_ns"), ("in_call", i.sends, "t_enter_ns", "t_exit_ns"),
             ("awaiting_ack", i.awaiting_acks, "t_start_ns", "t_end_ns"),
-            ("retransmit_timeout", i.retransmit_timeouts, "t_start_ns", "t_end_ns"))}
+            ("retransmit_timeout", i.retransmit_timeouts, "t_start_ns", "t_end_ns"),
+            ("qdisc", i.qdisc_holds, "t_start_ns", "t_end_ns"), ("send_path", i.send_paths, "t_start_ns", "t_end_ns"))}
         # a stream's largest segment, and its last frame (a level holds until then: no gap ends later)
         self.mss = {n: int(f["payload_len"].max()) for n, f in self.frames.rows.items()}
         self.last = {n: int(f["t_ns"][-1]) for n, f in self.frames.rows.items()}
@@ -253,7 +270,7 @@ class _Explainer:
                                         lambda v: v < self.mss[name], self.last[name]) if tcp else NONE,
                "backlog": steps(level_rows(self.levels["backlog"].get(name), lo, hi), lambda v: v > 0, self.last[name])}
         for key, spans in self.spans.items():
-            out[key] = spans.between(name, lo, hi) if tcp or key == "in_call" else NONE
+            out[key] = spans.between(name, lo, hi) if tcp or key in ("in_call", "send_path") else NONE
         return out
 
     def busy(self, name: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
