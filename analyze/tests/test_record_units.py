@@ -100,3 +100,26 @@ def test_a_running_tree_is_traced_with_every_task_it_already_has(tmp_path) -> No
         proc.wait()
         if ready.exists() and ready.read_text():
             os.kill(int(ready.read_text()), signal.SIGKILL)
+
+
+def test_a_stream_the_program_received_from_a_peer_names_its_receiver() -> None:
+    """A server recorded alone (iperf3 -s under -R): the client's control messages come from the
+    peer, whose process the recording does not hold; the server's socket receives them, so the
+    stream is a row with the server as its receiver (the one-run report called it foreign), and
+    the server's own data stream keeps its sender."""
+    from hostwire.timeline.program_streams import owners
+    from hostwire.timeline.stream_tables import streams_table
+
+    held = sockets([(1, 7, "iperf3", 3, 100, "tcp", "198.18.0.1:5201", "0.0.0.0:0", "LISTEN"),
+                    (1, 7, "iperf3", 4, 101, "tcp", "198.18.0.1:5201", "198.18.0.2:57338", "ESTABLISHED"),
+                    (1, 7, "iperf3", 5, 102, "tcp", "198.18.0.1:5201", "198.18.0.2:57348", "ESTABLISHED")])
+    control, data = "198.18.0.2:57338>198.18.0.1:5201", "198.18.0.1:5201>198.18.0.2:57348"
+    names = pd.DataFrame({"proto": [6, 6], "stream": [control, data]})
+    senders, receivers = owners(names, held)
+    assert senders[["pid", "local", "fd"]].values.tolist() == [[7, "198.18.0.1:5201", 5]]
+    assert receivers.values.tolist() == [["iperf3", 7, -1, control]]
+    no_sockets = pd.DataFrame(columns=["skaddr", "local", "remote", "owner_pid", "active"])
+    table = streams_table(senders.assign(source="sockets"), receivers, no_sockets,
+                          pd.DataFrame(columns=["pid", "fd", "stream"])).set_index("stream")
+    assert table.loc[control, ["sender_pid", "receiver_pid", "receiver_role"]].tolist() == [-1, 7, "iperf3"]
+    assert table.loc[data, ["sender_pid", "sender_role", "sender_fd", "receiver_pid"]].tolist() == [7, "iperf3", 5, -1]
