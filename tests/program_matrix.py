@@ -46,7 +46,8 @@ def needs_qdisc(what: str) -> str:
     return f"the queueing discipline as a cause (issue 36, qdisc): {what}"
 
 
-# expected sender of a stream, given its row of df_streams(): (pids it may be, comm)
+# the recorded side's process of a stream (its sender, or its receiver), given the stream's row of
+# df_streams(): (pids it may be, comm)
 Owner = Callable[[pd.Series], tuple[set[int], str]]
 
 
@@ -204,8 +205,10 @@ def examine(run: Path, owner: Owner, local: str = SERVED) -> Verdict:
         tl = Timeline.of(r)
         streams = tl.df_streams()
         ours = streams[streams["src"].astype(str) == local]
+        received = streams[streams["dst"].astype(str) == local]
         v.numbers["streams"] = f"{len(ours)} sent by the recorded side of {len(streams)}"
-        check_owners(v, ours, owner)
+        check_owners(v, ours, owner, "sender")
+        check_owners(v, received, owner, "receiver")
         check_bytes(v, ours, tl.df_calls(), tl.data_frames(), r.df_frames())
     except Exception as e:  # noqa: BLE001 - the examination names any failure of the analysis
         v.problems.append(f"timeline: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
@@ -215,16 +218,18 @@ def examine(run: Path, owner: Owner, local: str = SERVED) -> Verdict:
     return v
 
 
-def check_owners(v: Verdict, ours: pd.DataFrame, owner: Owner) -> None:
+def check_owners(v: Verdict, streams: pd.DataFrame, owner: Owner, end: str) -> None:
+    """Each stream's `end` ("sender" or "receiver", the recorded side's) is the process `owner`
+    names, by pid and comm."""
     wrong = []
-    for _, row in ours.iterrows():
+    for _, row in streams.iterrows():
         pids, comm = owner(row)
-        if int(row["sender_pid"]) not in pids or str(row["sender_role"]) != comm:
-            wrong.append(f"{row['stream']} {row['sender_pid']} {row['sender_role']!r} (expected {sorted(pids)[:3]} "
-                         f"{comm!r})")
-    v.numbers["streams misnamed"] = len(wrong)
+        pid, role = int(row[f"{end}_pid"]), str(row[f"{end}_role"])
+        if pid not in pids or role != comm:
+            wrong.append(f"{row['stream']} {pid} {role!r} (expected {sorted(pids)[:3]} {comm!r})")
+    v.numbers[f"streams with the wrong {end}"] = len(wrong)
     if wrong:
-        v.problems.append(f"{len(wrong)} of {len(ours)} streams named wrong, e.g. {'; '.join(wrong[:3])}")
+        v.problems.append(f"{len(wrong)} of {len(streams)} streams' {end}s named wrong, e.g. {'; '.join(wrong[:3])}")
 
 
 def reset_by_peer(frames: pd.DataFrame, ours: pd.DataFrame) -> set[str]:

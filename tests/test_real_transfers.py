@@ -11,6 +11,7 @@ import textwrap
 import threading
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from hostwire.record.link import LinkSpec
@@ -125,8 +126,9 @@ def test_preforking_server_a_child_per_connection(topo: Topology, tmp_path: Path
     name, *lines = (tmp_path / "served").read_text().split("\n")
     child_of_port = {int(port): int(pid) for pid, port in (line.split() for line in lines if line)}
 
-    def owner(row: "object") -> tuple[set[int], str]:
-        return {child_of_port.get(int(row["dport"]), -2)}, name  # type: ignore[index]
+    def owner(row: pd.Series) -> tuple[set[int], str]:
+        client = row["dport"] if row["src"] == SERVED else row["sport"]
+        return {child_of_port.get(int(client), -2)}, name
 
     verdict = examine(tmp_path / "run", owner)
     assert verdict.numbers["streams"].startswith("5 "), str(verdict)
