@@ -16,17 +16,21 @@ failing test names all that is wrong with its program's run."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from hostwire.record.link import LinkSpec
+from hostwire.record.topology import Topology
 from record_helpers import env, hostwire_argv, in_netns, manifest, stop
 
 SERVED = "198.18.0.1"   # the recorded side: the topology's shaped sender namespace
@@ -49,6 +53,22 @@ def needs_qdisc(what: str) -> str:
 # the recorded side's process of a stream (its sender, or its receiver), given the stream's row of
 # df_streams(): (pids it may be, comm)
 Owner = Callable[[pd.Series], tuple[set[int], str]]
+
+
+@contextlib.contextmanager
+def topology(tag: str, rate: str = "100mbit") -> Iterator[Topology]:
+    """The two namespaces, the shaper on the recorded side's egress; on the way out, whatever
+    still runs inside them (a server's worker whose master was killed) is ended by pid before the
+    namespaces go: the namespaces carry this process's pid, so all they hold is the test's."""
+    with Topology(run_id=tag, link=LinkSpec(rate=rate)) as t:
+        try:
+            yield t
+        finally:
+            for ns in (t.tx_ns, t.rx_ns):
+                out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=10).stdout
+                for pid in map(int, out.split()):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
 
 
 def one_process(pid: int, comm: str) -> Owner:

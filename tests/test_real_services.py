@@ -9,24 +9,24 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hostwire.record.link import LinkSpec
 from hostwire.record.topology import Topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
 from program_matrix import (PEER, SERVED, comm, examine, finish, needs_lifetimes, one_process, record_command,
-                            record_pid, run_in, spawn, wait_listening)
+                            record_pid, run_in, spawn, topology, wait_listening)
 from record_helpers import manifest, stop
 
 pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.timeout(600), pytest.mark.long]
 
 
 @pytest.fixture
-def topo() -> Topology:
-    with Topology(run_id="svc", link=LinkSpec(rate="100mbit")) as t:
+def topo() -> Iterator[Topology]:
+    with topology("svc") as t:
         yield t
 
 
@@ -110,15 +110,15 @@ def test_scp_of_50_mb_to_sshd(tmp_path: Path) -> None:
     (tmp_path / "ssh").write_text(f'#!/bin/sh\necho $$ > {tmp_path / "ssh.pid"}\nexec ssh "$@"\n')
     (tmp_path / "ssh").chmod(0o755)
     os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation folder
-    with Topology(run_id="scp", link=LinkSpec(rate="1gbit")) as topo:
+    with topology("scp", "1gbit") as topo:
         sshd = spawn(topo.rx_ns, ["/usr/sbin/sshd", "-D", "-e", "-f", str(tmp_path / "sshd_config")],
                      tmp_path / "sshd.log")
         try:
             wait_listening(topo.rx_ns, 22)
             rec = record_command(topo.tx_ns, tmp_path / "run", [
                 "scp", "-q", "-S", str(tmp_path / "ssh"), "-i", str(tmp_path / "id"), "-o", "IdentitiesOnly=yes",
-                "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={tmp_path / 'known'}",
-                str(tmp_path / "payload"), f"root@{PEER}:/dev/null"])
+                "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                "-o", f"UserKnownHostsFile={tmp_path / 'known'}", str(tmp_path / "payload"), f"root@{PEER}:/dev/null"])
             finish(rec)
         finally:
             stop(sshd)

@@ -9,25 +9,25 @@ from __future__ import annotations
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from hostwire.record.link import LinkSpec
 from hostwire.record.topology import Topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
 from program_matrix import (PEER, SERVED, examine, finish, needs_lifetimes, needs_qdisc, one_process, record_command,
-                            run_in, spawn, wait_listening, wait_recording)
+                            run_in, spawn, topology, wait_listening, wait_recording)
 from record_helpers import manifest, stop
 
 pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.timeout(600), pytest.mark.long]
 
 
 @pytest.fixture
-def topo() -> Topology:
-    with Topology(run_id="xfer", link=LinkSpec(rate="100mbit")) as t:
+def topo() -> Iterator[Topology]:
+    with topology("xfer") as t:
         yield t
 
 

@@ -10,16 +10,16 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hostwire.record.link import LinkSpec
 from hostwire.record.topology import Topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
 from program_matrix import (SERVED, children, comm, examine, needs_lifetimes, one_process, record_pid, run_in, spawn,
-                            wait_listening)
+                            topology, wait_listening)
 from record_helpers import stop
 
 pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.timeout(600), pytest.mark.long]
@@ -51,8 +51,8 @@ FILE_BYTES = 2 * 2**20   # 0.17 s at 100 Mbit/s
 
 
 @pytest.fixture
-def topo() -> Topology:
-    with Topology(run_id="web", link=LinkSpec(rate="100mbit")) as t:
+def topo() -> Iterator[Topology]:
+    with topology("web") as t:
         yield t
 
 
