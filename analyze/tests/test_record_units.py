@@ -3,6 +3,8 @@ program held (hand-built tables), and GSO/TSO super-packets counted as the segme
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from hostwire.read.sockets import attribute_frames, attribution_counts
@@ -62,7 +64,7 @@ def test_proc_net_endpoints() -> None:
     assert inode == 4242 and (entry.local, entry.remote, entry.state) == ("127.0.0.1:8080", "0.0.0.0:0", "LISTEN")
 
 
-def test_a_running_tree_is_traced_with_every_task_it_already_has(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_running_tree_is_traced_with_every_task_it_already_has(tmp_path: Path) -> None:
     """--pid on a process that already runs a thread and a forked child (nginx's master and its
     worker): the kernel's pid filter follows only later forks, so hw-schedtrace is given every task
     there is, the process's own first."""
@@ -71,7 +73,6 @@ def test_a_running_tree_is_traced_with_every_task_it_already_has(tmp_path) -> No
     import subprocess
     import sys
     import time
-    from pathlib import Path
 
     from hostwire.record.collectors import Schedtrace
     from hostwire.record.program import running_tasks
