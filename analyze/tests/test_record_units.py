@@ -1,5 +1,7 @@
 """The pieces of `hostwire record` that need no kernel: frames attributed to the sockets a
-program held (hand-built tables), and GSO/TSO super-packets counted as the segments they carry."""
+program held (hand-built tables), GSO/TSO super-packets counted as the segments they carry, the
+receiver of a stream the program received, and every task of a running tree handed to the kernel
+trace's pid filter (--pid)."""
 
 from __future__ import annotations
 
