@@ -37,7 +37,8 @@ TIMING_MODULES = frozenset({
     "capture/tests/test_wirecap.py", "syscall-tracer/tests/test_iotrace.py", "analyze/tests/test_overhead.py",
     "analyze/tests/test_resources.py", "sched-trace/tests/test_schedtrace.py",
     "analyze/tests/test_metrics_integrity.py", "analyze/tests/test_fuzz_fast.py", "tests/test_record.py",
-    "analyze/tests/test_collector_stop.py", "tests/test_record_report.py", "tests/test_qdisc_causes.py",
+    "analyze/tests/test_collector_stop.py", "tests/test_record_report.py", "tests/test_real_services.py",
+    "tests/test_real_transfers.py", "tests/test_real_web.py", "tests/test_qdisc_causes.py",
 })
 
 

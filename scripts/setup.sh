@@ -23,8 +23,8 @@ if ((${#missing[@]})); then
     # tshark asks whether non-root users may capture; answer no without a prompt.
     echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections
     apt-get update -qq || say "apt-get update failed; trying the cached package lists"
-    # No service starts while installing (openssh-server's sshd among them): the tests start
-    # their own sshd inside their namespaces. A policy-rc.d already there is the machine's own.
+    # No service starts while installing (sshd, nginx, redis-server, dnsmasq): the tests start
+    # their own servers inside their namespaces. A policy-rc.d already there is the machine's own.
     policy=/usr/sbin/policy-rc.d
     own_policy=0
     if [ ! -e "$policy" ]; then
@@ -34,10 +34,17 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?
     if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
     [ "$status" = 0 ] || exit "$status"
-    # openssh-server just installed here: its service stays off at boot too (a machine that ran
-    # sshd before had the package already and is not touched)
-    if printf '%s\n' "${missing[@]}" | grep -qx openssh-server && command -v systemctl >/dev/null; then
-        systemctl disable --now ssh.service ssh.socket >/dev/null 2>&1 || true
+    # a server package just installed here: its service stays off at boot too (a machine that
+    # had the package before is not touched); the tests start their own servers
+    declare -A units=([openssh-server]="ssh.service ssh.socket" [nginx]="nginx.service"
+                      [redis-server]="redis-server.service" [dnsmasq]="dnsmasq.service")
+    if command -v systemctl >/dev/null; then
+        for pkg in "${!units[@]}"; do
+            if printf '%s\n' "${missing[@]}" | grep -qx "$pkg"; then
+                # shellcheck disable=SC2086  # the units are words
+                systemctl disable --now ${units[$pkg]} >/dev/null 2>&1 || true
+            fi
+        done
     fi
 fi
 

@@ -194,3 +194,13 @@ def test_other_tools_ipv6_captures_name_their_flows(shared_corpus: Path, build_d
     assert udp["is_data"].tolist() == [True] and udp["proto"].tolist() == [17]
     tcp = label_flows(read_pcap(shared_corpus / "pcap" / "gso-ipv6.pcap"))
     assert list(tcp["stream"].cat.categories) == ["[2604:1380:4091:ce00::b]:36539>[2604:1380:4091:ce00::d]:45393"]
+
+
+def test_a_capture_of_udp_flows_only_has_no_sequence_steps() -> None:
+    """A DNS server's run: datagrams each way and no TCP frame. The TCP part of the capture is
+    empty, and so are its steps (unwrapping no sequence numbers raised IndexError)."""
+    frames = synth.concat([_udp([1_000], [40], synth.RECEIVER, synth.SENDER, 40001, 53),
+                           _udp([2_000], [60], synth.SENDER, synth.RECEIVER, 53, 40001)])
+    labelled = label_flows(frames)
+    steps = sequence.sequence_steps(labelled[labelled["proto"].to_numpy() == 6])
+    assert len(steps.position) == 0 and len(steps.t_ns) == 0

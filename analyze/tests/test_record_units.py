@@ -1,7 +1,11 @@
 """The pieces of `hostwire record` that need no kernel: frames attributed to the sockets a
-program held (hand-built tables), and GSO/TSO super-packets counted as the segments they carry."""
+program held (hand-built tables), GSO/TSO super-packets counted as the segments they carry, the
+receiver of a stream the program received, and every task of a running tree handed to the kernel
+trace's pid filter (--pid)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 
@@ -60,3 +64,65 @@ def test_proc_net_endpoints() -> None:
              "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1\n")
     (inode, entry), = parse_net_table(table, "tcp", 2).items()
     assert inode == 4242 and (entry.local, entry.remote, entry.state) == ("127.0.0.1:8080", "0.0.0.0:0", "LISTEN")
+
+
+def test_a_running_tree_is_traced_with_every_task_it_already_has(tmp_path: Path) -> None:
+    """--pid on a process that already runs a thread and a forked child (nginx's master and its
+    worker): the kernel's pid filter follows only later forks, so hw-schedtrace is given every task
+    there is, the process's own first."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from hostwire.record.collectors import Schedtrace
+    from hostwire.record.program import running_tasks
+
+    ready = tmp_path / "ready"
+    script = ("import os, threading, time\n"
+              "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+              "child = os.fork()\n"
+              f"open('{ready}', 'w').write(str(child)) if child else None\n"
+              "time.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 20
+        while not (ready.exists() and ready.read_text()):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        child = int(ready.read_text())
+        threads = sorted(int(p.name) for p in Path(f"/proc/{proc.pid}/task").iterdir())
+        tasks = running_tasks(proc.pid)
+        assert tasks[0] == proc.pid and len(threads) == 2 and set(tasks) == {*threads, child}
+        argv = Schedtrace(tmp_path, None, proc.pid, syscalls=True, also_pids=tasks).command(None)
+        assert argv[argv.index("--syscalls"):] == ["--syscalls", "--pid", str(proc.pid),
+                                                   *[a for t in tasks[1:] for a in ("--pid", str(t))]]
+    finally:
+        proc.kill()
+        proc.wait()
+        if ready.exists() and ready.read_text():
+            os.kill(int(ready.read_text()), signal.SIGKILL)
+
+
+def test_a_stream_the_program_received_from_a_peer_names_its_receiver() -> None:
+    """A server recorded alone (iperf3 -s under -R): the client's control messages come from the
+    peer, whose process the recording does not hold; the server's socket receives them, so the
+    stream is a row with the server as its receiver (the one-run report called it foreign), and
+    the server's own data stream keeps its sender."""
+    from hostwire.timeline.program_streams import owners
+    from hostwire.timeline.stream_tables import streams_table
+
+    held = sockets([(1, 7, "iperf3", 3, 100, "tcp", "198.18.0.1:5201", "0.0.0.0:0", "LISTEN"),
+                    (1, 7, "iperf3", 4, 101, "tcp", "198.18.0.1:5201", "198.18.0.2:57338", "ESTABLISHED"),
+                    (1, 7, "iperf3", 5, 102, "tcp", "198.18.0.1:5201", "198.18.0.2:57348", "ESTABLISHED")])
+    control, data = "198.18.0.2:57338>198.18.0.1:5201", "198.18.0.1:5201>198.18.0.2:57348"
+    names = pd.DataFrame({"proto": [6, 6], "stream": [control, data]})
+    senders, receivers = owners(names, held)
+    assert senders[["pid", "local", "fd"]].values.tolist() == [[7, "198.18.0.1:5201", 5]]
+    assert receivers.values.tolist() == [["iperf3", 7, -1, control]]
+    no_sockets = pd.DataFrame(columns=["skaddr", "local", "remote", "owner_pid", "active"])
+    table = streams_table(senders.assign(source="sockets"), receivers, no_sockets,
+                          pd.DataFrame(columns=["pid", "fd", "stream"])).set_index("stream")
+    assert table.loc[control, ["sender_pid", "receiver_pid", "receiver_role"]].tolist() == [-1, 7, "iperf3"]
+    assert table.loc[data, ["sender_pid", "sender_role", "sender_fd", "receiver_pid"]].tolist() == [7, "iperf3", 5, -1]

@@ -149,7 +149,8 @@ def streams(run: Run) -> pd.DataFrame:
         else pd.DataFrame(columns=["pid", "fd", "stream"])
     senders = [{"fd": -1, "source": "bench", **s} for s in senders]
     return stream_tables.streams_table(pd.DataFrame(senders, columns=["role", "pid", "local", "peer", "fd", "source"]),
-                                pd.DataFrame(receivers, columns=["role", "pid", "sender_pid"]), sockets, fds)
+                                pd.DataFrame([{"stream": "", **r} for r in receivers],
+                                             columns=["role", "pid", "sender_pid", "stream"]), sockets, fds)
 
 
 def data_frames(run: Run) -> pd.DataFrame:

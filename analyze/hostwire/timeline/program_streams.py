@@ -1,7 +1,8 @@
 """The streams of a program recorded by `hostwire record`, named and owned from the sockets its
 processes held (raw/sockets.tsv: hostwire.read.sockets): each stream of the capture, TCP or UDP,
 IPv4 or IPv6, in its data direction, with the process (pid, comm) and descriptor that sent it and,
-when the receiving end was the program's too (loopback), the process that received it."""
+when the receiving end was the program's (a server's requests, a client's downloads, loopback),
+the process that received it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from hostwire.read.sockets import PROTO_NUMBERS, socket_keys
 
 UDP = 17
 SENDER_COLUMNS = ["role", "pid", "local", "peer", "fd"]
-RECEIVER_COLUMNS = ["role", "pid", "sender_pid"]
+RECEIVER_COLUMNS = ["role", "pid", "sender_pid", "stream"]
 
 
 def _host(addr: object) -> str:
@@ -66,8 +67,8 @@ def _socket_fds(sockets: pd.DataFrame) -> dict[tuple[int, int, str], int]:
 
 def owners(names: pd.DataFrame, sockets: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The streams' (names: stream_names) senders (role = comm, pid, local, peer, fd) and receivers
-    (role, pid, sender_pid) among the program's processes, for
-    hostwire.timeline.stream_tables.streams_table."""
+    (role, pid, sender_pid: -1 when the sender was not the program's, stream) among the program's
+    processes, for hostwire.timeline.stream_tables.streams_table."""
     senders, receivers = [], []
     if len(sockets) == 0:
         return pd.DataFrame(senders, columns=SENDER_COLUMNS), pd.DataFrame(receivers, columns=RECEIVER_COLUMNS)
@@ -84,7 +85,8 @@ def owners(names: pd.DataFrame, sockets: pd.DataFrame) -> tuple[pd.DataFrame, pd
         rport = ":" + remote.rpartition(":")[2]
         receiver = next((keys[k] for k in ((proto, remote, local), (proto, remote), (proto, rport)) if k in keys),
                         None)
-        if receiver is not None and sender is not None and receiver != sender:
-            receivers.append({"role": receiver[1], "pid": receiver[0], "sender_pid": sender[0]})
+        if receiver is not None and receiver != sender:
+            receivers.append({"role": receiver[1], "pid": receiver[0], "sender_pid": sender[0] if sender else -1,
+                              "stream": stream})
     return (pd.DataFrame(senders, columns=SENDER_COLUMNS),
             pd.DataFrame(receivers, columns=RECEIVER_COLUMNS).astype({"pid": np.int64, "sender_pid": np.int64}))

@@ -127,7 +127,8 @@ def streams_table(senders: pd.DataFrame, receivers: pd.DataFrame, sockets: pd.Da
     benchmark's send logs: exact; or, with columns fd and source "sockets", the sockets a recorded
     program's processes held: hostwire.timeline.program_streams); receivers: role, pid, sender_pid; sockets: socket_owners();
     send_fds: pid, fd, stream (from the tracer: the fd a pid sent on, with the stream its
-    description names, "" when it names none). A stream is named local>remote in its data
+    description names, "" when it names none); a receiver with a `stream` (a recorded program's)
+    receives that stream, else the stream of its sender_pid. A stream is named local>remote in its data
     direction; evidence lists where each row's facts came from (bench, inet_sock_set_state,
     fd_desc, fd)."""
     rows: dict[str, dict] = {}
@@ -166,7 +167,11 @@ def streams_table(senders: pd.DataFrame, receivers: pd.DataFrame, sockets: pd.Da
             by_pid[int(s.pid)]["evidence"].append("fd")
     by_sender = {r["sender_pid"]: r for r in rows.values() if r["sender_pid"] > 0}
     for s in receivers.itertuples(index=False):
-        if int(s.sender_pid) in by_sender:
+        if str(getattr(s, "stream", "") or ""):  # a recorded program's socket, by the stream it held
+            r = row(str(s.stream))
+            r.update(receiver_pid=int(s.pid), receiver_role=str(s.role))
+            r["evidence"].append("sockets")
+        elif int(s.sender_pid) in by_sender:
             by_sender[int(s.sender_pid)].update(receiver_pid=int(s.pid), receiver_role=str(s.role))
     out = pd.DataFrame([{**r, "evidence": ",".join(dict.fromkeys(r["evidence"]))} for r in rows.values()],
                        columns=STREAM_COLUMNS)
