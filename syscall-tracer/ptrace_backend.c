@@ -331,10 +331,13 @@ static int64_t req_bytes(pid_t tid, const struct iot_call *c, const uint64_t *ar
         return sum;
     }
     case IOT_BYTES_NONE:
+    case IOT_BYTES_FLAGS:  /* set by iot_lifetime_entry */
         break;
     }
     return -1;
 }
+
+static void bookkeep(struct tracer *tr, struct tracee *t, int code, const uint64_t *args);
 
 static void on_entry(struct tracer *tr, struct tracee *t, int idx, const uint64_t *args, int64_t now)
 {
@@ -345,8 +348,14 @@ static void on_entry(struct tracer *tr, struct tracee *t, int idx, const uint64_
     r->pid = t->tgid;
     r->tid = t->tid;
     r->call = (uint8_t)idx;
-    r->fd = (int32_t)args[c->fd_arg];
+    r->fd = c->fd_arg >= 0 ? (int32_t)args[c->fd_arg] : -1;
     r->req_bytes = req_bytes(t->tid, c, args);
+    if (iot_lifetime_entry(idx, args, &r->fd, &r->req_bytes) < 0)
+        return;  /* an fcntl that makes no descriptor (attached: every call stops) */
+    if (idx == IOT_CALL_DUP2 || idx == IOT_CALL_DUP3)
+        bookkeep(tr, t, IOT_BK_DUP2, args);
+    else if (idx == IOT_CALL_CLOSE_RANGE)
+        bookkeep(tr, t, IOT_BK_CLOSE_RANGE, args);
     if (idx == IOT_CALL_CLOSE) {  /* describe it while it exists */
         r->desc_id = fd_desc(tr, t, r->fd, 1);
         fd_forget(tr, t->tgid, r->fd);
@@ -369,7 +378,13 @@ static void on_exit_stop(struct tracer *tr, struct tracee *t, int64_t rval, int6
     }
     if (r->call == IOT_CALL_CONNECT)
         fd_forget(tr, t->tgid, r->fd);
-    if (r->call != IOT_CALL_CLOSE)
+    int made = iot_lifetime_made(r->call, rval);
+    if (made >= 0) {  /* a number a process sharing the table (CLONE_FILES) may have freed unseen */
+        fd_forget(tr, t->tgid, made);
+        if (r->call == IOT_CALL_SOCKET)
+            r->fd = made;
+    }
+    if (r->call != IOT_CALL_CLOSE && r->call != IOT_CALL_CLOSE_RANGE)
         r->desc_id = fd_desc(tr, t, r->fd, 1);
     push_rec(tr, r);
     t->in_call = 0;

@@ -41,7 +41,7 @@ def long_gaps_unexplained(gaps: pd.DataFrame) -> float:
     return float(gaps["unexplained_ns"].sum() / max(1, gaps["gap_ns"].sum()))
 
 
-@pytest.mark.parametrize("backend", ["tracefs", "ptrace"])
+@pytest.mark.parametrize("backend", ["tracefs", "ptrace", "preload"])
 def test_a_file_on_the_sockets_fd_number_is_not_the_stream(topo: Topology, tmp_path: Path, backend: str) -> None:
     """(issue 36, first failure) the forked child writes its pid to a file on fd 3, closes it and
     connects a socket that gets fd 3 again: the 3-byte write is not the stream's, the stream's
