@@ -29,6 +29,10 @@ const char *st_lifetime_field(int kind, int which);
 int st_lifetime_record(int kind, long long a, long long b, long long ret, long long *fd, long long *req,
                        const char **fd_kind);
 
+/* The tasks set_event_pid lists for these pids: each one's threads and its descendants' (read
+ * from /proc), as "tid tid ... " (malloc'd; NULL when out of memory). */
+char *st_pid_tree(const int *pids, int npids);
+
 /* The head of syscalls.tsv (common/hwsyscalls.h) for backend "tracefs": the calls are
  * those of st_io_calls. */
 void st_syscalls_header(FILE *out, const char *backend);

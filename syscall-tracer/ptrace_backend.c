@@ -578,6 +578,8 @@ static void explain_attach(pid_t pid, int code, struct hw_err *err)
         hw_seterr(err, "failed to attach to pid %d: %s", pid, strerror(-code));
 }
 
+static void attach_children(struct tracer *tr, pid_t pid);
+
 /* Seizes every thread of pid; scans /proc/pid/task until no new thread appears. */
 static int attach_all(struct tracer *tr, pid_t pid, struct hw_err *err)
 {
@@ -601,7 +603,37 @@ static int attach_all(struct tracer *tr, pid_t pid, struct hw_err *err)
         }
         closedir(d);
     }
+    if (tr->o->follow)
+        attach_children(tr, pid);
     return 0;
+}
+
+/* With --follow, the processes pid forked before the attach too (a server's workers), each with
+ * its threads and children: the ones it forks later are followed by the ptrace options. A child
+ * that cannot be seized (gone, traced by another) is left out, not an error. */
+static void attach_children(struct tracer *tr, pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        char cpath[96];
+        snprintf(cpath, sizeof(cpath), "/proc/%d/task/%d/children", pid, tid);
+        FILE *f = tid > 0 ? fopen(cpath, "re") : NULL;
+        int child;
+        while (f && fscanf(f, "%d", &child) == 1) {
+            struct hw_err ignored = {0};
+            if (!find_tracee(tr, child))
+                attach_all(tr, child, &ignored);
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
 }
 
 /* In the command, once it is seized: the seccomp filter, then exec. Only a failure to install the
