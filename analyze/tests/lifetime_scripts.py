@@ -39,10 +39,10 @@ def lowest_free(table: dict[int, tuple[int, bool]]) -> int:
     return fd
 
 
-def make_script(seed: int, steps: int = 40, max_fd: int = 6, depth: int = 2) -> Script:
+def make_script(seed: int, steps: int = 40, max_fd: int = 6, depth: int = 2, first_size: int = 100) -> Script:
     """A seeded random script. A forked child runs its own steps to its exit before its parent
     goes on (a real program runs the script in that order without any other descriptor). Each
-    write's size is unique (100 + its number) so that a recorded run's call can be found by it.
+    write's size is unique (first_size + its number) so that a recorded run's call can be found by it.
     A table entry is (socket number, or -1 for a file; close-on-exec)."""
     rng = random.Random(seed)
     script = Script()
@@ -83,7 +83,7 @@ def make_script(seed: int, steps: int = 40, max_fd: int = 6, depth: int = 2) -> 
                 script.steps.append(Step("exec", proc))
             elif op == "write" and table:
                 fd = rng.choice(sorted(table))
-                script.steps.append(Step("write", proc, fd=fd, expect=table[fd][0], size=100 + counter["writes"]))
+                script.steps.append(Step("write", proc, fd=fd, expect=table[fd][0], size=first_size + counter["writes"]))
                 counter["writes"] += 1
 
     run(0, {}, steps, 0)

@@ -124,7 +124,8 @@ def fd_epochs(run: Run) -> pd.DataFrame:
     calls = run.df_syscalls(wanted)
     sched = _sched(run) if run.has("raw/sched.tsv") else None
     samples = run.df_sockets() if run.has("raw/sockets.tsv") else None
-    return fd_lifetimes.fd_epochs(calls, samples, fd_lifetimes.process_events(sched), fd_lifetimes.connections(sched))
+    return fd_lifetimes.fd_epochs(calls, samples, fd_lifetimes.process_events(sched), fd_lifetimes.connections(sched),
+                                  fd_lifetimes.listens(sched))
 
 
 def lifetime_senders(run: Run, epochs: pd.DataFrame) -> pd.DataFrame:

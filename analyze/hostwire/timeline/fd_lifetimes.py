@@ -27,7 +27,7 @@ EPOCH_COLUMNS = ["pid", "fd", "t_start_ns", "t_end_ns", "socket", "stream", "kin
 FOREVER = np.iinfo(np.int64).max
 NEVER = np.iinfo(np.int64).min
 NOT_INET = ("file", "pipe", "unix", "other")
-TCP_SYN_SENT, TCP_ESTABLISHED = 2, 1
+TCP_SYN_SENT, TCP_ESTABLISHED, TCP_CLOSE, TCP_LISTEN = 2, 1, 7, 10
 
 
 class _Sockets:
@@ -208,10 +208,10 @@ def _ops(calls: pd.DataFrame, processes: pd.DataFrame, threads: set[int]) -> Ite
 
 
 def fd_epochs(calls: pd.DataFrame, samples: pd.DataFrame | None = None, processes: pd.DataFrame | None = None,
-              connections: pd.DataFrame | None = None) -> pd.DataFrame:
+              connections: pd.DataFrame | None = None, listens: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every epoch of every (pid, fd) the lifetime events or the calls touch: EPOCH_COLUMNS. calls:
     the system calls (hostwire.read.syscalls columns); samples: raw/sockets.tsv's rows; processes:
-    process_events(); connections: connections() of the kernel trace. socket: the open file's number (epochs sharing one share it);
+    process_events(); connections, listens: connections() and listens() of the kernel trace. socket: the open file's number (epochs sharing one share it);
     stream: its local>remote when known ("" else); kind: tcp, udp, socket (a socket of unknown
     kind), file, pipe, unix, other or "" (unknown); made_by: the call that began the epoch, fork,
     or "" (made before the recording or by a call not traced: it begins when the (pid, fd) was
@@ -244,6 +244,8 @@ def fd_epochs(calls: pd.DataFrame, samples: pd.DataFrame | None = None, processe
     _cover_the_rest(tables, calls, samples)
     rows = pd.DataFrame(tables.rows, columns=["pid", "fd", "t_start_ns", "t_end_ns", "socket", "made_by", "cloexec",
                                               "pid_start_ns"])
+    if listens is not None and len(listens):
+        _learn_listeners(sockets, rows, calls, listens)
     _learn(sockets, rows, calls, samples, connections, accepted)
     roots = np.array([sockets.root(s) for s in rows["socket"]], dtype=np.int64)
     out = rows.assign(socket=roots, stream=[sockets.name[r] for r in roots], kind=[sockets.kind[r] for r in roots])
@@ -304,26 +306,59 @@ def epoch_index(pid: np.ndarray, fd: np.ndarray, t: np.ndarray, epochs: pd.DataF
 
 
 def connections(sched: pd.DataFrame | None) -> pd.DataFrame:
-    """The TCP connections of the kernel trace (stream_tables.socket_states), one row per
-    (socket address, local, remote): local, remote, active (it went through SYN_SENT), syn_tid and
-    t_syn_ns (the task that moved it to SYN_SENT, in its connect(); -1 for a passive one) and
-    t_established_ns (when it first reached ESTABLISHED; -1 never). A socket address serves one
-    connection after another: the endpoints tell them apart."""
+    """The TCP connections of the kernel trace (stream_tables.socket_states): local, remote,
+    active (it went through SYN_SENT), syn_tid and t_syn_ns (the task that moved it to SYN_SENT,
+    in its connect(); -1 for a passive one) and t_established_ns (when it first reached
+    ESTABLISHED; -1 never). A socket address serves one connection after another: a connection
+    begins with its address's first event, a SYN_SENT, or the first event after a CLOSE; its
+    endpoints are those of its first event with both ports (connect() moves the socket to
+    SYN_SENT before it picks the local port)."""
     from hostwire.timeline.stream_tables import socket_states
 
     cols = ["local", "remote", "active", "syn_tid", "t_syn_ns", "t_established_ns"]
     states = socket_states(sched) if sched is not None else pd.DataFrame()
     if len(states) == 0:
         return pd.DataFrame(columns=cols)
-    states = states[states["ports"].to_numpy()]
-    key = ["skaddr", "local", "remote"]
-    syn = states[states["newstate"].to_numpy() == TCP_SYN_SENT].groupby(key).agg(
-        t_syn_ns=("t_ns", "first"), syn_tid=("pid", "first"))
-    est = states[states["newstate"].to_numpy() == TCP_ESTABLISHED].groupby(key).agg(t_established_ns=("t_ns", "first"))
-    out = states.groupby(key)[[]].first().join(syn).join(est).reset_index()
+    st = states.sort_values(["skaddr", "t_ns"], kind="stable").reset_index(drop=True)
+    state = st["newstate"].to_numpy()
+    sk = st["skaddr"].to_numpy()
+    first = np.r_[True, sk[1:] != sk[:-1]]
+    after_close = np.r_[False, state[:-1] == TCP_CLOSE] & ~first
+    conn = np.cumsum(first | after_close | ((state == TCP_SYN_SENT) & ~first & ~after_close))
+    st = st.assign(conn=conn)
+    named = st[st["ports"].to_numpy()].groupby("conn")[["local", "remote"]].first()
+    syn = st[state == TCP_SYN_SENT].groupby("conn").agg(t_syn_ns=("t_ns", "first"), syn_tid=("pid", "first"))
+    est = st[state == TCP_ESTABLISHED].groupby("conn").agg(t_established_ns=("t_ns", "first"))
+    out = named.join(syn).join(est).reset_index(drop=True)
     out = out.fillna({"syn_tid": -1, "t_syn_ns": -1, "t_established_ns": -1})
     out["active"] = out["t_syn_ns"].to_numpy() >= 0
     return out.astype({"syn_tid": np.int64, "t_syn_ns": np.int64, "t_established_ns": np.int64})[cols]
+
+
+def listens(sched: pd.DataFrame | None) -> pd.DataFrame:
+    """The kernel trace's listen() calls: t_ns, tid (the task that called it: the change to LISTEN
+    runs in it) and local (the endpoint it listens on, 0.0.0.0:port for any address)."""
+    from hostwire.timeline.stream_tables import socket_states
+
+    states = socket_states(sched) if sched is not None else pd.DataFrame()
+    if len(states) == 0:
+        return pd.DataFrame(columns=["t_ns", "tid", "local"])
+    on = states[states["newstate"].to_numpy() == TCP_LISTEN]
+    return pd.DataFrame({"t_ns": on["t_ns"].to_numpy(), "tid": on["pid"].to_numpy(), "local": on["local"].to_numpy()})
+
+
+def _learn_listeners(sockets: _Sockets, rows: pd.DataFrame, calls: pd.DataFrame, listens: pd.DataFrame) -> None:
+    """A listen() gives its endpoint to the socket its process made last before it and still held:
+    programs make, bind and listen on a socket in that order."""
+    pid_of = dict(zip(calls["tid"].to_numpy().tolist(), calls["pid"].to_numpy().tolist()))
+    made = rows[rows["made_by"].to_numpy() == "socket"]
+    for t, tid, local in listens.itertuples(index=False, name=None):
+        pid = pid_of.get(int(tid), int(tid))
+        mine = made[(made["pid"].to_numpy() == pid) & (made["t_start_ns"].to_numpy() <= t)
+                    & (made["t_end_ns"].to_numpy() > t)]
+        if len(mine):
+            sockets.learn(int(mine["socket"].to_numpy()[np.argmax(mine["t_start_ns"].to_numpy())]), kind="tcp",
+                          local=str(local))
 
 
 def _learn(sockets: _Sockets, rows: pd.DataFrame, calls: pd.DataFrame, samples: pd.DataFrame | None,
