@@ -137,8 +137,8 @@ def test_each_write_joins_the_socket_its_fd_held_then(names_from: str) -> None:
 
 @pytest.mark.long
 @pytest.mark.parametrize("names_from", ["kernel", "samples"])
-def test_each_write_joins_its_socket_in_a_thousand_scripts(names_from: str) -> None:
-    assert check_seeds(names_from, range(30, 1030)) > 5000
+def test_each_write_joins_its_socket_in_three_hundred_scripts(names_from: str) -> None:
+    assert check_seeds(names_from, range(30, 330)) > 1500
 
 
 def test_without_the_close_on_exec_flag_an_exec_keeps_the_socket() -> None:
