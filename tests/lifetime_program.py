@@ -95,16 +95,17 @@ def c_source(script: Script, files: Path) -> str:
     out = [head]
     for i, s in enumerate(script.steps):
         out.append(f"    case {i + 1}:;\n" if i else "")
-        ce = int(s.cloexec)
+        o_cloexec, sock_cloexec = (" | O_CLOEXEC", " | SOCK_CLOEXEC") if s.cloexec else ("", "")
         if s.op == "open":
-            out.append(f'        expect(open("{files}/f{i}", O_WRONLY | O_CREAT | O_APPEND{" | O_CLOEXEC" * ce}, 0644), '
+            out.append(f'        expect(open("{files}/f{i}", O_WRONLY | O_CREAT | O_APPEND{o_cloexec}, 0644), '
                        f"{s.new_fd}, {i});\n")
         elif s.op == "socket":
-            out.append(f"        expect(fd = socket(AF_INET, SOCK_STREAM{' | SOCK_CLOEXEC' * ce}, 0), {s.new_fd}, {i});\n"
+            out.append(f"        expect(fd = socket(AF_INET, SOCK_STREAM{sock_cloexec}, 0), {s.new_fd}, {i});\n"
                        f"        expect(connect(fd, (struct sockaddr *)&sink, sizeof(sink)), 0, {i});\n"
                        f"        log_socket({s.sock}, fd);\n")
         elif s.op == "accept":
-            out.append(f"        expect(fd = accept4({LISTENER_FD}, NULL, NULL, {'SOCK_CLOEXEC' if ce else 0}), {s.new_fd}, {i});\n"
+            flags = "SOCK_CLOEXEC" if s.cloexec else "0"
+            out.append(f"        expect(fd = accept4({LISTENER_FD}, NULL, NULL, {flags}), {s.new_fd}, {i});\n"
                        f"        log_socket({s.sock}, fd);\n")
         elif s.op == "dup":
             out.append(f"        expect(fcntl({s.fd}, F_DUPFD, 0), {s.new_fd}, {i});\n")

@@ -83,7 +83,8 @@ def make_script(seed: int, steps: int = 40, max_fd: int = 6, depth: int = 2, fir
                 script.steps.append(Step("exec", proc))
             elif op == "write" and table:
                 fd = rng.choice(sorted(table))
-                script.steps.append(Step("write", proc, fd=fd, expect=table[fd][0], size=first_size + counter["writes"]))
+                size = first_size + counter["writes"]
+                script.steps.append(Step("write", proc, fd=fd, expect=table[fd][0], size=size))
                 counter["writes"] += 1
 
     run(0, {}, steps, 0)

@@ -175,7 +175,8 @@ def process_events(sched: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def _ops(calls: pd.DataFrame, processes: pd.DataFrame, threads: set[int]) -> Iterable[tuple]:
-    """The lifetime events in time order: (t, order, what, pid, fd, arg, kind, cloexec, call row)."""
+    """The lifetime events in time order: (t, order at one stamp, what, pid, fd, arg, kind, cloexec);
+    arg: close_range's last fd, a copy's new fd, an accept's listener, a fork's child."""
     ops: list[tuple] = []
     c = calls[calls["call"].isin(LIFETIME_CALLS).to_numpy() & ~calls["unfinished"].to_numpy()]
     result = pd.to_numeric(c["result"], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
@@ -185,24 +186,24 @@ def _ops(calls: pd.DataFrame, processes: pd.DataFrame, threads: set[int]) -> Ite
                                                           c["t_enter_ns"].to_numpy(), c["t_exit_ns"].to_numpy())):
         pid, fd, res = int(pid), int(fd), int(result[i])
         if call == "close":
-            ops.append((int(t_in), 1, "close", pid, fd, -1, "", -1, -1))
+            ops.append((int(t_in), 1, "close", pid, fd, -1, "", -1))
         elif call == "close_range":
-            ops.append((int(t_in), 1, "close_range", pid, fd, int(req[i]), "", -1, -1))
+            ops.append((int(t_in), 1, "close_range", pid, fd, int(req[i]), "", -1))
         elif call in COPIERS and res >= 0:
-            ops.append((int(t_out), 1, "copy:" + call, pid, fd, res, "", int(req[i]), -1))
+            ops.append((int(t_out), 1, "copy:" + call, pid, fd, res, "", int(req[i])))
         elif call == "socket" and res >= 0:
             kind = kinds[i] if kinds[i] != "unknown" else "socket"
-            ops.append((int(t_out), 1, "make:socket", pid, res, -1, kind, int(req[i]), -1))
+            ops.append((int(t_out), 1, "make:socket", pid, res, -1, kind, int(req[i])))
         elif call in ("accept", "accept4") and res >= 0:
-            ops.append((int(t_out), 1, "make:" + call, pid, res, fd, "socket", int(req[i]), int(c.index[i])))
+            ops.append((int(t_out), 1, "make:" + call, pid, res, fd, "socket", int(req[i])))
     for t, event, pid, child, dead in processes[["t_ns", "event", "pid", "child", "group_dead"]].itertuples(
             index=False, name=None):
         if event == "fork" and int(child) not in threads:
-            ops.append((int(t), 0, "fork", int(pid), -1, int(child), "", -1, -1))
+            ops.append((int(t), 0, "fork", int(pid), -1, int(child), "", -1))
         elif event == "exec":
-            ops.append((int(t), 0, "exec", int(pid), -1, -1, "", -1, -1))
+            ops.append((int(t), 0, "exec", int(pid), -1, -1, "", -1))
         elif event == "exit" and dead:
-            ops.append((int(t), 2, "exit", int(pid), -1, -1, "", -1, -1))
+            ops.append((int(t), 2, "exit", int(pid), -1, -1, "", -1))
     ops.sort(key=lambda o: (o[0], o[1]))
     return ops
 
@@ -211,8 +212,9 @@ def fd_epochs(calls: pd.DataFrame, samples: pd.DataFrame | None = None, processe
               connections: pd.DataFrame | None = None, listens: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every epoch of every (pid, fd) the lifetime events or the calls touch: EPOCH_COLUMNS. calls:
     the system calls (hostwire.read.syscalls columns); samples: raw/sockets.tsv's rows; processes:
-    process_events(); connections, listens: connections() and listens() of the kernel trace. socket: the open file's number (epochs sharing one share it);
-    stream: its local>remote when known ("" else); kind: tcp, udp, socket (a socket of unknown
+    process_events(); connections, listens: connections() and listens() of the kernel trace.
+    socket: the open file's number (epochs sharing one share it); stream: its local>remote when
+    known ("" else); kind: tcp, udp, socket (a socket of unknown
     kind), file, pipe, unix, other or "" (unknown); made_by: the call that began the epoch, fork,
     or "" (made before the recording or by a call not traced: it begins when the (pid, fd) was
     last freed or its process began). attrs["conflicts"]: evidence that disagreed."""
@@ -222,7 +224,7 @@ def fd_epochs(calls: pd.DataFrame, samples: pd.DataFrame | None = None, processe
     sockets = _Sockets()
     tables = _Tables(sockets)
     accepted: list[tuple[int, int, int]] = []  # (epoch row, listener's epoch row, t)
-    for t, _, what, pid, fd, arg, kind, cloexec, _row in _ops(calls, processes, threads):
+    for t, _, what, pid, fd, arg, kind, cloexec in _ops(calls, processes, threads):
         if what == "close":
             tables.current(pid, fd, t)
             tables.end(pid, fd, t)

@@ -43,7 +43,8 @@ def calls(syscalls: pd.DataFrame, roles: dict[int, str], streams: pd.DataFrame |
     desc = out["fd_desc"].astype(str)
     tcp = desc.str.contains(">", regex=False).to_numpy() & ~desc.str.endswith("*").to_numpy()
     stream[tcp] = desc.to_numpy()[tcp]
-    not_inet = out["fd_kind"].astype(str).isin(NOT_INET).to_numpy() if "fd_kind" in out.columns else np.zeros(len(out), bool)
+    kinds = out["fd_kind"].astype(str) if "fd_kind" in out.columns else pd.Series("", index=out.index)
+    not_inet = kinds.isin(NOT_INET).to_numpy()
     claimed: set[str] = set()
     if epochs is not None and len(epochs):
         _, named, epoch_not_inet = call_sockets(out, epochs)
