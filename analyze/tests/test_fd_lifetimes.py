@@ -181,3 +181,16 @@ def test_samples_and_calls_that_disagree_are_counted() -> None:
                            columns=["t_ns", "pid", "fd", "inode", "proto", "local", "remote"])
     epochs = fd_lifetimes.fd_epochs(calls, samples, None, None)
     assert epochs.attrs["conflicts"] == 2 and list(epochs["stream"]) == ["1.1.1.1:1>2.2.2.2:2"]
+
+
+def test_a_sample_read_while_its_number_changed_hands_is_not_believed() -> None:
+    """The sampler read fd 5 somewhere between 100 and 300; dup2 gave fd 5 a socket at 200: which
+    one it saw is not known, so the file written on fd 5 at 150 is no stream's."""
+    calls = pd.DataFrame([(150, 160, 7, 7, "write", 5, 4, 4), (190, 200, 7, 7, "dup2", 3, 0, 5)],
+                         columns=["t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "req_bytes", "result"])
+    calls = calls.assign(fd_kind="unknown", fd_desc="", unfinished=False)
+    samples = pd.DataFrame([(100, 300, 7, 5, 11, "tcp", "1.1.1.1:1", "2.2.2.2:2")],
+                           columns=["t_ns", "t_read_ns", "pid", "fd", "inode", "proto", "local", "remote"])
+    assert joined_writes(calls, None, None, samples) == [""]
+    assert fd_lifetimes.fd_epochs(calls, samples).attrs["ambiguous_samples"] == 1
+    assert joined_writes(calls, None, None, samples.assign(t_read_ns=120)) == ["1.1.1.1:1>2.2.2.2:2"]

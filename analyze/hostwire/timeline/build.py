@@ -111,17 +111,14 @@ def _calls_of(tl: Timeline, syscalls: pd.DataFrame) -> pd.DataFrame:
 
 def fd_epochs(run: Run) -> pd.DataFrame:
     """hostwire.timeline.fd_lifetimes.fd_epochs of the run: from the calls that make, copy and end
-    descriptors and the send calls (only the former when the calls are read in pieces: the
-    send calls of a long run are not held), the socket samples of a recorded program, and the
-    kernel trace's processes and connections."""
-    from hostwire.read.syscalls import read_in_pieces
+    descriptors (and connect; not the send calls, which a long run reads in pieces and never
+    holds: each is joined to its epoch afterwards, its own description first), the socket samples
+    of a recorded program, and the kernel trace's processes and connections."""
     from hostwire.timeline import fd_lifetimes
 
     if not run.has("raw/syscalls.tsv"):
         return pd.DataFrame(columns=fd_lifetimes.EPOCH_COLUMNS)
-    pieces = read_in_pieces(run.path / "raw" / "syscalls.tsv") and not run.keeps("syscalls")
-    wanted = fd_lifetimes.LIFETIME_CALLS if pieces else (*fd_lifetimes.LIFETIME_CALLS, *stream_tables.SEND_CALLS)
-    calls = run.df_syscalls(wanted)
+    calls = run.df_syscalls(fd_lifetimes.LIFETIME_CALLS)
     sched = _sched(run) if run.has("raw/sched.tsv") else None
     samples = run.df_sockets() if run.has("raw/sockets.tsv") else None
     return fd_lifetimes.fd_epochs(calls, samples, fd_lifetimes.process_events(sched), fd_lifetimes.connections(sched),
@@ -131,12 +128,12 @@ def fd_epochs(run: Run) -> pd.DataFrame:
 def lifetime_senders(run: Run, epochs: pd.DataFrame) -> pd.DataFrame:
     """Per stream an epoch names, the process that sent most of its bytes and the fd it sent them
     on: pid, fd, stream, source (`lifetime`)."""
-    from hostwire.timeline.fd_lifetimes import call_sockets
+    from hostwire.timeline.fd_lifetimes import call_streams
 
     totals = []
     for piece in send_call_pieces(run):
         sends = piece[pd.to_numeric(piece["result"], errors="coerce").fillna(0).to_numpy() > 0]
-        _, stream, _ = call_sockets(sends, epochs)
+        stream, _ = call_streams(sends, epochs)
         named = stream != ""
         if named.any():
             totals.append(pd.DataFrame({"stream": stream[named], "pid": sends["pid"].to_numpy()[named],

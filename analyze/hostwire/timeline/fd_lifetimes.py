@@ -40,6 +40,7 @@ class _Sockets:
         self.kind: list[str] = []
         self.local: list[str] = []  # a listener's or an unconnected socket's own endpoint
         self.conflicts = 0
+        self.ambiguous = 0  # samples read while their descriptor number changed hands
 
     def new(self, kind: str = "") -> int:
         self.parent.append(len(self.parent))
@@ -217,7 +218,9 @@ def fd_epochs(calls: pd.DataFrame, samples: pd.DataFrame | None = None, processe
     known ("" else); kind: tcp, udp, socket (a socket of unknown
     kind), file, pipe, unix, other or "" (unknown); made_by: the call that began the epoch, fork,
     or "" (made before the recording or by a call not traced: it begins when the (pid, fd) was
-    last freed or its process began). attrs["conflicts"]: evidence that disagreed."""
+    last freed or its process began). attrs["conflicts"]: evidence that disagreed;
+    attrs["ambiguous_samples"]: samples whose descriptor changed hands while it was read (between
+    their t_ns and t_read_ns), not believed."""
     processes = processes if processes is not None else process_events(None)
     tids = calls[["pid", "tid"]].drop_duplicates()
     threads = set(tids.loc[tids["pid"] != tids["tid"], "tid"].astype(int))
@@ -253,6 +256,7 @@ def fd_epochs(calls: pd.DataFrame, samples: pd.DataFrame | None = None, processe
     out = rows.assign(socket=roots, stream=[sockets.name[r] for r in roots], kind=[sockets.kind[r] for r in roots])
     out = out.sort_values(["pid", "fd", "t_start_ns"], kind="stable").reset_index(drop=True)[EPOCH_COLUMNS]
     out.attrs["conflicts"] = sockets.conflicts
+    out.attrs["ambiguous_samples"] = sockets.ambiguous
     return out
 
 
@@ -370,6 +374,11 @@ def _learn(sockets: _Sockets, rows: pd.DataFrame, calls: pd.DataFrame, samples: 
     epochs = rows[["pid", "fd", "t_start_ns", "t_end_ns"]]
     if samples is not None and len(samples):
         at = epoch_index(samples["pid"].to_numpy(), samples["fd"].to_numpy(), samples["t_ns"].to_numpy(), epochs)
+        if "t_read_ns" in samples.columns:  # read while the number changed hands: which one it saw is not known
+            done = epoch_index(samples["pid"].to_numpy(), samples["fd"].to_numpy(), samples["t_read_ns"].to_numpy(),
+                               epochs)
+            sockets.ambiguous += int(((at >= 0) & (done != at)).sum())
+            at = np.where(done == at, at, -1)
         by_inode: dict[int, int] = {}
         for e, inode, proto, local, remote in zip(at, samples["inode"].to_numpy(), samples["proto"].to_numpy(),
                                                   samples["local"].to_numpy(), samples["remote"].to_numpy()):
@@ -452,15 +461,23 @@ def _learn_accepts(sockets: _Sockets, rows: pd.DataFrame, connections: pd.DataFr
                 k += 1
 
 
-def call_sockets(calls: pd.DataFrame, epochs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per call: the epoch its (pid, fd) was in when it entered (-1 none), the stream of that
-    epoch's socket ("" unknown) and whether the epoch is known to be no inet socket (a file, a
-    pipe, a unix socket)."""
+def call_streams(calls: pd.DataFrame, epochs: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per call: the stream it is joined to by what is known at the call itself or of the socket
+    its (pid, fd) held when it entered ("" none), and whether it is known to be on no inet socket
+    (a file, a pipe, a unix socket). The call's own description comes first (the tracer saw the
+    fd at that moment), then the epoch's socket."""
+    desc = calls["fd_desc"].astype(str)
+    own = desc.str.contains(">", regex=False).to_numpy() & ~desc.str.endswith("*").to_numpy()
+    stream = np.where(own, desc.to_numpy(), "").astype(object)
+    kinds = calls["fd_kind"].astype(str) if "fd_kind" in calls.columns else pd.Series("", index=calls.index)
+    not_inet = kinds.isin(NOT_INET).to_numpy()
+    if epochs is None or len(epochs) == 0 or len(calls) == 0:
+        return stream, not_inet
     at = epoch_index(calls["pid"].to_numpy(), calls["fd"].to_numpy(), calls["t_enter_ns"].to_numpy(), epochs)
     hit = at >= 0
-    stream = np.full(len(calls), "", dtype=object)
-    not_inet = np.zeros(len(calls), dtype=bool)
-    if hit.any():
-        stream[hit] = epochs["stream"].to_numpy()[at[hit]]
-        not_inet[hit] = np.isin(epochs["kind"].to_numpy()[at[hit]], NOT_INET)
-    return at, stream, not_inet
+    named = np.full(len(calls), "", dtype=object)
+    named[hit] = epochs["stream"].to_numpy()[at[hit]]
+    epoch_not_inet = np.zeros(len(calls), dtype=bool)
+    epoch_not_inet[hit] = np.isin(epochs["kind"].to_numpy()[at[hit]], NOT_INET)
+    stream = np.where(own, stream, named).astype(object)
+    return stream, not_inet | (epoch_not_inet & ~own)

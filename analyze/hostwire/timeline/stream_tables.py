@@ -26,12 +26,12 @@ def calls(syscalls: pd.DataFrame, roles: dict[int, str], streams: pd.DataFrame |
           epochs: pd.DataFrame | None = None) -> pd.DataFrame:
     """The I/O system calls of whichever backend recorded them (the columns of
     hostwire.read.syscalls.read_syscalls) with role (of pid), is_send (a call that sends data),
-    bytes (the result when positive, else 0) and stream: the stream of the socket the call's
-    (pid, fd) held when it entered (epochs: hostwire.timeline.fd_lifetimes.fd_epochs), else the
-    one its fd's description names, else the one the streams table gives its (pid, fd) when that
-    (pid, fd) sent on no other stream, no epoch names that stream, and nothing says the fd was
-    not an inet socket then; "" when none does."""
-    from hostwire.timeline.fd_lifetimes import NOT_INET, call_sockets
+    bytes (the result when positive, else 0) and stream: the one its fd's description names, else
+    the stream of the socket the call's (pid, fd) held when it entered (epochs:
+    hostwire.timeline.fd_lifetimes.fd_epochs), else the one the streams table gives its (pid, fd)
+    when that (pid, fd) sent on no other stream, no epoch names that stream, and nothing says the
+    fd was not an inet socket then; "" when none does."""
+    from hostwire.timeline.fd_lifetimes import call_streams
 
     require_columns(syscalls, ["t_enter_ns", "t_exit_ns", "pid", "call", "fd", "result", "fd_desc"], "syscalls")
     out = syscalls.copy()
@@ -39,18 +39,8 @@ def calls(syscalls: pd.DataFrame, roles: dict[int, str], streams: pd.DataFrame |
     out.loc[out["role"] == "other", "role"] = ""
     out["is_send"] = out["call"].isin(SEND_CALLS).to_numpy() & ~out.get("unfinished", False)
     out["bytes"] = pd.to_numeric(out["result"], errors="coerce").fillna(0).clip(lower=0).astype("int64").to_numpy()
-    stream = np.full(len(out), "", dtype=object)
-    desc = out["fd_desc"].astype(str)
-    tcp = desc.str.contains(">", regex=False).to_numpy() & ~desc.str.endswith("*").to_numpy()
-    stream[tcp] = desc.to_numpy()[tcp]
-    kinds = out["fd_kind"].astype(str) if "fd_kind" in out.columns else pd.Series("", index=out.index)
-    not_inet = kinds.isin(NOT_INET).to_numpy()
-    claimed: set[str] = set()
-    if epochs is not None and len(epochs):
-        _, named, epoch_not_inet = call_sockets(out, epochs)
-        stream = np.where(named != "", named, stream)
-        not_inet = not_inet | epoch_not_inet
-        claimed = set(epochs["stream"].to_numpy()) - {""}
+    stream, not_inet = call_streams(out, epochs)
+    claimed = set(epochs["stream"].to_numpy()) - {""} if epochs is not None and len(epochs) else set()
     if streams is not None and len(streams):
         known = streams[(streams["sender_fd"] >= 0) & ~streams["stream"].isin(claimed)]
         known = known.drop_duplicates(["sender_pid", "sender_fd"], keep=False)  # a (pid, fd) of several: none
