@@ -75,7 +75,8 @@ def test_a_file_on_the_sockets_fd_number_is_not_the_stream(topo: Topology, tmp_p
     assert long_gaps_unexplained(gaps) <= 0.05, gaps.to_string()
 
 
-def test_a_server_reusing_one_fd_number_per_connection(topo: Topology, tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["tracefs", "ptrace"])
+def test_a_server_reusing_one_fd_number_per_connection(topo: Topology, tmp_path: Path, backend: str) -> None:
     """(issue 36, second failure) a server serving 30 connections one after another, each accepted
     socket on the same descriptor number: `hostwire gaps` finishes and every reply stream is the
     server's, with its bytes from the calls equal to its payload on the wire."""
@@ -83,7 +84,7 @@ def test_a_server_reusing_one_fd_number_per_connection(topo: Topology, tmp_path:
                                                     "7002", "30"]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         r = record(topo.tx_ns, tmp_path / "run", ["python3", str(PROGRAMS / "sink_server.py"), SENDER, "7002", "31",
-                                                  "65536"])
+                                                  "65536"], "--syscalls", backend)
         client.wait(timeout=60)
     finally:
         stop(client)
