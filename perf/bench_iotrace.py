@@ -82,6 +82,38 @@ def run_tracefs(mode: str, n: int) -> float:
         inst.rmdir()
 
 
+def lifetimes(tracer: str, n: int, reps: int) -> None:
+    """What recording the descriptors' calls (socket, dup*, fcntl F_DUPFD*, close_range) adds:
+    the tracer with its default calls against the same tracer with the I/O calls alone (CALLS),
+    on an untraced call (the longer filter), an fcntl that makes no descriptor (the filter looks
+    at its command), dup2 (stopped either way: before, only at its entry to forget a description)
+    and socket() + close(). The added cost is taken round by round (the configurations of a round
+    run back to back) and its median printed, with the fastest run of each configuration."""
+    import statistics
+
+    with tempfile.TemporaryDirectory(prefix="hw-iotrace-bench-") as tmp:
+        out = f"{tmp}/syscalls.tsv"
+        configs = {"bare": [], "I/O calls only": [tracer, "--calls", CALLS, "-o", out, "--"],
+                   "with the descriptors' calls": [tracer, "-o", out, "--"]}
+        runs: dict[str, list[dict[str, float]]] = {}
+        for mode in ("getppid", "fcntl", "dup2", "socket"):
+            for _ in range(reps):
+                measured = {}
+                for name, prefix in configs.items():
+                    measured[name] = run_loop(prefix, mode, n // 50 if mode == "socket" else n)
+                    Path(out).unlink(missing_ok=True)
+                runs.setdefault(mode, []).append(measured)
+    print(f"\nthe descriptors' calls, ptrace (seccomp): ns per loop iteration (fastest of {reps}), and what they add "
+          "(median of the rounds)")
+    print(f"{'loop':28} {'bare':>8} {'I/O only':>10} {'+ descriptors':>14} {'added':>8}")
+    for mode, label in (("getppid", "getppid (untraced)"), ("fcntl", "fcntl F_GETFL (not stopped)"),
+                        ("dup2", "dup2"), ("socket", "socket + close")):
+        best = {name: min(r[name] for r in runs[mode]) for name in configs}
+        new, old = "with the descriptors' calls", "I/O calls only"
+        added = statistics.median(r[new] - r[old] for r in runs[mode])
+        print(f"{label:28} {best['bare']:8.1f} {best[old]:10.1f} {best[new]:14.1f} {added:8.1f}")
+
+
 def main() -> int:
     n = int(os.environ.get("IOTRACE_BENCH_CALLS", "1000000"))
     reps = int(os.environ.get("IOTRACE_BENCH_REPS", "3"))
@@ -145,6 +177,7 @@ def main() -> int:
                     for r in rounds["write"]]
     print(f"round by round (configurations run back to back): hw-iotrace {', '.join(f'{x:.3f}' for x in paired)}; "
           f"floor {', '.join(f'{x:.3f}' for x in paired_floor)}")
+    lifetimes(tracer, n, reps)
     print("\ntargets:")
     print(f"  ptrace added cost <= 0.5 x strace's: {ptrace_ratio:.3f} -> {'met' if ptrace_ratio <= 0.5 else 'MISSED'}")
     print(f"  preload added cost < 100 ns: {preload_added:.1f} -> {'met' if preload_added < 100 else 'MISSED'}")

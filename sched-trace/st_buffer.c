@@ -195,16 +195,19 @@ static int configure(struct st_buffer *buf, const struct st_buffer_spec *spec, c
         return -1;
     }
     if (spec->npids > 0) {
-        char list[ST_MAX_PIDS * 12] = "";
-        size_t used = 0;
-        for (int i = 0; i < spec->npids; i++)
-            used += (size_t)snprintf(list + used, sizeof(list) - used, "%d ", spec->pids[i]);
         if (tracefs_option_enable(buf->inst, TRACEFS_OPTION_EVENT_FORK) < 0) {
             hw_seterr(err, "failed to enable option event-fork of instance %s: %s", buf->name,
                       strerror(errno));
             return -1;
         }
-        if (write_file(buf, "set_event_pid", list, err) < 0)
+        char *list = st_pid_tree(spec->pids, spec->npids);  /* after event-fork: a task forked now is kept */
+        if (!list) {
+            hw_seterr(err, "failed to list the tasks of the pids of instance %s: out of memory", buf->name);
+            return -1;
+        }
+        int rc = write_file(buf, "set_event_pid", list, err);
+        free(list);
+        if (rc < 0)
             return -1;
     }
     /* tid -> tgid map for syscalls.tsv (costs a little per event); harmless where missing */

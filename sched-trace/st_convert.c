@@ -475,6 +475,8 @@ struct pending {
     const char *call;    /* the name in the event's handles */
     long long fd, req;
     int has_fd, has_req;
+    int lt;              /* a descriptor's call (st_lifetimes.c): its kind and arguments a, b */
+    long long lt_a, lt_b;
 };
 
 /* What sys_record reads of one event type, found once by name before the first record instead
@@ -486,6 +488,8 @@ struct sys_event {
     struct tep_format_field *fd, *req;  /* enter: NULL when the call has none */
     struct tep_format_field *ret;       /* exit */
     struct tep_format_field *buf;       /* ftrace print: the clock markers */
+    int lt;                             /* enter: the descriptor call's kind (st_lifetimes.c) */
+    struct tep_format_field *lt_a, *lt_b;
 };
 
 struct sys_ctx {
@@ -551,10 +555,15 @@ static void emit(struct sys_ctx *sc, int tid, const struct pending *p, long long
                  long long ret, int unfinished)
 {
     char line[HW_SYS_LINE_MAX];
+    long long fd = p->has_fd ? p->fd : -1LL, req = p->has_req ? p->req : -1LL;
+    const char *kind = "unknown";
+    if (p->lt && st_lifetime_record(p->lt, p->lt_a, p->lt_b, has_ret && !unfinished ? ret : -1, &fd, &req,
+                                    &kind) < 0)
+        return;  /* not a descriptor's call after all (fcntl F_GETFL, ...) */
     struct hw_sys_line l = {
         .t_enter_ns = p->t_enter, .t_exit_ns = t_exit, .pid = tgid_of(sc, tid), .tid = tid, .call = p->call,
-        .fd = p->has_fd ? p->fd : -1LL, .req_bytes = p->has_req ? p->req : -1LL, .result = ret,
-        .has_result = has_ret && !unfinished, .unfinished = unfinished, .fd_kind = "unknown",
+        .fd = fd, .req_bytes = req, .result = ret,
+        .has_result = has_ret && !unfinished, .unfinished = unfinished, .fd_kind = kind,
     };
     fwrite(line, 1, hw_sys_format(line, &l), sc->out);
     sc->st->syscalls++;
@@ -612,6 +621,13 @@ static int find_sys_events(struct sys_ctx *sc, struct hw_err *err)
             e->req = num_field(ev, "count");
             e->req = e->req ? e->req : num_field(ev, "len");
             e->req = e->req ? e->req : num_field(ev, "size");
+            if ((e->lt = st_lifetime_kind(e->call)) != ST_LT_NONE) {
+                const char *fd = st_lifetime_field(e->lt, 0), *a = st_lifetime_field(e->lt, 1),
+                           *b = st_lifetime_field(e->lt, 2);
+                e->fd = fd ? num_field(ev, fd) : e->fd;
+                e->lt_a = a ? num_field(ev, a) : NULL;
+                e->lt_b = b ? num_field(ev, b) : NULL;
+            }
         } else if (strncmp(ev->name, "sys_exit_", 9) == 0) {
             e->kind = SYS_EXIT;
             call_name(ev->name, 9, e->call, sizeof(e->call));
@@ -648,6 +664,9 @@ static int sys_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
         p->has_req = e->req != NULL;
         if (p->has_req)
             p->req = get_num(e->req, rec);
+        p->lt = e->lt;
+        p->lt_a = e->lt_a ? get_num(e->lt_a, rec) : 0;
+        p->lt_b = e->lt_b ? get_num(e->lt_b, rec) : 0;
         return 0;
     }
     long long ret = e->ret ? get_num(e->ret, rec) : 0;

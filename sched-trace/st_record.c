@@ -30,6 +30,8 @@ static const char *const sched_events[] = {
 const char *const st_io_calls[] = {
     "read", "write", "readv", "writev", "pread64", "pwrite64", "sendto", "sendmsg", "sendmmsg",
     "recvfrom", "recvmsg", "sendfile64", "splice", "connect", "accept", "accept4", "close",
+    /* what makes, copies and ends descriptors (st_lifetimes.c) */
+    "socket", "dup", "dup2", "dup3", "fcntl", "close_range",
 };
 const size_t st_n_io_calls = sizeof(st_io_calls) / sizeof(st_io_calls[0]);
 
@@ -122,10 +124,12 @@ static int build_specs(struct recording *s, struct hw_err *err)
         sy->record_tgid = true;
         for (size_t i = 0; i < st_n_io_calls; i++) {
             char name[64];
-            snprintf(name, sizeof(name), "syscalls:sys_enter_%s", st_io_calls[i]);
+            /* the descriptors' calls where the kernel has them (no dup2 on arm64) */
+            const char *optional = st_lifetime_kind(st_io_calls[i]) != ST_LT_NONE ? "?" : "";
+            snprintf(name, sizeof(name), "%ssyscalls:sys_enter_%s", optional, st_io_calls[i]);
             if (add_event(sy, name, err) < 0)
                 return -1;
-            snprintf(name, sizeof(name), "syscalls:sys_exit_%s", st_io_calls[i]);
+            snprintf(name, sizeof(name), "%ssyscalls:sys_exit_%s", optional, st_io_calls[i]);
             if (add_event(sy, name, err) < 0)
                 return -1;
         }

@@ -24,12 +24,22 @@ const struct iot_call iot_calls[IOT_NCALLS] = {
     [IOT_CALL_ACCEPT] = {"accept", SYS_accept, 0, IOT_BYTES_NONE, 0, 0},
     [IOT_CALL_ACCEPT4] = {"accept4", SYS_accept4, 0, IOT_BYTES_NONE, 0, 0},
     [IOT_CALL_CLOSE] = {"close", SYS_close, 0, IOT_BYTES_NONE, 0, 0},
+    [IOT_CALL_SOCKET] = {"socket", SYS_socket, -1, IOT_BYTES_FLAGS, 0, 0},
+    [IOT_CALL_DUP] = {"dup", SYS_dup, 0, IOT_BYTES_FLAGS, 0, 0},
+#ifdef SYS_dup2
+    [IOT_CALL_DUP2] = {"dup2", SYS_dup2, 0, IOT_BYTES_FLAGS, 0, 0},
+#else  /* arm64 has dup3 alone */
+    [IOT_CALL_DUP2] = {"dup2", -1, 0, IOT_BYTES_FLAGS, 0, 0},
+#endif
+    [IOT_CALL_DUP3] = {"dup3", SYS_dup3, 0, IOT_BYTES_FLAGS, 0, 0},
+    [IOT_CALL_FCNTL] = {"fcntl", SYS_fcntl, 0, IOT_BYTES_FLAGS, 0, 0},
+    [IOT_CALL_CLOSE_RANGE] = {"close_range", SYS_close_range, 0, IOT_BYTES_FLAGS, 0, 0},
 };
 
 int iot_call_by_nr(long nr)
 {
     for (int i = 0; i < IOT_NCALLS; i++)
-        if (iot_calls[i].nr == nr)
+        if (iot_calls[i].nr == nr && nr >= 0)
             return i;
     return -1;
 }

@@ -80,6 +80,7 @@ static int (*real_socketpair)(int, int, int, int[2]);
 static int (*real_pipe)(int[2]);
 static int (*real_pipe2)(int[2], int);
 static int (*real_openat)(int, const char *, int, ...);
+static int (*real_fcntl)(int, int, ...);
 
 static void *sym(const char *name)
 {
@@ -116,6 +117,7 @@ static void resolve_all(void)
     *(void **)&real_pipe = sym("pipe");
     *(void **)&real_pipe2 = sym("pipe2");
     *(void **)&real_openat = sym("openat64");
+    *(void **)&real_fcntl = sym("fcntl");
 }
 
 /* ---- stamps ----
@@ -427,13 +429,13 @@ IOT_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 IOT_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 {
     NEED(real_accept);
-    WRAP(int, IOT_CALL_ACCEPT, fd, -1, real_accept(fd, addr, len));
+    WRAP(int, IOT_CALL_ACCEPT, fd, 0, real_accept(fd, addr, len));  /* req_bytes: not close-on-exec */
 }
 
 IOT_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 {
     NEED(real_accept4);
-    WRAP(int, IOT_CALL_ACCEPT4, fd, -1, real_accept4(fd, addr, len, flags));
+    WRAP(int, IOT_CALL_ACCEPT4, fd, (flags & SOCK_CLOEXEC) != 0, real_accept4(fd, addr, len, flags));
 }
 
 IOT_EXPORT int close(int fd)
@@ -455,7 +457,7 @@ IOT_EXPORT int close(int fd)
     return ret;
 }
 
-/* ---- calls that give an fd number a new meaning: forget its description (no record) ---- */
+/* ---- calls that give an fd number a new meaning: forget its description ---- */
 
 static int fresh(int fd)
 {
@@ -463,38 +465,89 @@ static int fresh(int fd)
     return fd;
 }
 
+/* The descriptors' calls (lifetimes.c): recorded when selected, from the call's arguments a;
+ * NULL when not recorded. */
+static struct iot_slot *lifetime_begin(int call, int fd, const uint64_t *a)
+{
+    int32_t f = fd;
+    int64_t req = -1;
+    if (!TRACED(call) || iot_lifetime_entry(call, a, &f, &req) < 0)
+        return NULL;
+    return begin(call, f, req, f >= 0 ? describe(f) : 0);
+}
+
+static int lifetime_end(struct iot_slot *s, int call, int ret)
+{
+    int err = errno;
+    int made = iot_lifetime_made(call, ret);
+    if (made >= 0)
+        forget(made);
+    if (s) {
+        if (call == IOT_CALL_SOCKET)
+            s->r.fd = made;
+        end(s, ret, err);
+    }
+    errno = err;
+    return ret;
+}
+
 IOT_EXPORT int dup(int fd)
 {
     NEED(real_dup);
-    return fresh(real_dup(fd));
+    uint64_t a[6] = {(uint64_t)fd};
+    struct iot_slot *s = lifetime_begin(IOT_CALL_DUP, fd, a);
+    return lifetime_end(s, IOT_CALL_DUP, real_dup(fd));
 }
 
 IOT_EXPORT int dup2(int fd, int to)
 {
     NEED(real_dup2);
     forget(to);
-    return real_dup2(fd, to);
+    uint64_t a[6] = {(uint64_t)fd, (uint64_t)to};
+    struct iot_slot *s = lifetime_begin(IOT_CALL_DUP2, fd, a);
+    return lifetime_end(s, IOT_CALL_DUP2, real_dup2(fd, to));
 }
 
 IOT_EXPORT int dup3(int fd, int to, int flags)
 {
     NEED(real_dup3);
     forget(to);
-    return real_dup3(fd, to, flags);
+    uint64_t a[6] = {(uint64_t)fd, (uint64_t)to, (uint64_t)flags};
+    struct iot_slot *s = lifetime_begin(IOT_CALL_DUP3, fd, a);
+    return lifetime_end(s, IOT_CALL_DUP3, real_dup3(fd, to, flags));
 }
+
+IOT_EXPORT int fcntl(int fd, int cmd, ...)
+{
+    NEED(real_fcntl);
+    va_list ap;
+    va_start(ap, cmd);
+    unsigned long arg = va_arg(ap, unsigned long);  /* an int or a pointer: one register either way */
+    va_end(ap);
+    uint64_t a[6] = {(uint64_t)fd, (uint64_t)cmd, arg};
+    struct iot_slot *s = lifetime_begin(IOT_CALL_FCNTL, fd, a);
+    if (!s)
+        return real_fcntl(fd, cmd, arg);
+    return lifetime_end(s, IOT_CALL_FCNTL, real_fcntl(fd, cmd, arg));
+}
+LFS_ALIAS(int, fcntl64, (int fd, int cmd, ...), fcntl);
 
 IOT_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
     NEED(real_close_range);
     for (unsigned int fd = first; fd <= last && fd < FD_CACHE; fd++)
         forget((int)fd);
-    return real_close_range(first, last, flags);
+    uint64_t a[6] = {first, last, (uint64_t)flags};
+    struct iot_slot *s = lifetime_begin(IOT_CALL_CLOSE_RANGE, (int)first, a);
+    return lifetime_end(s, IOT_CALL_CLOSE_RANGE, real_close_range(first, last, flags));
 }
 
 IOT_EXPORT int socket(int domain, int type, int proto)
 {
     NEED(real_socket);
-    return fresh(real_socket(domain, type, proto));
+    uint64_t a[6] = {(uint64_t)domain, (uint64_t)type, (uint64_t)proto};
+    struct iot_slot *s = lifetime_begin(IOT_CALL_SOCKET, -1, a);
+    return lifetime_end(s, IOT_CALL_SOCKET, real_socket(domain, type, proto));
 }
 
 IOT_EXPORT int socketpair(int domain, int type, int proto, int sv[2])

@@ -21,6 +21,7 @@ enum iot_bytes_kind {
     IOT_BYTES_IOV,   /* sum of an iovec array: iov in arg a, count in arg b */
     IOT_BYTES_MSG,   /* sum of a msghdr's iovec: msghdr in arg a */
     IOT_BYTES_MMSG,  /* sum over an mmsghdr vector: vector in arg a, length in arg b */
+    IOT_BYTES_FLAGS, /* a descriptor's call (lifetimes.c): req_bytes says close-on-exec, or a range's end */
 };
 
 enum iot_call_id {
@@ -28,6 +29,8 @@ enum iot_call_id {
     IOT_CALL_PWRITE64, IOT_CALL_SENDTO, IOT_CALL_SENDMSG, IOT_CALL_SENDMMSG, IOT_CALL_RECVFROM,
     IOT_CALL_RECVMSG, IOT_CALL_SENDFILE, IOT_CALL_SPLICE, IOT_CALL_CONNECT, IOT_CALL_ACCEPT,
     IOT_CALL_ACCEPT4, IOT_CALL_CLOSE,
+    /* what makes, copies and ends descriptors (lifetimes.c) */
+    IOT_CALL_SOCKET, IOT_CALL_DUP, IOT_CALL_DUP2, IOT_CALL_DUP3, IOT_CALL_FCNTL, IOT_CALL_CLOSE_RANGE,
     IOT_NCALLS
 };
 
@@ -49,6 +52,16 @@ int iot_calls_parse(const char *list, uint32_t *mask, char *bad, size_t bad_len)
 int iot_call_by_nr(long nr);
 /* "read,write,..." for a mask, written into buf; returns buf. */
 char *iot_calls_format(uint32_t mask, char *buf, size_t len);
+
+/* ---- the calls that make, copy and end descriptors (lifetimes.c) ---- */
+/* Their record's fd and req_bytes from the call's arguments (docs/formats.md, "System calls"):
+ * dup, dup2, dup3 and fcntl name the old fd; req_bytes is the close-on-exec flag (1 or 0) of the
+ * descriptor made, close_range's last fd. Returns -1 when the call is not recorded: an fcntl other
+ * than F_DUPFD and F_DUPFD_CLOEXEC, a close_range that only marks close-on-exec. */
+int iot_lifetime_entry(int idx, const uint64_t *args, int32_t *fd, int64_t *req);
+/* The descriptor the call made, once it returned rval (socket, accept, accept4, dup, dup2, dup3,
+ * fcntl), else -1; a socket's record names it as its fd. */
+int iot_lifetime_made(int idx, int64_t rval);
 
 /* ---- one record (record.c) ---- */
 enum iot_fd_kind {

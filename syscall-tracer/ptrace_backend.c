@@ -331,10 +331,13 @@ static int64_t req_bytes(pid_t tid, const struct iot_call *c, const uint64_t *ar
         return sum;
     }
     case IOT_BYTES_NONE:
+    case IOT_BYTES_FLAGS:  /* set by iot_lifetime_entry */
         break;
     }
     return -1;
 }
+
+static void bookkeep(struct tracer *tr, struct tracee *t, int code, const uint64_t *args);
 
 static void on_entry(struct tracer *tr, struct tracee *t, int idx, const uint64_t *args, int64_t now)
 {
@@ -345,8 +348,14 @@ static void on_entry(struct tracer *tr, struct tracee *t, int idx, const uint64_
     r->pid = t->tgid;
     r->tid = t->tid;
     r->call = (uint8_t)idx;
-    r->fd = (int32_t)args[c->fd_arg];
+    r->fd = c->fd_arg >= 0 ? (int32_t)args[c->fd_arg] : -1;
     r->req_bytes = req_bytes(t->tid, c, args);
+    if (iot_lifetime_entry(idx, args, &r->fd, &r->req_bytes) < 0)
+        return;  /* an fcntl that makes no descriptor (attached: every call stops) */
+    if (idx == IOT_CALL_DUP2 || idx == IOT_CALL_DUP3)
+        bookkeep(tr, t, IOT_BK_DUP2, args);
+    else if (idx == IOT_CALL_CLOSE_RANGE)
+        bookkeep(tr, t, IOT_BK_CLOSE_RANGE, args);
     if (idx == IOT_CALL_CLOSE) {  /* describe it while it exists */
         r->desc_id = fd_desc(tr, t, r->fd, 1);
         fd_forget(tr, t->tgid, r->fd);
@@ -369,7 +378,13 @@ static void on_exit_stop(struct tracer *tr, struct tracee *t, int64_t rval, int6
     }
     if (r->call == IOT_CALL_CONNECT)
         fd_forget(tr, t->tgid, r->fd);
-    if (r->call != IOT_CALL_CLOSE)
+    int made = iot_lifetime_made(r->call, rval);
+    if (made >= 0) {  /* a number a process sharing the table (CLONE_FILES) may have freed unseen */
+        fd_forget(tr, t->tgid, made);
+        if (r->call == IOT_CALL_SOCKET)
+            r->fd = made;
+    }
+    if (r->call != IOT_CALL_CLOSE && r->call != IOT_CALL_CLOSE_RANGE)
         r->desc_id = fd_desc(tr, t, r->fd, 1);
     push_rec(tr, r);
     t->in_call = 0;
@@ -563,6 +578,8 @@ static void explain_attach(pid_t pid, int code, struct hw_err *err)
         hw_seterr(err, "failed to attach to pid %d: %s", pid, strerror(-code));
 }
 
+static void attach_children(struct tracer *tr, pid_t pid);
+
 /* Seizes every thread of pid; scans /proc/pid/task until no new thread appears. */
 static int attach_all(struct tracer *tr, pid_t pid, struct hw_err *err)
 {
@@ -586,7 +603,37 @@ static int attach_all(struct tracer *tr, pid_t pid, struct hw_err *err)
         }
         closedir(d);
     }
+    if (tr->o->follow)
+        attach_children(tr, pid);
     return 0;
+}
+
+/* With --follow, the processes pid forked before the attach too (a server's workers), each with
+ * its threads and children: the ones it forks later are followed by the ptrace options. A child
+ * that cannot be seized (gone, traced by another) is left out, not an error. */
+static void attach_children(struct tracer *tr, pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        char cpath[96];
+        snprintf(cpath, sizeof(cpath), "/proc/%d/task/%d/children", pid, tid);
+        FILE *f = tid > 0 ? fopen(cpath, "re") : NULL;
+        int child;
+        while (f && fscanf(f, "%d", &child) == 1) {
+            struct hw_err ignored = {0};
+            if (!find_tracee(tr, child))
+                attach_all(tr, child, &ignored);
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
 }
 
 /* In the command, once it is seized: the seccomp filter, then exec. Only a failure to install the

@@ -2,6 +2,7 @@
  * (SECCOMP_RET_TRACE, the data being the call's index in iot_calls), every other call runs
  * without a stop. */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -31,17 +32,42 @@ static const long bookkeep_nr[IOT_NBK] = {
     [IOT_BK_CLOSE_RANGE] = SYS_close_range,
 };
 
+/* The call whose record does the bookkeeping when it is selected. */
+static const int bookkeep_call[IOT_NBK] = {
+    [IOT_BK_CLOSE] = IOT_CALL_CLOSE, [IOT_BK_DUP2] = IOT_CALL_DUP2, [IOT_BK_DUP3] = IOT_CALL_DUP3,
+    [IOT_BK_CLOSE_RANGE] = IOT_CALL_CLOSE_RANGE,
+};
+
 int iot_bookkeep_by_nr(long nr, uint32_t mask)
 {
     for (int i = 0; i < IOT_NBK; i++)
         if (bookkeep_nr[i] == nr && nr >= 0)
-            return i == IOT_BK_CLOSE && (mask & (1u << IOT_CALL_CLOSE)) ? -1 : i;
+            return mask & (1u << bookkeep_call[i]) ? -1 : i;
     return -1;
+}
+
+/* fcntl stops only as F_DUPFD or F_DUPFD_CLOEXEC: the others (F_GETFL, F_SETFL, locks) make no
+ * descriptor and are among the most frequent calls of some programs. Leaves the number in A
+ * untouched on the other paths. */
+static unsigned fcntl_dup_only(struct sock_filter *prog, unsigned n, unsigned idx)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const unsigned cmd = offsetof(struct seccomp_data, args[1]);
+#else
+    const unsigned cmd = offsetof(struct seccomp_data, args[1]) + 4;
+#endif
+    prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)iot_calls[IOT_CALL_FCNTL].nr, 0, 5);
+    prog[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, cmd);
+    prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD, 2, 0);
+    prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD_CLOEXEC, 1, 0);
+    prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | idx);
+    return n;
 }
 
 int iot_seccomp_install(uint32_t mask)
 {
-    struct sock_filter prog[4 + 2 * IOT_NCALLS + 2 * IOT_NBK + 1];
+    struct sock_filter prog[4 + 2 * IOT_NCALLS + 4 + 2 * IOT_NBK + 1];
     unsigned n = 0;
     prog[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
     /* another ABI (i386 compat): not traced */
@@ -49,13 +75,17 @@ int iot_seccomp_install(uint32_t mask)
     prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     prog[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
     for (int i = 0; i < IOT_NCALLS; i++) {
-        if (!(mask & (1u << i)))
+        if (!(mask & (1u << i)) || iot_calls[i].nr < 0)
             continue;
+        if (i == IOT_CALL_FCNTL) {
+            n = fcntl_dup_only(prog, n, (unsigned)i);
+            continue;
+        }
         prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)iot_calls[i].nr, 0, 1);
         prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | (unsigned)i);
     }
     for (int i = 0; i < IOT_NBK; i++) {
-        if (bookkeep_nr[i] < 0 || (i == IOT_BK_CLOSE && (mask & (1u << IOT_CALL_CLOSE))))
+        if (bookkeep_nr[i] < 0 || (mask & (1u << bookkeep_call[i])))
             continue;
         prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)bookkeep_nr[i], 0, 1);
         prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | (unsigned)(IOT_BOOKKEEP + i));

@@ -31,8 +31,11 @@ KNOWN_PARENT = [
     ("read", 3, 8192, 4096, "pipe"),
     ("close", 3, -1, 0, "pipe"),
     ("close", 4, -1, 0, "pipe"),
+    # socket names the descriptor it made; req_bytes: made close-on-exec (1) or not (0)
+    ("socket", 3, 0, 3, "tcp"),
+    ("socket", 4, 0, 4, "tcp"),
     ("connect", 4, -1, 0, "tcp"),
-    ("accept", 3, -1, 5, "tcp"),
+    ("accept", 3, 0, 5, "tcp"),
     ("write", 4, 5, 5, "tcp"),
     ("recvfrom", 5, 5, 5, "tcp"),
     ("sendto", 5, 6, 6, "tcp"),
@@ -42,13 +45,15 @@ KNOWN_PARENT = [
     ("sendmsg", 4, 9, 9, "tcp"),
     ("recvmsg", 5, 9, 9, "tcp"),
     ("read", 4, 10, EAGAIN, "tcp"),
-    ("accept4", 3, -1, EAGAIN, "tcp"),
+    ("accept4", 3, 1, EAGAIN, "tcp"),  # SOCK_CLOEXEC
     ("pwrite64", 6, 100, 100, "file"),
     ("pread64", 6, 50, 50, "file"),
     ("sendfile", 4, 100, 100, "tcp"),
     ("recvfrom", 5, 100, 100, "tcp"),
     ("write", 8, 20, 20, "pipe"),
     ("splice", 6, 20, 20, "file"),
+    ("socket", 9, 0, 9, "udp"),
+    ("socket", 10, 0, 10, "udp"),
     ("connect", 10, -1, 0, "udp"),
     ("sendmmsg", 10, 7, 2, "udp"),
     ("recvfrom", 9, 100, 3, "udp"),
@@ -59,7 +64,8 @@ KNOWN_PARENT = [
     ("read", -1, 54321, EBADF, "unknown"),
 ]
 KNOWN_CHILD = [("write", 8, 5, 5, "pipe")]
-CALLS = "read,write,readv,writev,pread64,pwrite64,sendto,sendmsg,sendmmsg,recvfrom,recvmsg,sendfile,splice,connect,accept,accept4,close"
+CALLS = ("read,write,readv,writev,pread64,pwrite64,sendto,sendmsg,sendmmsg,recvfrom,recvmsg,sendfile,splice,connect,accept,"
+         "accept4,close,socket,dup,dup2,dup3,fcntl,close_range")
 
 
 def tools(build_dir: Path) -> tuple[Path, Path]:
@@ -231,6 +237,21 @@ def split_args(text: str) -> list[str]:
     return args
 
 
+LIFETIME_CALLS = ("socket", "accept", "accept4", "dup", "dup2", "dup3", "fcntl", "close_range")
+
+
+def lifetime_record(call: str, args: list[str]) -> tuple[int, int] | None:
+    """The fd argument and req_bytes of a descriptor's call as hw-iotrace records it (the flag
+    close-on-exec of what it made, close_range's last fd), from strace's arguments; None for an
+    fcntl that makes nothing and a close_range that only marks close-on-exec."""
+    if call == "fcntl":
+        return (0, int(args[1] == "F_DUPFD_CLOEXEC")) if args[1] in ("F_DUPFD", "F_DUPFD_CLOEXEC") else None
+    if call == "close_range":
+        return None if "CLOSE_RANGE_CLOEXEC" in args[2] else (0, 4294967295 if args[1] == "~0U" else int(args[1]))
+    flags = {"socket": 1, "accept4": 3, "dup3": 2}.get(call)
+    return 0, int(flags is not None and "CLOEXEC" in args[flags])
+
+
 def parse_strace(path: Path) -> pd.DataFrame:
     pending: dict[str, str] = {}
     rows = []
@@ -250,12 +271,18 @@ def parse_strace(path: Path) -> pd.DataFrame:
         fd_arg, len_arg = {"sendfile": (0, 3), "splice": (2, 4)}.get(call, (0, 2))
         if call in ("readv", "writev", "sendmsg", "recvmsg", "sendmmsg"):
             req = sum(int(x) for x in re.findall(r"iov_len=(\d+)", argtext))
-        elif call in ("connect", "accept", "accept4", "close"):
+        elif call in ("connect", "close"):
             req = -1
+        elif call in LIFETIME_CALLS:
+            made = lifetime_record(call, args)
+            if made is None:
+                continue
+            fd_arg, req = made
         else:
             req = int(args[len_arg])
         res = -getattr(errno, err) if err else int(result)
-        rows.append((int(pid), float(t), call, int(args[fd_arg]), req, res))
+        fd = res if call == "socket" else int(args[fd_arg])
+        rows.append((int(pid), float(t), call, fd, req, res))
     df = pd.DataFrame(rows, columns=["pid", "t", "call", "fd", "req_bytes", "result"])
     return df.assign(t_enter_ns=(df.t * 1e9).astype("int64"))
 
@@ -312,7 +339,9 @@ def test_tracefs_backend_matches_strace(build_dir: Path, tmp_path: Path) -> None
 
     assert seqs(comparable(df)) == seqs(comparable(ref))
     assert len(between_markers(df)) == len(KNOWN_PARENT) + len(KNOWN_CHILD)
-    assert (df.fd_kind == "unknown").all()  # tracefs does not say what an fd is
+    # tracefs does not say what an fd is, but for the socket it makes (from its family and type)
+    assert (df.fd_kind[df.call != "socket"] == "unknown").all()
+    assert list(df.fd_kind[df.call == "socket"].astype(str)) == ["tcp", "tcp", "udp", "udp"]
 
 
 # ---- signals, attach, errors ----

@@ -32,7 +32,32 @@ static void test_calls(void)
     CHECK_EQ_LL(iot_call_by_nr(-5), -1);
     iot_calls_format((1u << IOT_NCALLS) - 1, buf, sizeof(buf));
     CHECK(!strcmp(buf, "read,write,readv,writev,pread64,pwrite64,sendto,sendmsg,sendmmsg,recvfrom,"
-                       "recvmsg,sendfile,splice,connect,accept,accept4,close"));
+                       "recvmsg,sendfile,splice,connect,accept,accept4,close,socket,dup,dup2,dup3,fcntl,close_range"));
+}
+
+/* The descriptors' calls: what their records say of the fd and of close-on-exec. */
+static void test_lifetime_records(void)
+{
+    int32_t fd = 7;
+    int64_t req = -1;
+    uint64_t sock[6] = {AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0, 0, 0, 0};
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_SOCKET, sock, &fd, &req), 0);
+    CHECK_EQ_LL(fd, -1);
+    CHECK_EQ_LL(req, 1);
+    CHECK_EQ_LL(iot_lifetime_made(IOT_CALL_SOCKET, 5), 5);
+    CHECK_EQ_LL(iot_lifetime_made(IOT_CALL_SOCKET, -24), -1);
+    CHECK_EQ_LL(iot_lifetime_made(IOT_CALL_CLOSE, 0), -1);
+    uint64_t dup3[6] = {3, 9, O_CLOEXEC, 0, 0, 0};
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_DUP3, dup3, &fd, &req), 0);
+    CHECK_EQ_LL(req, 1);
+    uint64_t getfl[6] = {3, F_GETFL, 0, 0, 0, 0}, dupfd[6] = {3, F_DUPFD, 10, 0, 0, 0};
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_FCNTL, getfl, &fd, &req), -1);
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_FCNTL, dupfd, &fd, &req), 0);
+    CHECK_EQ_LL(req, 0);
+    uint64_t range[6] = {3, 40, 0, 0, 0, 0}, mark[6] = {3, 40, 1U << 2, 0, 0, 0};
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_CLOSE_RANGE, range, &fd, &req), 0);
+    CHECK_EQ_LL(req, 40);
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_CLOSE_RANGE, mark, &fd, &req), -1);
 }
 
 static void test_format(void)
@@ -227,4 +252,4 @@ static void test_region_drain(void)
     unlink(path);
 }
 
-HW_TEST_MAIN(test_calls(); test_format(); test_describe(); test_intern(); test_region_drain();)
+HW_TEST_MAIN(test_calls(); test_lifetime_records(); test_format(); test_describe(); test_intern(); test_region_drain();)

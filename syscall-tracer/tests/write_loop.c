@@ -1,11 +1,14 @@
 /* The workload of perf/bench_iotrace.py: N one-byte writes to /dev/null (a traced call), or N
- * getppid() calls (a call no tracer selects), timed with CLOCK_MONOTONIC around the loop.
- * usage: iotrace-write-loop write|getppid N [--wait]   (--wait: read one byte from stdin first)
+ * getppid() calls (a call no tracer selects), or N of a descriptor's calls: fcntl(F_GETFL) (made
+ * no descriptor: not stopped), dup2 onto a second fd, socket() then close(); timed with
+ * CLOCK_MONOTONIC around the loop.
+ * usage: iotrace-write-loop write|getppid|fcntl|dup2|socket N [--wait]   (--wait: read one byte from stdin first)
  * prints: calls=N ns_per_call=X.XXX t0_ns=T t1_ns=T (CLOCK_MONOTONIC before and after the loop) */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -13,8 +16,13 @@
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || (strcmp(argv[1], "write") && strcmp(argv[1], "getppid"))) {
-        fprintf(stderr, "usage: iotrace-write-loop write|getppid N [--wait]\n");
+    static const char *const modes[] = {"write", "getppid", "fcntl", "dup2", "socket"};
+    int mode = -1;
+    for (int i = 0; argc >= 3 && i < 5; i++)
+        if (!strcmp(argv[1], modes[i]))
+            mode = i;
+    if (mode < 0) {
+        fprintf(stderr, "usage: iotrace-write-loop write|getppid|fcntl|dup2|socket N [--wait]\n");
         return 2;
     }
     long n = atol(argv[2]);
@@ -26,14 +34,23 @@ int main(int argc, char **argv)
     char c = 'x';
     if (argc > 3 && !strcmp(argv[3], "--wait") && read(0, &c, 1) != 1)
         return 1;
-    int do_write = !strcmp(argv[1], "write");
     int64_t t0 = hw_mono_ns();
     for (long i = 0; i < n; i++) {
-        if (do_write) {
+        if (mode == 0) {
             if (write(fd, &c, 1) != 1)
                 return 1;
-        } else {
+        } else if (mode == 1) {
             syscall(SYS_getppid);
+        } else if (mode == 2) {
+            if (fcntl(fd, F_GETFL) < 0)
+                return 1;
+        } else if (mode == 3) {
+            if (dup2(fd, fd + 1) != fd + 1)
+                return 1;
+        } else {
+            int s = socket(AF_INET, SOCK_STREAM, 0);
+            if (s < 0 || close(s) < 0)
+                return 1;
         }
     }
     int64_t t1 = hw_mono_ns();

@@ -22,16 +22,21 @@ from hostwire.read.tsv import open_tsv_of_kind, read_records
 
 FORMAT_LINE = "# format: hostwire-tsv 2\n"
 COLUMNS = ("t_ns", "pid", "comm", "fd", "inode", "proto", "local", "remote", "state")
+READ_COLUMN = "t_read_ns"  # written since the descriptors' lifetimes are read from the samples; optional
 PROTO_NUMBERS = {"tcp": 6, "udp": 17}
 OWNER_COLUMNS = ["pid", "comm", "direction"]  # direction: "out" (sent by the owner), "in", "" (foreign)
 
 
 def read_sockets(path: str | os.PathLike[str], *, keep_damaged: bool = False) -> pd.DataFrame:
-    """sockets.tsv as a DataFrame with COLUMNS (t_ns, pid, fd, inode int64; the rest text)."""
+    """sockets.tsv as a DataFrame with COLUMNS and t_read_ns (t_ns, pid, fd, inode, t_read_ns
+    int64, t_read_ns = t_ns in a file without it; the rest text)."""
     tsv = open_tsv_of_kind(path, "sockets", COLUMNS)
-    raw = read_records(tsv, keep_damaged=keep_damaged, usecols=list(COLUMNS), na_filter=False, dtype=str)
-    df = raw[list(COLUMNS)].copy()
-    for column in ("t_ns", "pid", "fd", "inode"):
+    columns = [*COLUMNS, READ_COLUMN] if READ_COLUMN in tsv.columns else list(COLUMNS)
+    raw = read_records(tsv, keep_damaged=keep_damaged, usecols=columns, na_filter=False, dtype=str)
+    df = raw[columns].copy()
+    if READ_COLUMN not in df.columns:
+        df[READ_COLUMN] = df["t_ns"]
+    for column in ("t_ns", "pid", "fd", "inode", READ_COLUMN):
         values = pd.to_numeric(df[column], errors="coerce")
         bad = np.flatnonzero(values.isna().to_numpy() | (values.to_numpy() < 0))
         if len(bad):

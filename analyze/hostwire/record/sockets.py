@@ -6,8 +6,9 @@ Each round walks the followed process tree (the roots and their descendants, thr
 their inodes up in the tables of the process's network namespace (/proc/PID/net/tcp, tcp6, udp,
 udp6). A row is written when a (process, descriptor, socket) is first seen and again whenever the
 socket's endpoints change (a connect() after bind(), a UDP socket connected later), so the file
-holds each socket's endpoints from the moment they were known. A socket that lives less than one
-interval can be missed: the kernel's inet_sock_set_state events and the traced calls cover TCP
+holds each socket's endpoints from the moment they were known; each row says when its process's
+descriptors were read (t_ns to t_read_ns: the descriptor held the socket at some moment between).
+A socket that lives less than one interval can be missed: the kernel's inet_sock_set_state events and the traced calls cover TCP
 connections and sends between rounds (docs/record.md)."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from hostwire.errors import HostwireError
-from hostwire.read.sockets import COLUMNS, FORMAT_LINE
+from hostwire.read.sockets import COLUMNS, FORMAT_LINE, READ_COLUMN
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class SocketSampler:
         except OSError as err:
             raise HostwireError(f"{self.path}: failed to create: {err.strerror}") from None
         self._out.write(FORMAT_LINE + "# kind: sockets\n# source: /proc/PID/fd, /proc/PID/net\n"
-                        "# clock: CLOCK_MONOTONIC\n" + "\t".join(COLUMNS) + "\n")
+                        "# clock: CLOCK_MONOTONIC\n" + "\t".join((*COLUMNS, READ_COLUMN)) + "\n")
         self.sample()
         self._thread = threading.Thread(target=self._loop, name="hostwire-sockets", daemon=True)
         self._thread.start()
@@ -154,7 +155,6 @@ class SocketSampler:
         """One round over the tree."""
         with self._lock:
             roots = list(self.roots)
-        t_ns = time.monotonic_ns()
         tables: dict[str, dict[int, SocketEntry]] = {}  # per network namespace
         lines: list[str] = []
         for pid in process_tree(roots):
@@ -163,7 +163,10 @@ class SocketSampler:
                 continue
             self.processes[pid] = comm  # the latest: a process that exec'd is named by what it runs now
             self._threads(pid)
-            for fd, inode in self._socket_fds(pid):
+            t_read = time.monotonic_ns()  # the descriptors are read in [t_read, done]: what they held then
+            held = self._socket_fds(pid)
+            done = time.monotonic_ns()
+            for fd, inode in held:
                 known = self._known.get((pid, fd))
                 if known is not None and known[0] == inode and known[1] is not None and _settled(known[1]):
                     continue
@@ -172,8 +175,8 @@ class SocketSampler:
                     continue
                 self._known[(pid, fd)] = (inode, entry)
                 if entry is not None:
-                    lines.append(f"{t_ns}\t{pid}\t{comm}\t{fd}\t{inode}\t{entry.proto}\t{entry.local}\t"
-                                 f"{entry.remote}\t{entry.state}\n")
+                    lines.append(f"{t_read}\t{pid}\t{comm}\t{fd}\t{inode}\t{entry.proto}\t{entry.local}\t"
+                                 f"{entry.remote}\t{entry.state}\t{done}\n")
         self.rounds += 1
         if lines and self._out is not None:
             try:

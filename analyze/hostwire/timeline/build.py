@@ -104,12 +104,49 @@ def _calls_of(tl: Timeline, syscalls: pd.DataFrame) -> pd.DataFrame:
     if hold is not None:
         root, exec_ns = hold
         syscalls = syscalls[~((syscalls["pid"].to_numpy() == root) & (syscalls["t_enter_ns"].to_numpy() < exec_ns))]
-    out = stream_tables.calls(syscalls, tl.roles(), tl.df_streams())
+    out = stream_tables.calls(syscalls, tl.roles(), tl.df_streams(), tl.df_fd_epochs())
     out.attrs["backend"] = syscalls.attrs.get("meta", {}).get("backend", "")
     return out
 
 
-def streams(run: Run) -> pd.DataFrame:
+def fd_epochs(run: Run) -> pd.DataFrame:
+    """hostwire.timeline.fd_lifetimes.fd_epochs of the run: from the calls that make, copy and end
+    descriptors (and connect; not the send calls, which a long run reads in pieces and never
+    holds: each is joined to its epoch afterwards, its own description first), the socket samples
+    of a recorded program, and the kernel trace's processes and connections."""
+    from hostwire.timeline import fd_lifetimes
+
+    if not run.has("raw/syscalls.tsv"):
+        return pd.DataFrame(columns=fd_lifetimes.EPOCH_COLUMNS)
+    calls = run.df_syscalls(fd_lifetimes.LIFETIME_CALLS)
+    sched = _sched(run) if run.has("raw/sched.tsv") else None
+    samples = run.df_sockets() if run.has("raw/sockets.tsv") else None
+    return fd_lifetimes.fd_epochs(calls, samples, fd_lifetimes.process_events(sched), fd_lifetimes.connections(sched),
+                                  fd_lifetimes.listens(sched))
+
+
+def lifetime_senders(run: Run, epochs: pd.DataFrame) -> pd.DataFrame:
+    """Per stream an epoch names, the process that sent most of its bytes and the fd it sent them
+    on: pid, fd, stream, source (`lifetime`)."""
+    from hostwire.timeline.fd_lifetimes import call_streams
+
+    totals = []
+    for piece in send_call_pieces(run):
+        sends = piece[pd.to_numeric(piece["result"], errors="coerce").fillna(0).to_numpy() > 0]
+        stream, _ = call_streams(sends, epochs)
+        named = stream != ""
+        if named.any():
+            totals.append(pd.DataFrame({"stream": stream[named], "pid": sends["pid"].to_numpy()[named],
+                                        "fd": sends["fd"].to_numpy()[named],
+                                        "b": pd.to_numeric(sends["result"], errors="coerce").to_numpy()[named]}))
+    if not totals:
+        return pd.DataFrame(columns=["pid", "fd", "stream", "source"])
+    per = pd.concat(totals).groupby(["stream", "pid", "fd"], as_index=False)["b"].sum()
+    best = per.sort_values(["stream", "b"], ascending=[True, False], kind="stable").groupby("stream").head(1)
+    return best[["pid", "fd", "stream"]].assign(source="lifetime").astype({"pid": np.int64, "fd": np.int64})
+
+
+def streams(run: Run, epochs: pd.DataFrame | None = None) -> pd.DataFrame:
     senders, receivers = [], []
     summary: dict = {}
     try:
@@ -145,8 +182,10 @@ def streams(run: Run) -> pd.DataFrame:
         captured = set(names["stream"])
         sockets = sockets[(sockets["local"] + ">" + sockets["remote"]).isin(captured).to_numpy()]
     # each fd's bytes add up piece by piece: a long run's send calls are not held for it
-    fds = stream_tables.main_send_fds(send_call_pieces(run)) if run.has("raw/syscalls.tsv") \
-        else pd.DataFrame(columns=["pid", "fd", "stream"])
+    fds = stream_tables.main_send_fds(send_call_pieces(run)).assign(source="fd_desc") if run.has(
+        "raw/syscalls.tsv") else pd.DataFrame(columns=["pid", "fd", "stream", "source"])
+    if epochs is not None and len(epochs):
+        fds = pd.concat([lifetime_senders(run, epochs), fds], ignore_index=True)
     senders = [{"fd": -1, "source": "bench", **s} for s in senders]
     return stream_tables.streams_table(pd.DataFrame(senders, columns=["role", "pid", "local", "peer", "fd", "source"]),
                                 pd.DataFrame([{"stream": "", **r} for r in receivers],
@@ -395,7 +434,11 @@ class Timeline:
 
     def df_streams(self) -> pd.DataFrame:
         """Stream <-> pid <-> fd <-> 4-tuple <-> role (hostwire.timeline.stream_tables.streams_table)."""
-        return self._table("streams", lambda: streams(self.run))
+        return self._table("streams", lambda: streams(self.run, self.df_fd_epochs()))
+
+    def df_fd_epochs(self) -> pd.DataFrame:
+        """Each descriptor's epochs and the sockets they held (hostwire.timeline.fd_lifetimes.fd_epochs)."""
+        return self._table("fd_epochs", lambda: fd_epochs(self.run))
 
     def data_frames(self) -> pd.DataFrame:
         """The capture's data frames with relative sequence numbers (data_frames above)."""

@@ -22,28 +22,33 @@ SEND_CALLS = ("write", "writev", "pwrite64", "sendto", "sendmsg", "sendmmsg", "s
 # ------------------------------------------------------------------ system calls
 
 
-def calls(syscalls: pd.DataFrame, roles: dict[int, str], streams: pd.DataFrame | None = None) -> pd.DataFrame:
+def calls(syscalls: pd.DataFrame, roles: dict[int, str], streams: pd.DataFrame | None = None,
+          epochs: pd.DataFrame | None = None) -> pd.DataFrame:
     """The I/O system calls of whichever backend recorded them (the columns of
     hostwire.read.syscalls.read_syscalls) with role (of pid), is_send (a call that sends data),
-    bytes (the result when positive, else 0) and stream (the stream of the (pid, fd) when the
-    streams table names it, or of the fd's description, else "")."""
+    bytes (the result when positive, else 0) and stream: the one its fd's description names, else
+    the stream of the socket the call's (pid, fd) held when it entered (epochs:
+    hostwire.timeline.fd_lifetimes.fd_epochs), else the one the streams table gives its (pid, fd)
+    when that (pid, fd) sent on no other stream, no epoch names that stream, and nothing says the
+    fd was not an inet socket then; "" when none does."""
+    from hostwire.timeline.fd_lifetimes import call_streams
+
     require_columns(syscalls, ["t_enter_ns", "t_exit_ns", "pid", "call", "fd", "result", "fd_desc"], "syscalls")
     out = syscalls.copy()
     out["role"] = roles_of(out["pid"].to_numpy(), np.full(len(out), "", dtype=object), roles)
     out.loc[out["role"] == "other", "role"] = ""
     out["is_send"] = out["call"].isin(SEND_CALLS).to_numpy() & ~out.get("unfinished", False)
     out["bytes"] = pd.to_numeric(out["result"], errors="coerce").fillna(0).clip(lower=0).astype("int64").to_numpy()
-    stream = np.full(len(out), "", dtype=object)
-    desc = out["fd_desc"].astype(str)
-    tcp = desc.str.contains(">", regex=False).to_numpy() & ~desc.str.endswith("*").to_numpy()
-    stream[tcp] = desc.to_numpy()[tcp]
+    stream, not_inet = call_streams(out, epochs)
+    claimed = set(epochs["stream"].to_numpy()) - {""} if epochs is not None and len(epochs) else set()
     if streams is not None and len(streams):
-        known = streams[streams["sender_fd"] >= 0]
+        known = streams[(streams["sender_fd"] >= 0) & ~streams["stream"].isin(claimed)]
+        known = known.drop_duplicates(["sender_pid", "sender_fd"], keep=False)  # a (pid, fd) of several: none
         key = pd.MultiIndex.from_arrays([known["sender_pid"].to_numpy(), known["sender_fd"].to_numpy()])
         idx = key.get_indexer(pd.MultiIndex.from_arrays([out["pid"].to_numpy(), out["fd"].to_numpy()]))
-        hit = idx >= 0
+        hit = (idx >= 0) & (stream == "") & ~not_inet
         stream[hit] = known["stream"].to_numpy()[idx[hit]]
-    out["stream"] = stream
+    out["stream"] = np.where(not_inet, "", stream).astype(object)
     return out
 
 
@@ -74,13 +79,10 @@ def _hex_ip6(values: pd.Series) -> np.ndarray:
     return np.asarray(out, dtype=object)
 
 
-def socket_owners(sched: pd.DataFrame) -> pd.DataFrame:
-    """Connections seen by inet_sock_set_state: one row per socket (skaddr) with both ports known,
-    columns skaddr, local (ip:port), remote (ip:port), owner_pid (the process that moved the socket
-    to SYN_SENT: connect() runs in its owner; -1 for a socket that did not connect, whose changes
-    come from softirq in whatever task ran), active (the socket connected: it went through
-    SYN_SENT)."""
-    cols = ["skaddr", "local", "remote", "owner_pid", "active"]
+def socket_states(sched: pd.DataFrame) -> pd.DataFrame:
+    """The inet_sock_set_state events of IPv4 and IPv6 sockets: t_ns, pid (the task that ran),
+    skaddr, local, remote (ip:port), ports (both ports known), newstate."""
+    cols = ["t_ns", "pid", "skaddr", "local", "remote", "ports", "newstate"]
     if "event" not in sched.columns or "skaddr" not in sched.columns:
         return pd.DataFrame(columns=cols)
     ev = sched[is_event(sched, "inet_sock_set_state")]
@@ -92,17 +94,29 @@ def socket_owners(sched: pd.DataFrame) -> pd.DataFrame:
         v6[:] = False
     ev, v6 = ev[(family == 2) | v6], v6[(family == 2) | v6]
     sport, dport = as_int(ev["sport"], 0), as_int(ev["dport"], 0)
-    newstate = as_int(ev["newstate"], 0)
-    pid = ev["pid"].to_numpy().astype(np.int64)
-    skaddr = ev["skaddr"].astype(str).to_numpy()
     src, dst = _hex_ip(ev["saddr"]), _hex_ip(ev["daddr"])
     if v6.any():
         src[v6] = _hex_ip6(ev["saddr_v6"][v6])
         dst[v6] = _hex_ip6(ev["daddr_v6"][v6])
     local = pd.Series(src) + ":" + pd.Series(sport).astype(str)
     remote = pd.Series(dst) + ":" + pd.Series(dport).astype(str)
-    tab = pd.DataFrame({"skaddr": skaddr, "local": local.to_numpy(), "remote": remote.to_numpy(),
-                        "ports": (sport > 0) & (dport > 0), "pid": pid, "syn_sent": newstate == 2})
+    return pd.DataFrame({"t_ns": ev["t_ns"].to_numpy().astype(np.int64), "pid": ev["pid"].to_numpy().astype(np.int64),
+                         "skaddr": ev["skaddr"].astype(str).to_numpy(), "local": local.to_numpy(),
+                         "remote": remote.to_numpy(), "ports": (sport > 0) & (dport > 0),
+                         "newstate": as_int(ev["newstate"], 0)})
+
+
+def socket_owners(sched: pd.DataFrame) -> pd.DataFrame:
+    """Connections seen by inet_sock_set_state: one row per socket (skaddr) with both ports known,
+    columns skaddr, local (ip:port), remote (ip:port), owner_pid (the process that moved the socket
+    to SYN_SENT: connect() runs in its owner; -1 for a socket that did not connect, whose changes
+    come from softirq in whatever task ran), active (the socket connected: it went through
+    SYN_SENT)."""
+    cols = ["skaddr", "local", "remote", "owner_pid", "active"]
+    states = socket_states(sched)
+    if len(states) == 0:
+        return pd.DataFrame(columns=cols)
+    tab = states.assign(syn_sent=states["newstate"].to_numpy() == 2)
     # connect() moves a socket to SYN_SENT in the connecting process; later changes come mostly
     # from softirq, in the context of whatever task ran, which owns nothing
     owner = tab[(tab["pid"] > 0) & tab["syn_sent"]].groupby("skaddr")["pid"].first()
@@ -126,11 +140,12 @@ def streams_table(senders: pd.DataFrame, receivers: pd.DataFrame, sockets: pd.Da
     """Stream <-> pid <-> fd <-> 4-tuple <-> role. senders: role, pid, local, peer (the
     benchmark's send logs: exact; or, with columns fd and source "sockets", the sockets a recorded
     program's processes held: hostwire.timeline.program_streams); receivers: role, pid, sender_pid; sockets: socket_owners();
-    send_fds: pid, fd, stream (from the tracer: the fd a pid sent on, with the stream its
-    description names, "" when it names none); a receiver with a `stream` (a recorded program's)
-    receives that stream, else the stream of its sender_pid. A stream is named local>remote in its data
-    direction; evidence lists where each row's facts came from (bench, inet_sock_set_state,
-    fd_desc, fd)."""
+    send_fds: pid, fd, stream and optionally source (`lifetime`: the socket an fd held while the
+    process sent on it, hostwire.timeline.fd_lifetimes; else `fd_desc`: the fd a pid sent on most,
+    with the stream its description names, "" when it names none); a receiver with a `stream` (a
+    recorded program's) receives that stream, else the stream of its sender_pid. A stream is named
+    local>remote in its data direction; evidence lists where each row's facts came from (bench,
+    inet_sock_set_state, lifetime, fd_desc, fd)."""
     rows: dict[str, dict] = {}
 
     def row(stream: str) -> dict:
@@ -159,8 +174,8 @@ def streams_table(senders: pd.DataFrame, receivers: pd.DataFrame, sockets: pd.Da
         if s.stream:
             r = row(str(s.stream))
             r["sender_pid"] = int(s.pid) if r["sender_pid"] < 0 else r["sender_pid"]
-            r["sender_fd"] = int(s.fd)
-            r["evidence"].append("fd_desc")
+            r["sender_fd"] = int(s.fd) if r["sender_fd"] < 0 or r["sender_pid"] == int(s.pid) else r["sender_fd"]
+            r["evidence"].append(str(getattr(s, "source", "fd_desc")))
         elif (int(s.pid) in by_pid and by_pid[int(s.pid)]["sender_fd"] < 0
               and "bench" in by_pid[int(s.pid)]["evidence"]):  # a benchmark sender sends on one socket
             by_pid[int(s.pid)]["sender_fd"] = int(s.fd)

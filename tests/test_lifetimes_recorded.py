@@ -1,0 +1,57 @@
+"""Sockets by their lifetimes, recorded for real: seeded random scripts of open, socket, connect,
+accept, dup (fcntl F_DUPFD), dup2, close, fork and exec (with and without close-on-exec) on reused
+fd numbers, writes in between, each compiled into a small C program (tests/lifetime_program.py)
+and recorded by `hostwire record` with each tracer between two namespaces the test creates; every
+write is joined to the socket the brute-force replay of its script says its fd held then, or to
+none when that was a file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostwire.record.link import LinkSpec
+from hostwire.record.topology import Topology
+from hostwire.run import load_run
+from hostwire.timeline.build import Timeline
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyze" / "tests"))
+from lifetime_program import build  # noqa: E402
+from lifetime_scripts import make_script  # noqa: E402
+from record_helpers import SERVER, record, server, stop  # noqa: E402
+
+pytestmark = [pytest.mark.privileged("netns", "tracefs", "ptrace"), pytest.mark.timeout(600), pytest.mark.long]
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+SEEDS = (11, 12, 13, 14)
+
+
+@pytest.mark.parametrize("backend", ["tracefs", "ptrace", "preload"])
+def test_recorded_writes_join_the_socket_their_fd_held(tmp_path: Path, backend: str) -> None:
+    scripts = {seed: make_script(seed, steps=40, first_size=100 + 1000 * k) for k, seed in enumerate(SEEDS)}
+    runs = []
+    for seed, script in scripts.items():
+        exe = build(script, tmp_path, f"script{seed}")
+        runs.append(f"{exe} {SERVER} 7003 {tmp_path}/sockets{seed}.log 0")
+    with Topology(run_id="lfr", link=LinkSpec(rate="100mbit")) as topo:
+        sink = server(topo.rx_ns, ["python3", str(PROGRAMS / "sink_server.py"), SERVER, "7003", "0"])
+        try:
+            r = record(topo.tx_ns, tmp_path / "run", ["sh", "-c", " && ".join(runs)], "--syscalls", backend)
+        finally:
+            stop(sink)
+    assert r.returncode == 0, r.stderr
+    calls = Timeline.of(load_run(tmp_path / "run")).df_calls()
+    writes = calls[calls["call"] == "write"]
+    checked = 0
+    for seed, script in scripts.items():
+        names = dict(line.split(" ", 1) for line in (tmp_path / f"sockets{seed}.log").read_text().splitlines())
+        for step in (s for s in script.steps if s.op == "write"):
+            (row,) = writes[(writes["bytes"] == step.size) & (writes["fd"] == step.fd)].itertuples()
+            expected = "" if step.expect == -1 else names[str(step.expect)]
+            assert row.stream == expected, (seed, step, row)
+            checked += 1
+    assert checked == sum(s.op == "write" for sc in scripts.values() for s in sc.steps) == 190
