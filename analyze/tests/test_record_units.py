@@ -66,45 +66,6 @@ def test_proc_net_endpoints() -> None:
     assert inode == 4242 and (entry.local, entry.remote, entry.state) == ("127.0.0.1:8080", "0.0.0.0:0", "LISTEN")
 
 
-def test_a_running_tree_is_traced_with_every_task_it_already_has(tmp_path: Path) -> None:
-    """--pid on a process that already runs a thread and a forked child (nginx's master and its
-    worker): the kernel's pid filter follows only later forks, so hw-schedtrace is given every task
-    there is, the process's own first."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from hostwire.record.collectors import Schedtrace
-    from hostwire.record.program import running_tasks
-
-    ready = tmp_path / "ready"
-    script = ("import os, threading, time\n"
-              "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
-              "child = os.fork()\n"
-              f"open('{ready}', 'w').write(str(child)) if child else None\n"
-              "time.sleep(30)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script])
-    try:
-        deadline = time.monotonic() + 20
-        while not (ready.exists() and ready.read_text()):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        child = int(ready.read_text())
-        threads = sorted(int(p.name) for p in Path(f"/proc/{proc.pid}/task").iterdir())
-        tasks = running_tasks(proc.pid)
-        assert tasks[0] == proc.pid and len(threads) == 2 and set(tasks) == {*threads, child}
-        argv = Schedtrace(tmp_path, None, proc.pid, syscalls=True, also_pids=tasks).command(None)
-        assert argv[argv.index("--syscalls"):] == ["--syscalls", "--pid", str(proc.pid),
-                                                   *[a for t in tasks[1:] for a in ("--pid", str(t))]]
-    finally:
-        proc.kill()
-        proc.wait()
-        if ready.exists() and ready.read_text():
-            os.kill(int(ready.read_text()), signal.SIGKILL)
-
-
 def test_a_stream_the_program_received_from_a_peer_names_its_receiver() -> None:
     """A server recorded alone (iperf3 -s under -R): the client's control messages come from the
     peer, whose process the recording does not hold; the server's socket receives them, so the

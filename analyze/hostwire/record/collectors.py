@@ -208,8 +208,7 @@ class Schedtrace(BackgroundTool):
     syscall_pid when given)."""
 
     def __init__(self, raw: Path, cpus: str | None, syscall_pid: int | None = None, *,
-                 syscalls: bool = False, options: list[str] | None = None, source: str = "tracefs",
-                 also_pids: tuple[int, ...] = ()) -> None:
+                 syscalls: bool = False, options: list[str] | None = None, source: str = "tracefs") -> None:
         # source "event": also the patched kernel's custom:sched_switch_ext_tp, in the same buffer
         extra = ["--switch-ext"] if source == "event" else []
         argv = [*taskset_prefix(cpus), str(paths.tool("hw-schedtrace")), "-o", str(raw), *extra, *(options or [])]
@@ -217,17 +216,13 @@ class Schedtrace(BackgroundTool):
         self.raw = raw
         self.progress_files = [raw / name for name in ("trace.dat", "sched.tsv", "syscalls.dat", "syscalls.tsv")]
         self.syscall_pid = syscall_pid
-        # tasks that already run beside syscall_pid (a running program's threads and children):
-        # the kernel's pid filter follows only forks made after it is set
-        self.also_pids = also_pids
         self.follows_pid = syscalls and syscall_pid is None
 
     def command(self, pid: int | None) -> list[str]:
         pid = pid if pid is not None else self.syscall_pid
         if pid is None:
             return list(self.argv)
-        others = [arg for p in self.also_pids if p != pid for arg in ("--pid", str(p))]
-        return [*self.argv, "--syscalls", "--pid", str(pid), *others]
+        return [*self.argv, "--syscalls", "--pid", str(pid)]
 
     def losses(self) -> dict[str, dict[str, Any]]:
         """Ring-buffer losses of each hw-schedtrace buffer from sched.json (None = unknown)."""

@@ -86,9 +86,6 @@ def check(req: RecordRequest) -> tuple[str | None, list[str], str | None]:
             raise UsageError(f"record: --pid {req.pid}: no such process")
         if req.pid == os.getpid():
             raise UsageError(f"record: --pid {req.pid}: that is hostwire itself")
-        if req.syscalls == "tracefs" and len(running_tasks(req.pid)) > MOST_TRACED_TASKS:
-            raise UsageError(f"record: --pid {req.pid}: more than {MOST_TRACED_TASKS} threads and processes run in "
-                             "its tree, more than the kernel trace's pid filter takes")
         try:
             if os.readlink(f"/proc/{req.pid}/ns/net") != os.readlink("/proc/self/ns/net"):
                 netns = f"/proc/{req.pid}/ns/net"
@@ -189,25 +186,6 @@ def _first_manifest(run_id: str, req: RecordRequest, command: list[str], facts: 
             "losses": {}, "exit": {}}
 
 
-# hw-schedtrace's --pid list holds at most this many tasks (sched-trace/st.h ST_MAX_PIDS - 1)
-MOST_TRACED_TASKS = 511
-
-
-def running_tasks(pid: int) -> tuple[int, ...]:
-    """Every task (thread) of a running process and of its descendants, the process first: the
-    kernel's pid filter follows new forks and threads, not those already there (nginx's workers,
-    forked before the recording, send every byte it serves). A tree with more than
-    MOST_TRACED_TASKS is refused before anything starts rather than recorded in part."""
-    tasks: list[int] = []
-    for proc in process_tree([pid]):
-        try:
-            threads = sorted(int(t) for t in os.listdir(f"/proc/{proc}/task"))
-        except OSError:
-            continue  # ended meanwhile
-        tasks.extend(sorted(threads, key=lambda t: t != proc))  # the process's own task first
-    return tuple(tasks)
-
-
 def _collectors(raw: Path, req: RecordRequest, facts: LinkFacts, wirecap_netns: str | None) -> list[Any]:
     names = [i.name for i in facts.interfaces]
     if len(names) == 1:
@@ -217,9 +195,7 @@ def _collectors(raw: Path, req: RecordRequest, facts: LinkFacts, wirecap_netns: 
         capture = collectors.Wirecap(raw, "any", wirecap_netns, None, capture_filter=only)
     chosen: list[Any] = [capture]
     if req.kernel_trace or req.syscalls == "tracefs":
-        running = running_tasks(req.pid)[:MOST_TRACED_TASKS] if req.pid is not None else ()  # check() refused more
-        chosen.append(collectors.Schedtrace(raw, None, req.pid, syscalls=req.syscalls == "tracefs",
-                                            also_pids=running))
+        chosen.append(collectors.Schedtrace(raw, None, req.pid, syscalls=req.syscalls == "tracefs"))
     if req.pid is not None and req.syscalls == "ptrace":
         chosen.append(AttachedIotrace(raw, req.pid))
     for tool in chosen:
