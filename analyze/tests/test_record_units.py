@@ -5,7 +5,6 @@ trace's pid filter (--pid)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 
