@@ -1,0 +1,106 @@
+/* A TCP sender that sends through io_uring only (no write or send system call on its socket):
+ * its operations go round IORING_OP_SEND, IORING_OP_WRITEV (two iovecs) and IORING_OP_SEND_ZC,
+ * one at a time, each waited for, with a pause between them. With --fixed the socket is a
+ * registered file (IOSQE_FIXED_FILE): the kernel then never names its fd.
+ *   uring-send [--fixed] ADDR PORT BYTES CHUNK PAUSE_US
+ * Prints "sent=N ops=K" on stdout at the end. Exit 0, 1 on a failure, 2 usage. */
+#include <errno.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "net_common.h"
+
+enum { OP_SEND, OP_WRITEV, OP_SEND_ZC, N_OPS };
+
+/* Queues one operation of kind op for the n bytes at buf. */
+static void prep(struct io_uring_sqe *sqe, int op, int fd, char *buf, size_t n, struct iovec iov[2], int fixed)
+{
+    switch (op) {
+    case OP_SEND:
+        io_uring_prep_send(sqe, fd, buf, n, 0);
+        break;
+    case OP_WRITEV:
+        iov[0] = (struct iovec){buf, n / 2};
+        iov[1] = (struct iovec){buf + n / 2, n - n / 2};
+        io_uring_prep_writev(sqe, fd, iov, 2, 0);
+        break;
+    default:
+        io_uring_prep_send_zc(sqe, fd, buf, n, 0, 0);
+        break;
+    }
+    if (fixed)
+        sqe->flags |= IOSQE_FIXED_FILE;
+}
+
+/* Waits for the operation's result; a SEND_ZC also has its notification (IORING_CQE_F_NOTIF)
+ * waited for, which says the kernel no longer uses the buffer and carries no bytes. */
+static int complete(struct io_uring *ring, int op)
+{
+    int result = 0, more = op == OP_SEND_ZC;
+    int seen = 0;
+    while (!seen || more) {
+        struct io_uring_cqe *cqe;
+        int rc = io_uring_wait_cqe(ring, &cqe);
+        if (rc < 0)
+            return rc;
+        if (cqe->flags & IORING_CQE_F_NOTIF) {
+            more = 0;
+        } else {
+            result = cqe->res;
+            seen = 1;
+            if (!(cqe->flags & IORING_CQE_F_MORE))
+                more = 0;
+        }
+        io_uring_cqe_seen(ring, cqe);
+    }
+    return result;
+}
+
+int main(int argc, char **argv)
+{
+    int fixed = argc > 1 && strcmp(argv[1], "--fixed") == 0;
+    struct sender_args a;
+    if (sender_args_parse(argc, argv, 1 + fixed, "uring-send [--fixed]", &a) < 0)
+        return 2;
+    int sock = sender_connect(&a, SOCK_STREAM);
+    char *buf = sender_buffer(a.chunk);
+    struct io_uring ring;
+    if (sock < 0 || !buf)
+        return 1;
+    int rc = io_uring_queue_init(8, &ring, 0);
+    if (rc == 0 && fixed)
+        rc = io_uring_register_files(&ring, &sock, 1);
+    if (rc < 0) {
+        fprintf(stderr, "uring-send: io_uring: %s\n", strerror(-rc));
+        return 1;
+    }
+    size_t sent = 0, ops = 0;
+    struct iovec iov[2];
+    while (sent < a.total) {
+        size_t n = a.total - sent < a.chunk ? a.total - sent : a.chunk;
+        int op = (int)(ops % N_OPS);
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+        prep(sqe, op, fixed ? 0 : sock, buf, n, iov, fixed);
+        if ((rc = io_uring_submit(&ring)) < 0 || (rc = complete(&ring, op)) < 0) {
+            fprintf(stderr, "uring-send: operation %zu: %s\n", ops, strerror(-rc));
+            return 1;
+        }
+        sent += (size_t)rc;   /* a short send: the rest goes in the next operation */
+        ops++;
+        sender_pause(&a);
+    }
+    io_uring_queue_exit(&ring);
+    shutdown(sock, SHUT_WR);
+    char drain[256];
+    while (read(sock, drain, sizeof(drain)) > 0) {
+    }
+    close(sock);
+    free(buf);
+    printf("sent=%zu ops=%zu\n", sent, ops);
+    return 0;
+}
