@@ -1,6 +1,7 @@
 # hw-schedtrace: the tracefs collector (library part st_*.c; thin main.c) and its tests.
 ST_LIB := sched-trace/st_buffer.c sched-trace/st_stats.c sched-trace/st_datwrite.c \
-          sched-trace/st_datread.c sched-trace/st_convert.c sched-trace/st_record.c
+          sched-trace/st_datread.c sched-trace/st_convert.c sched-trace/st_record.c \
+          sched-trace/st_uring.c
 
 $(eval $(call hw_program,hw-schedtrace,sched-trace/main.c $(ST_LIB),libtracefs libtraceevent,-lpthread))
 $(eval $(call hw_ctest,test-schedtrace,sched-trace/tests/st_test.c $(ST_LIB),libtracefs libtraceevent,-lpthread))

@@ -59,7 +59,8 @@ KNOWN_PARENT = [
     ("read", -1, 54321, EBADF, "unknown"),
 ]
 KNOWN_CHILD = [("write", 8, 5, 5, "pipe")]
-CALLS = "read,write,readv,writev,pread64,pwrite64,sendto,sendmsg,sendmmsg,recvfrom,recvmsg,sendfile,splice,connect,accept,accept4,close"
+CALLS = ("read,write,readv,writev,pread64,pwrite64,sendto,sendmsg,sendmmsg,recvfrom,recvmsg,sendfile,splice,"
+         "connect,accept,accept4,close,pwritev,pwritev2,vmsplice,tee")
 
 
 def tools(build_dir: Path) -> tuple[Path, Path]:
