@@ -178,6 +178,8 @@ def unwrap_seq(seq: np.ndarray, group: np.ndarray) -> np.ndarray:
     """32-bit sequence numbers made monotone int64 within each group (rows sorted by group, then
     time): each step is the signed 32-bit difference from the previous row of the same group."""
     seq = seq.astype(np.int64)
+    if len(seq) == 0:  # no TCP frame at all (a run of UDP flows alone)
+        return seq
     step = np.empty_like(seq)
     step[0] = 0
     step[1:] = seq_offset(seq[1:], seq[:-1])
