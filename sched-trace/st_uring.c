@@ -185,6 +185,8 @@ int st_uring_record(struct st_uring *u, struct tep_event *ev, struct tep_record 
     if (!b)
         return 0;
     unsigned long long req = (unsigned long long)num(b->req, rec);
+    if (!req)   /* a completion posted without a request (an extra CQE of a multishot operation) */
+        return 0;
     if (b->kind == EV_SUBMIT) {
         const char *call = op_name(u, b, rec, (unsigned)num(b->opcode, rec) & 0xff);
         struct pending *p = find(u, req, 0);
@@ -203,8 +205,9 @@ int st_uring_record(struct st_uring *u, struct tep_event *ev, struct tep_record 
     struct pending *p = find(u, req, 0);
     if (!p)
         return 0;
-    if (b->kind == EV_FILE) {
-        p->fd = num(b->fd, rec);
+    if (b->kind == EV_FILE) {   /* the first is the file it writes to: splice and tee get their input after */
+        if (p->fd < 0)
+            p->fd = num(b->fd, rec);
         return 0;
     }
     if (b->cflags && ((unsigned long long)num(b->cflags, rec) & CQE_F_NOTIF))
