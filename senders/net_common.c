@@ -63,6 +63,13 @@ void sender_pause(const struct sender_args *a)
     }
 }
 
+long long sender_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 char *sender_buffer(size_t n)
 {
     char *buf = malloc(n ? n : 1);

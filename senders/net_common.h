@@ -16,6 +16,8 @@ int sender_args_parse(int argc, char **argv, int first, const char *name, struct
 int sender_connect(const struct sender_args *a, int type);
 /* Sleeps pause_us microseconds (nothing when 0). */
 void sender_pause(const struct sender_args *a);
+/* CLOCK_MONOTONIC in ns: the senders time their loop (ns_per_op=, perf/bench_send_events.py). */
+long long sender_now_ns(void);
 /* A buffer of n bytes with a recognizable pattern, or NULL. */
 char *sender_buffer(size_t n);
 #endif

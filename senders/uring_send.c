@@ -3,7 +3,8 @@
  * one at a time, each waited for, with a pause between them. With --fixed the socket is a
  * registered file (IOSQE_FIXED_FILE): the kernel then never names its fd.
  *   uring-send [--fixed] ADDR PORT BYTES CHUNK PAUSE_US
- * Prints "sent=N ops=K" on stdout at the end. Exit 0, 1 on a failure, 2 usage. */
+ * Prints "sent=N ops=K ns_per_op=T" (the loop's time per operation) on stdout at the end.
+ * Exit 0, 1 on a failure, 2 usage. */
 #include <errno.h>
 #include <liburing.h>
 #include <stdio.h>
@@ -81,6 +82,7 @@ int main(int argc, char **argv)
     }
     size_t sent = 0, ops = 0;
     struct iovec iov[2];
+    long long t0 = sender_now_ns();
     while (sent < a.total) {
         size_t n = a.total - sent < a.chunk ? a.total - sent : a.chunk;
         int op = (int)(ops % N_OPS);
@@ -94,6 +96,7 @@ int main(int argc, char **argv)
         ops++;
         sender_pause(&a);
     }
+    long long t1 = sender_now_ns();
     io_uring_queue_exit(&ring);
     shutdown(sock, SHUT_WR);
     char drain[256];
@@ -101,6 +104,6 @@ int main(int argc, char **argv)
     }
     close(sock);
     free(buf);
-    printf("sent=%zu ops=%zu\n", sent, ops);
+    printf("sent=%zu ops=%zu ns_per_op=%.1f\n", sent, ops, ops ? (double)(t1 - t0) / (double)ops : 0.0);
     return 0;
 }

@@ -4,7 +4,8 @@
  *                                                    position: a socket has no offset)
  *   vector-send udp ADDR PORT BYTES CHUNK PAUSE_US   UDP, datagrams of CHUNK bytes sent by
  *                                                    sendmmsg, 8 per call
- * Prints "sent=N calls=K" on stdout. Exit 0, 1 on a failure, 2 usage. */
+ * Prints "sent=N calls=K ns_per_op=T" (the loop's time per call) on stdout.
+ * Exit 0, 1 on a failure, 2 usage. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,10 +70,12 @@ int main(int argc, char **argv)
     size_t calls = 0;
     if (sock < 0 || !buf)
         return 1;
+    long long t0 = sender_now_ns();
     if ((udp ? send_udp : send_tcp)(sock, &a, buf, &calls) < 0) {
         fprintf(stderr, "vector-send: %s\n", strerror(errno));
         return 1;
     }
+    long long t1 = sender_now_ns();
     if (!udp) {
         shutdown(sock, SHUT_WR);
         char drain[256];
@@ -81,6 +84,6 @@ int main(int argc, char **argv)
     }
     close(sock);
     free(buf);
-    printf("sent=%zu calls=%zu\n", a.total, calls);
+    printf("sent=%zu calls=%zu ns_per_op=%.1f\n", a.total, calls, calls ? (double)(t1 - t0) / (double)calls : 0.0);
     return 0;
 }
