@@ -1,8 +1,9 @@
 /* A TCP sender that sends through io_uring only (no write or send system call on its socket):
  * its operations go round IORING_OP_SEND, IORING_OP_WRITEV (two iovecs) and IORING_OP_SEND_ZC,
  * one at a time, each waited for, with a pause between them. With --fixed the socket is a
- * registered file (IOSQE_FIXED_FILE): the kernel then never names its fd.
- *   uring-send [--fixed] ADDR PORT BYTES CHUNK PAUSE_US
+ * registered file (IOSQE_FIXED_FILE): the kernel then never names its fd. --send-only: every
+ * operation is an IORING_OP_SEND (perf/bench_send_events.py: no wait for a zero-copy notification).
+ *   uring-send [--fixed] [--send-only] ADDR PORT BYTES CHUNK PAUSE_US
  * Prints "sent=N ops=K ns_per_op=T" (the loop's time per operation) on stdout at the end.
  * Exit 0, 1 on a failure, 2 usage. */
 #include <errno.h>
@@ -64,9 +65,16 @@ static int complete(struct io_uring *ring, int op)
 
 int main(int argc, char **argv)
 {
-    int fixed = argc > 1 && strcmp(argv[1], "--fixed") == 0;
+    int fixed = 0, send_only = 0, first = 1;
+    for (; first < argc && argv[first][0] == '-'; first++)
+        if (strcmp(argv[first], "--fixed") == 0)
+            fixed = 1;
+        else if (strcmp(argv[first], "--send-only") == 0)
+            send_only = 1;
+        else
+            break;
     struct sender_args a;
-    if (sender_args_parse(argc, argv, 1 + fixed, "uring-send [--fixed]", &a) < 0)
+    if (sender_args_parse(argc, argv, first, "uring-send [--fixed] [--send-only]", &a) < 0)
         return 2;
     int sock = sender_connect(&a, SOCK_STREAM);
     char *buf = sender_buffer(a.chunk);
@@ -85,7 +93,7 @@ int main(int argc, char **argv)
     long long t0 = sender_now_ns();
     while (sent < a.total) {
         size_t n = a.total - sent < a.chunk ? a.total - sent : a.chunk;
-        int op = (int)(ops % N_OPS);
+        int op = send_only ? OP_SEND : (int)(ops % N_OPS);
         struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
         prep(sqe, op, fixed ? 0 : sock, buf, n, iov, fixed);
         if ((rc = io_uring_submit(&ring)) < 0 || (rc = complete(&ring, op)) < 0) {
