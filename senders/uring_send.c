@@ -3,7 +3,9 @@
  * one at a time, each waited for, with a pause between them. With --fixed the socket is a
  * registered file (IOSQE_FIXED_FILE): the kernel then never names its fd. --send-only: every
  * operation is an IORING_OP_SEND (perf/bench_send_events.py: no wait for a zero-copy notification).
- *   uring-send [--fixed] [--send-only] ADDR PORT BYTES CHUNK PAUSE_US
+ * --depth=N keeps up to N operations in flight (each with MSG_WAITALL but WRITEV), completions
+ * taken as they come.
+ *   uring-send [--fixed] [--send-only] [--depth=N] ADDR PORT BYTES CHUNK PAUSE_US
  * Prints "sent=N ops=K ns_per_op=T" (the loop's time per operation) on stdout at the end.
  * Exit 0, 1 on a failure, 2 usage. */
 #include <errno.h>
@@ -63,18 +65,69 @@ static int complete(struct io_uring *ring, int op)
     return result;
 }
 
+#define MAX_DEPTH 8
+
+/* --depth N: up to N operations in flight at once (MSG_WAITALL: each takes its whole length, in
+ * the order the socket's poll wakes them), their results counted as their completions come;
+ * returns the bytes sent, or -1. */
+static long long send_in_flight(struct io_uring *ring, const struct sender_args *a, int sock, int fixed, int depth,
+                                char *buf, size_t *ops)
+{
+    struct iovec iov[MAX_DEPTH][2];
+    size_t asked[MAX_DEPTH] = {0};
+    size_t queued = 0, sent = 0;
+    int busy = 0, notifications = 0;
+    while (sent < a->total || busy || notifications) {
+        for (int slot = 0; slot < depth && queued < a->total; slot++) {
+            if (asked[slot])
+                continue;
+            size_t n = a->total - queued < a->chunk ? a->total - queued : a->chunk;
+            int op = (int)(*ops % N_OPS);
+            struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+            prep(sqe, op, fixed ? 0 : sock, buf, n, iov[slot], fixed);
+            sqe->msg_flags |= op == OP_WRITEV ? 0 : MSG_WAITALL;
+            io_uring_sqe_set_data64(sqe, (uint64_t)slot);
+            asked[slot] = n;
+            queued += n;
+            busy++;
+            ++*ops;
+        }
+        struct io_uring_cqe *cqe;
+        int rc = io_uring_submit_and_wait(ring, 1);
+        if (rc < 0 || (rc = io_uring_wait_cqe(ring, &cqe)) < 0)
+            return -1;
+        if (cqe->flags & IORING_CQE_F_NOTIF) {
+            notifications--;
+        } else {
+            int slot = (int)io_uring_cqe_get_data64(cqe);
+            if (cqe->res < 0)
+                return -1;
+            notifications += (cqe->flags & IORING_CQE_F_MORE) != 0;
+            sent += (size_t)cqe->res;
+            queued -= asked[slot] - (size_t)cqe->res;   /* a short write: the rest is queued again */
+            asked[slot] = 0;
+            busy--;
+        }
+        io_uring_cqe_seen(ring, cqe);
+        sender_pause(a);
+    }
+    return (long long)sent;
+}
+
 int main(int argc, char **argv)
 {
-    int fixed = 0, send_only = 0, first = 1;
+    int fixed = 0, send_only = 0, depth = 1, first = 1;
     for (; first < argc && argv[first][0] == '-'; first++)
         if (strcmp(argv[first], "--fixed") == 0)
             fixed = 1;
         else if (strcmp(argv[first], "--send-only") == 0)
             send_only = 1;
+        else if (strncmp(argv[first], "--depth=", 8) == 0 && (depth = atoi(argv[first] + 8)) >= 1 && depth <= MAX_DEPTH)
+            continue;
         else
             break;
     struct sender_args a;
-    if (sender_args_parse(argc, argv, first, "uring-send [--fixed] [--send-only]", &a) < 0)
+    if (sender_args_parse(argc, argv, first, "uring-send [--fixed] [--send-only] [--depth=1..8]", &a) < 0)
         return 2;
     int sock = sender_connect(&a, SOCK_STREAM);
     char *buf = sender_buffer(a.chunk);
@@ -91,6 +144,14 @@ int main(int argc, char **argv)
     size_t sent = 0, ops = 0;
     struct iovec iov[2];
     long long t0 = sender_now_ns();
+    if (depth > 1) {
+        long long done = send_in_flight(&ring, &a, sock, fixed, depth, buf, &ops);
+        if (done < 0) {
+            fprintf(stderr, "uring-send: operations in flight: failed\n");
+            return 1;
+        }
+        sent = (size_t)done;
+    }
     while (sent < a.total) {
         size_t n = a.total - sent < a.chunk ? a.total - sent : a.chunk;
         int op = send_only ? OP_SEND : (int)(ops % N_OPS);

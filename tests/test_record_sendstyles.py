@@ -124,6 +124,18 @@ def test_io_uring_send_writev_send_zc(topo: Topology, tmp_path: Path) -> None:
     assert len(ops) == -(-TOTAL // int(CHUNK))  # one operation per chunk: no notification counted
 
 
+def test_io_uring_operations_in_flight(topo: Topology, tmp_path: Path) -> None:
+    """Four operations in flight at once: each completion is joined to its own submission (by the
+    request's address), and the bytes add up whatever order they complete in."""
+    run = tmp_path / "run"
+    m = record_sender(topo, run, [sender("uring-send"), "--depth=4", SERVER, str(PORT), str(TOTAL), CHUNK, PAUSE_US])
+    check_all(run, m, "uring-send", {"uring_send", "uring_writev", "uring_send_zc"})
+    ops = Timeline.of(load_run(run)).df_calls()
+    ops = ops[ops["call"].str.startswith("uring_")].sort_values("t_enter_ns")
+    overlapping = ops["t_enter_ns"].to_numpy()[1:] < ops["t_exit_ns"].cummax().to_numpy()[:-1]
+    assert overlapping.any()  # some operation was submitted before an earlier one completed
+
+
 def test_io_uring_on_a_registered_file(topo: Topology, tmp_path: Path) -> None:
     """A registered socket (IOSQE_FIXED_FILE): the kernel names no fd, and the operations are
     joined to the one stream their process sends on."""
