@@ -13,3 +13,5 @@ $(BUILD)/test/st-pingpong: $(BUILD)/obj/sched-trace/tests/st_pingpong.o
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(HW_LDFLAGS) $(LDFLAGS) -o $@ $^
 PROGRAMS += $(BUILD)/test/st-pingpong
+# st_uring.c on hand-made io_uring events (no kernel needed)
+$(eval $(call hw_ctest,test-st-uring,sched-trace/tests/st_uring_test.c sched-trace/st_uring.c,libtraceevent))
