@@ -72,13 +72,13 @@ $(call hw_link,$(BUILD)/test/$(1),$(2),$(3),$(4))
 CTESTS += $(BUILD)/test/$(1)
 endef
 
-# $(call hw_test_prog,NAME,C-SOURCES): a helper program that tests and benchmarks run, in
-# $(BUILD)/test-progs (built with the tools; not a unit test).
+# $(call hw_test_prog,NAME,C-SOURCES,EXTRA-LDLIBS): a helper program that tests and benchmarks
+# run, in $(BUILD)/test-progs (built with the tools; not a unit test).
 define hw_test_prog
 $(BUILD)/test-progs/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(2)) | check-libs
 	$$(call msg,LINK,$$@)
 	$$(Q)mkdir -p $$(@D)
-	$$(Q)$$(CC) $$(HW_LDFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^)
+	$$(Q)$$(CC) $$(HW_LDFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(3)
 PROGRAMS += $(BUILD)/test-progs/$(1)
 endef
 

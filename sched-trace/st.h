@@ -13,7 +13,7 @@
 
 #define ST_MAX_CPUS 256
 #define ST_MAX_PIDS 512   /* a --pid recording names every task of a running tree */
-#define ST_MAX_EVENTS 64
+#define ST_MAX_EVENTS 128
 #define ST_MAX_FILTERS 16
 #define ST_UNKNOWN (-1LL)   /* a counter that could not be read */
 

@@ -13,6 +13,7 @@
 #include <kbuffer.h>
 
 #include "hwsyscalls.h"
+#include "st_uring.h"
 #include "st.h"
 #include "st_internal.h"
 
@@ -481,7 +482,7 @@ struct pending {
 
 /* What sys_record reads of one event type, found once by name before the first record instead
  * of for every record (the names cost more than the rest of the conversion of a call). */
-enum { SYS_OTHER, SYS_ENTER, SYS_EXIT, SYS_PRINT };
+enum { SYS_OTHER, SYS_ENTER, SYS_EXIT, SYS_PRINT, SYS_URING, SYS_SEND_LENGTH };
 struct sys_event {
     int kind;
     char call[32];                      /* sys_enter_<call> / sys_exit_<call>, sendfile64 as sendfile */
@@ -503,6 +504,7 @@ struct sys_ctx {
     struct tgid_pair { int tid, tgid; } *tgid;
     size_t ntgid;
     long long last_ts;
+    struct st_uring *uring;             /* io_uring's operations (st_uring.h) */
 };
 
 static struct pending *slot_for(struct sys_ctx *sc, int tid)
@@ -570,6 +572,14 @@ static void emit(struct sys_ctx *sc, int tid, const struct pending *p, long long
     sc->st->unfinished += unfinished;
 }
 
+/* An io_uring operation as a record: entered at its submission, returned at its completion, by
+ * the task that submitted it; req_bytes -1 (the submission does not carry the length). */
+static void emit_uring(struct sys_ctx *sc, const struct st_uring_op *op, int unfinished)
+{
+    struct pending p = { .tid = op->tid, .t_enter = op->t_submit, .call = op->call, .fd = op->fd, .has_fd = 1 };
+    emit(sc, op->tid, &p, unfinished ? sc->last_ts : op->t_done, 1, op->result, unfinished);
+}
+
 /* A number field tep_read_number_field can read (1, 2, 4 or 8 bytes), or NULL. */
 static struct tep_format_field *num_field(struct tep_event *ev, const char *name)
 {
@@ -611,6 +621,11 @@ static int find_sys_events(struct sys_ctx *sc, struct hw_err *err)
         struct sys_event *e = &sc->events[ev->id];
         if (strcmp(ev->name, "print") == 0) {
             e->kind = (e->buf = tep_find_field(ev, "buf")) ? SYS_PRINT : SYS_OTHER;
+        } else if (st_uring_bind(sc->uring, ev)) {
+            e->kind = SYS_URING;
+        } else if (strcmp(ev->name, "sock_send_length") == 0) {
+            e->ret = num_field(ev, "ret");
+            e->kind = e->ret ? SYS_SEND_LENGTH : SYS_OTHER;
         } else if (strncmp(ev->name, "sys_enter_", 10) == 0) {
             e->kind = SYS_ENTER;
             call_name(ev->name, 10, e->call, sizeof(e->call));
@@ -618,6 +633,7 @@ static int find_sys_events(struct sys_ctx *sc, struct hw_err *err)
             e->fd = num_field(ev, "fd");
             e->fd = e->fd ? e->fd : num_field(ev, "out_fd");
             e->fd = e->fd ? e->fd : num_field(ev, "fd_out");
+            e->fd = e->fd ? e->fd : num_field(ev, "fdout");   /* tee */
             e->req = num_field(ev, "count");
             e->req = e->req ? e->req : num_field(ev, "len");
             e->req = e->req ? e->req : num_field(ev, "size");
@@ -649,9 +665,25 @@ static int sys_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
         check_marker(sc->st, (const char *)rec->data + e->buf->offset, rec->ts);
         return 0;
     }
+    if (e->kind == SYS_URING) {
+        struct st_uring_op op;
+        int done = st_uring_record(sc->uring, ev, rec, &op);
+        if (done > 0)
+            emit_uring(sc, &op, 0);
+        return done < 0 || ferror(sc->out) ? -1 : 0;
+    }
     struct pending *p = slot_for(sc, tid);
     if (!p)
         return -1;
+    if (e->kind == SYS_SEND_LENGTH) {
+        /* one per message a socket took: sendmmsg's bytes, which its tracepoints do not carry */
+        long long sent = get_num(e->ret, rec);
+        if (p->active && strcmp(p->call, "sendmmsg") == 0 && sent >= 0) {
+            p->req = (p->has_req ? p->req : 0) + sent;
+            p->has_req = 1;
+        }
+        return 0;
+    }
     if (e->kind == SYS_ENTER) {
         if (p->active)   /* a thread cannot enter twice: the exit was lost */
             emit(sc, tid, p, (long long)rec->ts, 0, 0, 1);
@@ -736,6 +768,10 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
     sc.tep = dat.tep;
     sc.st = st;
     parse_tgids(&sc, tgids);
+    if (!(sc.uring = st_uring_new())) {
+        hw_seterr(err, "failed to allocate the io_uring table: out of memory");
+        goto out;
+    }
     if (find_sys_events(&sc, err) < 0)
         goto out;
     sc.out = fopen(tsv_path, "w");
@@ -754,6 +790,8 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
     for (size_t i = 0; i < sc.cap; i++)
         if (sc.slots[i].tid && sc.slots[i].active)
             emit(&sc, sc.slots[i].tid, &sc.slots[i], sc.last_ts, 0, 0, 1);
+    for (struct st_uring_op op; st_uring_next_pending(sc.uring, &op);)
+        emit_uring(&sc, &op, 1);
     st_tsv_close(sc.out, 1, st->syscalls, NULL);
     rc = ferror(sc.out) ? -1 : 0;
     if (rc < 0)
@@ -766,6 +804,7 @@ out:
     free(sc.events);
     free(sc.slots);
     free(sc.tgid);
+    st_uring_free(sc.uring);
     st_dat_close(&dat);
     return rc;
 }

@@ -18,6 +18,7 @@
 #include "hwjson.h"
 #include "st.h"
 #include "st_internal.h"
+#include "st_uring.h"
 
 #define ST_MARKERS 4   /* clock-check markers per phase; the least delayed one counts */
 
@@ -32,6 +33,7 @@ const char *const st_io_calls[] = {
     "recvfrom", "recvmsg", "sendfile64", "splice", "connect", "accept", "accept4", "close",
     /* what makes, copies and ends descriptors (st_lifetimes.c) */
     "socket", "dup", "dup2", "dup3", "fcntl", "close_range",
+    "pwritev", "pwritev2", "vmsplice", "tee",
 };
 const size_t st_n_io_calls = sizeof(st_io_calls) / sizeof(st_io_calls[0]);
 
@@ -133,6 +135,12 @@ static int build_specs(struct recording *s, struct hw_err *err)
             if (add_event(sy, name, err) < 0)
                 return -1;
         }
+        for (size_t i = 0; i < st_n_uring_events; i++)
+            if (add_event(sy, st_uring_events[i], err) < 0)
+                return -1;
+        /* the bytes of each message a socket takes: sendmmsg's byte count (st_convert.c) */
+        if (add_event(sy, "?sock:sock_send_length", err) < 0)
+            return -1;
         for (int i = 0; i < cfg->npids; i++)
             sy->pids[sy->npids++] = cfg->pids[i];
         if (s->child > 0)

@@ -34,6 +34,12 @@ const struct iot_call iot_calls[IOT_NCALLS] = {
     [IOT_CALL_DUP3] = {"dup3", SYS_dup3, 0, IOT_BYTES_FLAGS, 0, 0},
     [IOT_CALL_FCNTL] = {"fcntl", SYS_fcntl, 0, IOT_BYTES_FLAGS, 0, 0},
     [IOT_CALL_CLOSE_RANGE] = {"close_range", SYS_close_range, 0, IOT_BYTES_FLAGS, 0, 0},
+    /* the vector writes at an offset (pwritev2 at offset -1 also writes to a socket) */
+    [IOT_CALL_PWRITEV] = {"pwritev", SYS_pwritev, 0, IOT_BYTES_IOV, 1, 2},
+    [IOT_CALL_PWRITEV2] = {"pwritev2", SYS_pwritev2, 0, IOT_BYTES_IOV, 1, 2},
+    /* into a pipe, never a socket: what a later splice moves on to the socket */
+    [IOT_CALL_VMSPLICE] = {"vmsplice", SYS_vmsplice, 0, IOT_BYTES_IOV, 1, 2},
+    [IOT_CALL_TEE] = {"tee", SYS_tee, 1, IOT_BYTES_ARG, 2, 0},
 };
 
 int iot_call_by_nr(long nr)

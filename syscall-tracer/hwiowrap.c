@@ -67,6 +67,10 @@ static ssize_t (*real_recvfrom)(int, void *, size_t, int, __SOCKADDR_ARG, sockle
 static ssize_t (*real_recvmsg)(int, struct msghdr *, int);
 static ssize_t (*real_sendfile)(int, int, off_t *, size_t);
 static ssize_t (*real_splice)(int, __off64_t *, int, __off64_t *, size_t, unsigned int);
+static ssize_t (*real_pwritev)(int, const struct iovec *, int, off_t);
+static ssize_t (*real_pwritev2)(int, const struct iovec *, int, off_t, int);
+static ssize_t (*real_vmsplice)(int, const struct iovec *, size_t, unsigned int);
+static ssize_t (*real_tee)(int, int, size_t, unsigned int);
 static int (*real_connect)(int, __CONST_SOCKADDR_ARG, socklen_t);
 static int (*real_accept)(int, __SOCKADDR_ARG, socklen_t *);
 static int (*real_accept4)(int, __SOCKADDR_ARG, socklen_t *, int);
@@ -104,6 +108,10 @@ static void resolve_all(void)
     *(void **)&real_recvmsg = sym("recvmsg");
     *(void **)&real_sendfile = sym("sendfile64");
     *(void **)&real_splice = sym("splice");
+    *(void **)&real_pwritev = sym("pwritev64");
+    *(void **)&real_pwritev2 = sym("pwritev64v2");
+    *(void **)&real_vmsplice = sym("vmsplice");
+    *(void **)&real_tee = sym("tee");
     *(void **)&real_connect = sym("connect");
     *(void **)&real_accept = sym("accept");
     *(void **)&real_accept4 = sym("accept4");
@@ -417,6 +425,33 @@ IOT_EXPORT ssize_t splice(int in, __off64_t *oin, int out, __off64_t *oout, size
 {
     NEED(real_splice);
     WRAP(ssize_t, IOT_CALL_SPLICE, out, (int64_t)n, real_splice(in, oin, out, oout, n, flags));
+}
+
+IOT_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
+{
+    NEED(real_pwritev);
+    WRAP(ssize_t, IOT_CALL_PWRITEV, fd, iov_total(iov, n), real_pwritev(fd, iov, n, off));
+}
+LFS_ALIAS(ssize_t, pwritev64, (int, const struct iovec *, int, off_t), pwritev);
+
+IOT_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t off, int flags)
+{
+    NEED(real_pwritev2);
+    WRAP(ssize_t, IOT_CALL_PWRITEV2, fd, iov_total(iov, n), real_pwritev2(fd, iov, n, off, flags));
+}
+LFS_ALIAS(ssize_t, pwritev64v2, (int, const struct iovec *, int, off_t, int), pwritev2);
+
+IOT_EXPORT ssize_t vmsplice(int fd, const struct iovec *iov, size_t n, unsigned int flags)
+{
+    NEED(real_vmsplice);
+    WRAP(ssize_t, IOT_CALL_VMSPLICE, fd, iov_total(iov, (int)n), real_vmsplice(fd, iov, n, flags));
+}
+
+/* tee's record names the pipe it fills, as splice's names the fd it writes to */
+IOT_EXPORT ssize_t tee(int in, int out, size_t n, unsigned int flags)
+{
+    NEED(real_tee);
+    WRAP(ssize_t, IOT_CALL_TEE, out, (int64_t)n, real_tee(in, out, n, flags));
 }
 
 IOT_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)

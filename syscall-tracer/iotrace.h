@@ -31,6 +31,7 @@ enum iot_call_id {
     IOT_CALL_ACCEPT4, IOT_CALL_CLOSE,
     /* what makes, copies and ends descriptors (lifetimes.c) */
     IOT_CALL_SOCKET, IOT_CALL_DUP, IOT_CALL_DUP2, IOT_CALL_DUP3, IOT_CALL_FCNTL, IOT_CALL_CLOSE_RANGE,
+    IOT_CALL_PWRITEV, IOT_CALL_PWRITEV2, IOT_CALL_VMSPLICE, IOT_CALL_TEE,
     IOT_NCALLS
 };
 

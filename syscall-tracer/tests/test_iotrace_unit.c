@@ -32,7 +32,8 @@ static void test_calls(void)
     CHECK_EQ_LL(iot_call_by_nr(-5), -1);
     iot_calls_format((1u << IOT_NCALLS) - 1, buf, sizeof(buf));
     CHECK(!strcmp(buf, "read,write,readv,writev,pread64,pwrite64,sendto,sendmsg,sendmmsg,recvfrom,"
-                       "recvmsg,sendfile,splice,connect,accept,accept4,close,socket,dup,dup2,dup3,fcntl,close_range"));
+                       "recvmsg,sendfile,splice,connect,accept,accept4,close,socket,dup,dup2,dup3,fcntl,close_range,"
+                       "pwritev,pwritev2,vmsplice,tee"));
 }
 
 /* The descriptors' calls: what their records say of the fd and of close-on-exec. */

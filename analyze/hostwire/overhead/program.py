@@ -156,7 +156,10 @@ def tracecmd_events() -> list[str]:
     """hw-schedtrace's scheduler and network events and the system calls record traces."""
     # tracefs names sendfile by its 64-bit entry point, as hw-schedtrace enables it
     calls = ["sendfile64" if call == "sendfile" else call for call in IO_CALLS.split(",")]
-    return [*_sched_events(), *(f"syscalls:sys_{side}_{call}" for call in calls for side in ("enter", "exit"))]
+    return [*_sched_events(), *(f"syscalls:sys_{side}_{call}" for call in calls for side in ("enter", "exit")),
+            # what hw-schedtrace -s records beside the calls: io_uring's operations, sendmmsg's bytes
+            "io_uring:io_uring_submit_req", "io_uring:io_uring_file_get", "io_uring:io_uring_complete",
+            "sock:sock_send_length"]
 
 
 def _tracecmd(setup: ProgramSetup, command: list[str], label: str) -> tuple[list[str], ContextManager[Any]]:

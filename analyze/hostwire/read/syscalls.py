@@ -174,13 +174,13 @@ def read_counters(path: str | Path) -> dict:
 
 
 def send_calls(df: pd.DataFrame, kinds: tuple[str, ...] = ("tcp",)) -> pd.DataFrame:
-    """The tracer's finished calls that send data (write, writev, pwrite64, sendto, sendmsg,
-    sendmmsg, sendfile, splice) on fds of the given kinds, with bytes = the result when positive:
-    the system-call records, in syscalls.tsv's columns (Run.df_writes is the benchmark's own log
-    of its writes, in other columns)."""
-    send_calls = ["write", "writev", "pwrite64", "sendto", "sendmsg", "sendmmsg", "sendfile", "splice"]
-    sel = df["call"].isin(send_calls) & df["fd_kind"].isin(kinds) & ~df["unfinished"]
+    """The tracer's finished records that send data (hostwire.read.send_styles.SEND_CALLS) on fds
+    of the given kinds, with bytes (send_styles.sent_bytes): the system-call records, in
+    syscalls.tsv's columns (Run.df_writes is the benchmark's own log of its writes, in other
+    columns)."""
+    from hostwire.read.send_styles import SEND_CALLS, sent_bytes
+
+    sel = df["call"].isin(SEND_CALLS) & df["fd_kind"].isin(kinds) & ~df["unfinished"]
     out = df.loc[sel].copy()
-    out["bytes"] = out["result"].clip(lower=0).astype("int64")
-    out.loc[out["call"] == "sendmmsg", "bytes"] = out.loc[out["call"] == "sendmmsg", "req_bytes"].clip(lower=0)
+    out["bytes"] = sent_bytes(out)
     return out

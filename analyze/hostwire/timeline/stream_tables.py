@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import pandas as pd
 
+from hostwire.read.send_styles import SEND_CALLS, fixed_file_streams, sent_bytes
 from hostwire.timeline.tables import as_int, is_event, require_columns, roles_of
 
 STREAM_COLUMNS = ["stream", "src", "sport", "dst", "dport", "sender_pid", "sender_role", "sender_fd",
@@ -17,7 +18,6 @@ STREAM_COLUMNS = ["stream", "src", "sport", "dst", "dport", "sender_pid", "sende
 SEGMENT_COLUMNS = ["frame_t_ns", "stream", "seq_start", "seq_end", "payload_len", "retransmit", "write_id",
                    "t_enter_ns", "t_exit_ns", "bytes"]
 BACKLOG_COLUMNS = ["stream", "t_ns", "written_bytes", "sent_bytes", "backlog_bytes"]
-SEND_CALLS = ("write", "writev", "pwrite64", "sendto", "sendmsg", "sendmmsg", "sendfile", "splice")
 
 # ------------------------------------------------------------------ system calls
 
@@ -38,7 +38,7 @@ def calls(syscalls: pd.DataFrame, roles: dict[int, str], streams: pd.DataFrame |
     out["role"] = roles_of(out["pid"].to_numpy(), np.full(len(out), "", dtype=object), roles)
     out.loc[out["role"] == "other", "role"] = ""
     out["is_send"] = out["call"].isin(SEND_CALLS).to_numpy() & ~out.get("unfinished", False)
-    out["bytes"] = pd.to_numeric(out["result"], errors="coerce").fillna(0).clip(lower=0).astype("int64").to_numpy()
+    out["bytes"] = sent_bytes(out)
     stream, not_inet = call_streams(out, epochs)
     claimed = set(epochs["stream"].to_numpy()) - {""} if epochs is not None and len(epochs) else set()
     if streams is not None and len(streams):
@@ -48,7 +48,7 @@ def calls(syscalls: pd.DataFrame, roles: dict[int, str], streams: pd.DataFrame |
         idx = key.get_indexer(pd.MultiIndex.from_arrays([out["pid"].to_numpy(), out["fd"].to_numpy()]))
         hit = (idx >= 0) & (stream == "") & ~not_inet
         stream[hit] = known["stream"].to_numpy()[idx[hit]]
-    out["stream"] = np.where(not_inet, "", stream).astype(object)
+    out["stream"] = fixed_file_streams(out, np.where(not_inet, "", stream).astype(object), streams)
     return out
 
 
@@ -217,13 +217,13 @@ def _send_fd_totals(sys_calls: pd.DataFrame) -> pd.DataFrame:
     """Per (pid, fd) of the socket sends: bytes sent, the description of the latest call by entry
     (the last of equal entries), and its entry stamp t_last."""
     sends = sys_calls[sys_calls["call"].isin(SEND_CALLS).to_numpy()]
-    sends = sends[pd.to_numeric(sends["result"], errors="coerce").fillna(0).to_numpy() > 0]
+    sends = sends.assign(b=sent_bytes(sends))
+    sends = sends[sends["b"].to_numpy() > 0]
     sends = sends[~sends["fd_kind"].astype(str).isin(["file", "pipe", "unix", "udp"]).to_numpy()]
     if len(sends) == 0:
         return pd.DataFrame(columns=["pid", "fd", "b", "desc", "t_last"])
     sends = sends.sort_values("t_enter_ns", kind="stable")
-    b = pd.to_numeric(sends["result"], errors="coerce").fillna(0)
-    return sends.assign(b=b).groupby(["pid", "fd"], sort=True).agg(
+    return sends.groupby(["pid", "fd"], sort=True).agg(
         b=("b", "sum"), desc=("fd_desc", "last"), t_last=("t_enter_ns", "last")).reset_index()
 
 
