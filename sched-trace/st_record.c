@@ -32,6 +32,36 @@ const char *const st_io_calls[] = {
     "recvfrom", "recvmsg", "sendfile64", "splice", "connect", "accept", "accept4", "close",
 };
 const size_t st_n_io_calls = sizeof(st_io_calls) / sizeof(st_io_calls[0]);
+/* --waits: the calls a program sleeps in between its I/O (what an idle sender waited for). */
+const char *const st_wait_calls[] = {
+    "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "nanosleep",
+    "clock_nanosleep", "futex", "futex_waitv", "wait4", "waitid", "pause", "rt_sigsuspend",
+    "rt_sigtimedwait", "recvmmsg", "io_getevents", "io_pgetevents", "io_uring_enter", "msgrcv", "semop",
+    "semtimedop", "mq_timedreceive", "flock", "fsync", "fdatasync",
+};
+const size_t st_n_wait_calls = sizeof(st_wait_calls) / sizeof(st_wait_calls[0]);
+
+static int add_event(struct st_buffer_spec *spec, const char *name, struct hw_err *err);
+
+static bool is_io_call(const char *call)
+{
+    for (size_t i = 0; i < st_n_io_calls; i++)
+        if (strcmp(st_io_calls[i], call) == 0)
+            return true;
+    return false;
+}
+
+/* A call's enter and exit events in the system-call buffer; optional ones are skipped where the
+ * kernel lacks them (epoll_pwait2, futex_waitv are recent). */
+static int add_call(struct st_buffer_spec *sy, const char *call, bool optional, struct hw_err *err)
+{
+    char name[80];
+    snprintf(name, sizeof(name), "%ssyscalls:sys_enter_%s", optional ? "?" : "", call);
+    if (add_event(sy, name, err) < 0)
+        return -1;
+    snprintf(name, sizeof(name), "%ssyscalls:sys_exit_%s", optional ? "?" : "", call);
+    return add_event(sy, name, err);
+}
 
 struct recording {
     const struct st_config *cfg;
@@ -120,15 +150,12 @@ static int build_specs(struct recording *s, struct hw_err *err)
         snprintf(suffix, sizeof(suffix), "%s%ssys", cfg->suffix ? cfg->suffix : "", cfg->suffix ? "-" : "");
         sy->suffix = suffix;
         sy->record_tgid = true;
-        for (size_t i = 0; i < st_n_io_calls; i++) {
-            char name[64];
-            snprintf(name, sizeof(name), "syscalls:sys_enter_%s", st_io_calls[i]);
-            if (add_event(sy, name, err) < 0)
+        for (size_t i = 0; i < st_n_io_calls; i++)
+            if (add_call(sy, st_io_calls[i], false, err) < 0)
                 return -1;
-            snprintf(name, sizeof(name), "syscalls:sys_exit_%s", st_io_calls[i]);
-            if (add_event(sy, name, err) < 0)
+        for (size_t i = 0; cfg->waits && i < st_n_wait_calls; i++)
+            if (!is_io_call(st_wait_calls[i]) && add_call(sy, st_wait_calls[i], true, err) < 0)
                 return -1;
-        }
         for (int i = 0; i < cfg->npids; i++)
             sy->pids[sy->npids++] = cfg->pids[i];
         if (s->child > 0)
