@@ -150,3 +150,13 @@ def test_a_streams_waits_are_its_sending_threads_within_its_span() -> None:
     assert s[["t_enter_ns", "t_exit_ns"]].values.tolist() == [[20, 30], [40, 50], [55, 60], [60, 70]]
     assert got[got["stream"] == O]["waited_in"].astype(str).tolist() == ["sendto"]
     assert np.all(s["waited_in"].astype(str).to_numpy()[[0, 2]] == ["sendto", "futex"])
+
+
+def test_a_call_below_a_twentieth_of_a_percent_is_in_the_rows_not_the_text() -> None:
+    """The text names the calls of at least 0.05 % of the gap's app-idle time (below, '0.0%')."""
+    from hostwire.timeline.waits import describe_waits, wait_table
+
+    rows = [pd.DataFrame({"gap": [0, 0, 0], "waited_in": ["futex", "read x", "poll"], "ns": [9_990, 4, 6]})]
+    table = wait_table(S, rows, np.array([100]), np.array([10_000]))
+    assert table["waited_in"].tolist() == ["futex", "poll", "read x"]  # 6 and 4 ns: 0.06 % and 0.04 %
+    assert describe_waits(table, np.array([100])).tolist() == ["futex 99.9%; poll 0.1%"]

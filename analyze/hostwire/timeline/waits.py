@@ -20,6 +20,7 @@ from hostwire.timeline.intervals import split_by_key, stream_codes
 
 WAIT_COLUMNS = ["stream", "t_start_ns", "waited_in", "ns", "share"]  # per gap and call: `gaps --waits`
 NO_CALL = "(no call)"
+SHOWN = 0.0005  # a call's least share that the text names (below, it would read 0.0%; the rows keep it)
 # calls that wait for any of several descriptors: the call the thread made next, on the
 # descriptor that woke it, names what they waited for
 MULTIPLEXERS = frozenset({"epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6"})
@@ -186,8 +187,10 @@ def wait_table(name: str, rows: list[pd.DataFrame], first: np.ndarray, app_idle_
 
 
 def describe_waits(waits: pd.DataFrame, first: np.ndarray) -> np.ndarray:
-    """Per gap: 'call peer share%; ...' (wait_table's rows of the gaps starting at first)."""
+    """Per gap: 'call peer share%; ...' (wait_table's rows of the gaps starting at first), the
+    calls of at least SHOWN of its app-idle time."""
     out = np.full(len(first), "", dtype=object)
+    waits = waits[waits["share"].to_numpy(np.float64) >= SHOWN]
     if len(waits) == 0:
         return out
     text = waits["waited_in"].astype(str) + " " + (waits["share"] * 100).round(1).astype(str) + "%"
@@ -201,5 +204,6 @@ def summarize(per_call: pd.DataFrame, idle_ns: float, top: int = 3) -> str:
     ns summed over its gaps); idle_ns: its app-idle ns. Empty without app-idle time."""
     if idle_ns <= 0 or len(per_call) == 0:
         return ""
-    w = per_call.sort_values(["ns", "waited_in"], ascending=[False, True], kind="stable").head(top)
+    w = per_call[per_call["ns"].to_numpy(np.float64) >= SHOWN * idle_ns]
+    w = w.sort_values(["ns", "waited_in"], ascending=[False, True], kind="stable").head(top)
     return "; ".join(f"{c} {100 * ns / idle_ns:.1f}%" for c, ns in zip(w["waited_in"], w["ns"]))
