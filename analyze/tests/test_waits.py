@@ -78,9 +78,19 @@ def test_a_gap_in_slabs_waited_in_what_it_waited_in_whole(bounds: tuple[int, ...
     assert dict(zip(sliced.waits()["waited_in"], sliced.waits()["ns"])) == EXPECTED
 
 
-def test_without_calls_the_app_idle_time_is_outside_any_call() -> None:
+def test_without_the_senders_calls_nothing_is_said() -> None:
+    """No call known of the sending thread (no system calls, or none in the stream's span): the
+    app-idle time is not said to be outside any call."""
+    for waits in (None, WAITS.assign(stream=O)):
+        whole = gap_tables.Whole()
+        gaps.explain_into(whole, _inputs(waits))
+        assert whole.tables()[0]["waited_in"].tolist() == [""] and len(whole.waits()) == 0
+
+
+def test_a_thread_with_calls_but_none_in_the_gap_was_outside_any_call() -> None:
+    late = pd.DataFrame({"stream": S, "t_enter_ns": [10_050], "t_exit_ns": [10_100], "waited_in": ["futex"]})
     whole = gap_tables.Whole()
-    gaps.explain_into(whole, _inputs(None))
+    gaps.explain_into(whole, _inputs(late))
     assert whole.tables()[0]["waited_in"].tolist() == ["(no call) 100.0%"]
 
 

@@ -48,7 +48,7 @@ from hostwire.timeline.gap_tasks import describe, idle_on, preempter_table, pree
 from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, Spans, ascending, covered, is_ascending,
                                          level_rows, names_in, numeric, restrict, steps, stream_codes, union,
                                          unique_sorted, within)
-from hostwire.timeline.waits import Waits, describe_waits, wait_table
+from hostwire.timeline.waits import Waits, describe_waits
 
 if TYPE_CHECKING:
     from hostwire.timeline.kernel_slabs import Slab
@@ -377,7 +377,7 @@ class _Explainer:
         if self.inputs.cpu_quota and len(pre):
             pre.loc[pre["pid"].to_numpy() == 0, "role"] = "throttled"
         table["preempted_by"] = describe(pre, first)
-        waits = wait_table(name, wait_rows, first, parts[:, CAUSES.index("app_idle")])
+        waits = self.waits.table(name, wait_rows, first, parts[:, CAUSES.index("app_idle")])
         table["waited_in"] = describe_waits(waits, first)
         return table, pre, waits
 

@@ -165,6 +165,15 @@ class Waits:
         return pd.DataFrame({"gap": gap[piece][ran], "waited_in": self.names[code[ci][ran]], "ns": ns[ran]})
 
 
+    def table(self, name: str, rows: list[pd.DataFrame], first: np.ndarray, app_idle_ns: np.ndarray) -> pd.DataFrame:
+        """wait_table of a stream whose sending thread's calls are known; none (WAIT_COLUMNS, no
+        row) for another: without its calls nothing is known of where its idle time went."""
+        if name not in self.by_stream:
+            return pd.DataFrame({c: pd.Series(dtype=object if c in ("stream", "waited_in") else
+                                              np.float64 if c == "share" else np.int64) for c in WAIT_COLUMNS})
+        return wait_table(name, rows, first, app_idle_ns)
+
+
 def wait_table(name: str, rows: list[pd.DataFrame], first: np.ndarray, app_idle_ns: np.ndarray) -> pd.DataFrame:
     """WAIT_COLUMNS from every piece's ns_in rows of a stream's gaps (gap: the index into first),
     with the time outside any call as NO_CALL; share: of the gap's app-idle time. Per gap, the
