@@ -97,11 +97,13 @@ def sending_threads(calls: pd.DataFrame, sends: pd.DataFrame | None, senders: di
     if len(matched):
         most = matched.groupby(["stream", "tid"]).size().reset_index(name="n")
         most = most.sort_values(["stream", "n", "tid"], ascending=[True, False, True], kind="stable")
-        out.update({str(s): int(t) for s, t in most.drop_duplicates("stream")[["stream", "tid"]].itertuples(index=False)})
+        first = most.drop_duplicates("stream")
+        out.update({str(s): int(t) for s, t in zip(first["stream"], first["tid"])})
     return out
 
 
-def stream_waits(calls: pd.DataFrame, threads: dict[str, int], spans: dict[str, tuple[int, int]]) -> pd.DataFrame | None:
+def stream_waits(calls: pd.DataFrame, threads: dict[str, int],
+                 spans: dict[str, tuple[int, int]]) -> pd.DataFrame | None:
     """Per stream, its sending thread's calls that reach into the stream's span (its first to its
     last data frame: no gap lies outside it): stream, t_enter_ns, t_exit_ns, waited_in (the
     label, categorical). Calls of one thread do not overlap; an unfinished call is cut at the
