@@ -2,7 +2,8 @@
 real with `hostwire record` between two namespaces the test creates: a sender that sleeps between
 its sends (clock_nanosleep), a sender blocked on a lock another thread holds (futex), and a
 request-and-response server whose client pauses between requests (the server waits in recvfrom
-on the client's connection, the client's address and port named). The known call is named first
+on the client's connection, the client's address and port named; on an event loop, in epoll_wait
+woken by that recvfrom). The known call is named first
 and holds at least 80 % of the stream's app-idle time; explained in slabs the gaps are the same."""
 
 from __future__ import annotations
@@ -73,6 +74,22 @@ s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("{SENDER}", {PORT})); s.listen(1)
 c, _ = s.accept()
 while True:
+    request = c.recv(100)
+    if not request:
+        break
+    c.sendall(b"r" * 32768)
+"""
+
+# the same server on an event loop: it waits in epoll_wait, then reads the request that woke it
+EPOLL_SERVER = f"""
+import selectors, socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("{SENDER}", {PORT})); s.listen(1)
+c, _ = s.accept()
+loop = selectors.EpollSelector()
+loop.register(c, selectors.EVENT_READ)
+while True:
+    loop.select()
     request = c.recv(100)
     if not request:
         break
@@ -167,16 +184,18 @@ def test_sender_blocked_on_a_lock_waits_in_futex(topo: Topology, tmp_path: Path)
     check_known_wait(best, gaps, "futex")
 
 
-def test_server_waits_in_recv_for_its_client(topo: Topology, tmp_path: Path) -> None:
+@pytest.mark.parametrize("program, expected", [(SERVER_PROGRAM, "recvfrom"), (EPOLL_SERVER, "epoll_wait > recvfrom")],
+                         ids=["blocking", "epoll"])
+def test_server_waits_for_its_client(topo: Topology, tmp_path: Path, program: str, expected: str) -> None:
     out = tmp_path / "run"
     client = subprocess.Popen(in_netns(topo.rx_ns, ["python3", script(tmp_path, "client", CLIENT)]),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        rec = record(topo.tx_ns, out, ["python3", script(tmp_path, "server", SERVER_PROGRAM)])
+        rec = record(topo.tx_ns, out, ["python3", script(tmp_path, "server", program)])
         client.wait(timeout=60)
     finally:
         stop(client)
     assert rec.returncode == 0, rec.stderr
     best, gaps = data_stream(out, PORT)
     peer = best["stream"].split(">")[1]  # the client's address and port
-    check_known_wait(best, gaps, f"recvfrom {peer}")
+    check_known_wait(best, gaps, f"{expected} {peer}")
