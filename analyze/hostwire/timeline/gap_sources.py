@@ -108,15 +108,18 @@ def sender_waits(run: Run, tl: Timeline, senders: dict[str, int], writes: pd.Dat
     senders' calls of raw/syscalls.tsv (lean: read piece by piece, only the senders' kept), their
     descriptors named from raw/sockets.tsv where the backend did not describe them."""
     from hostwire.read.syscalls import iter_syscalls_of
+    from hostwire.read.tsv import read_header
     from hostwire.timeline.waits import describe_fds, sending_threads, stream_waits
 
     if not run.has("raw/syscalls.tsv") or not senders or len(data) == 0:
         return None
     pids = sorted(set(senders.values()))
     columns = ["t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "fd_kind", "fd_desc"]
-    if lean:
+    if lean:  # every call the file's header says was traced, as the whole table holds them
+        path = run.path / "raw" / "syscalls.tsv"
+        traced = [c for c in str(read_header(path)[0].get("calls", "")).split(",") if c]
         pieces = [p.loc[p["pid"].isin(pids).to_numpy(), columns]
-                  for p in iter_syscalls_of(run.path / "raw" / "syscalls.tsv", ALL_CALLS)]
+                  for p in iter_syscalls_of(path, sorted({*traced, *ALL_CALLS}))]
         calls = pd.concat(pieces, ignore_index=True)
     else:
         every = tl.df_calls()
@@ -131,7 +134,7 @@ def sender_waits(run: Run, tl: Timeline, senders: dict[str, int], writes: pd.Dat
     return stream_waits(calls, sending_threads(calls, sends, senders), spans)
 
 
-# every call a tracer writes: the sender's calls that a long run's analysis keeps (docs/formats.md)
+# the calls hostwire's tracers write (docs/formats.md), for a file whose header does not list its own
 ALL_CALLS = ("read", "write", "readv", "writev", "pread64", "pwrite64", "sendto", "sendmsg", "sendmmsg", "recvfrom",
              "recvmsg", "sendfile", "splice", "connect", "accept", "accept4", "close", "epoll_wait", "epoll_pwait",
              "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "nanosleep", "clock_nanosleep", "futex",
