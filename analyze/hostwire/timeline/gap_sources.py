@@ -109,6 +109,7 @@ def sender_waits(run: Run, tl: Timeline, senders: dict[str, int], writes: pd.Dat
     descriptors named from raw/sockets.tsv where the backend did not describe them."""
     from hostwire.read.syscalls import iter_syscalls_of
     from hostwire.read.tsv import read_header
+    from hostwire.timeline.intervals import stream_codes
     from hostwire.timeline.waits import describe_fds, sending_threads, stream_waits
 
     if not run.has("raw/syscalls.tsv") or not senders or len(data) == 0:
@@ -127,9 +128,10 @@ def sender_waits(run: Run, tl: Timeline, senders: dict[str, int], writes: pd.Dat
     if len(calls) == 0:
         return None
     calls = describe_fds(calls, run.df_sockets() if run.has("raw/sockets.tsv") else None)
-    t = data["t_ns"].to_numpy(np.int64)
-    by = pd.DataFrame({"stream": np.asarray(data["stream"].astype(str)), "t_ns": t}).groupby("stream")["t_ns"]
-    spans = {str(n): (int(lo), int(hi)) for n, lo, hi in zip(by.min().index, by.min(), by.max())}
+    codes, names = stream_codes(data["stream"])  # a long run's frames: no string per frame
+    by = pd.Series(data["t_ns"].to_numpy(np.int64)).groupby(codes)
+    lo, hi = by.min(), by.max()
+    spans = {str(names[c]): (int(lo[c]), int(hi[c])) for c in lo.index if c >= 0}
     sends = writes[["stream", "pid", "t_enter_ns"]] if "pid" in writes.columns and len(writes) else None
     return stream_waits(calls, sending_threads(calls, sends, senders), spans)
 

@@ -93,12 +93,17 @@ def sending_threads(calls: pd.DataFrame, sends: pd.DataFrame | None, senders: di
     if sends is None or len(sends) == 0 or len(calls) == 0 or "pid" not in sends.columns:
         return out
     key = calls[["pid", "t_enter_ns", "tid"]].drop_duplicates(["pid", "t_enter_ns"])
-    matched = sends[["stream", "pid", "t_enter_ns"]].astype({"stream": str}).merge(key, on=["pid", "t_enter_ns"])
-    if len(matched):
-        most = matched.groupby(["stream", "tid"]).size().reset_index(name="n")
+    where = pd.MultiIndex.from_arrays([key["pid"].to_numpy(np.int64), key["t_enter_ns"].to_numpy(np.int64)])
+    at = where.get_indexer(pd.MultiIndex.from_arrays([sends["pid"].to_numpy(np.int64),
+                                                      sends["t_enter_ns"].to_numpy(np.int64)]))
+    hit = at >= 0
+    if hit.any():  # a long run's sends are many: their stream stays a code, not a string each
+        codes, names = stream_codes(sends["stream"])
+        pairs = pd.DataFrame({"stream": codes[hit], "tid": key["tid"].to_numpy(np.int64)[at[hit]]})
+        most = pairs.groupby(["stream", "tid"]).size().reset_index(name="n")
         most = most.sort_values(["stream", "n", "tid"], ascending=[True, False, True], kind="stable")
         first = most.drop_duplicates("stream")
-        out.update({str(s): int(t) for s, t in zip(first["stream"], first["tid"])})
+        out.update({str(names[c]): int(t) for c, t in zip(first["stream"], first["tid"]) if c >= 0})
     return out
 
 
