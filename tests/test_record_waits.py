@@ -151,8 +151,8 @@ def check_known_wait(best: pd.Series, gaps: pd.DataFrame, expected: str) -> None
     app-idle ns). Measured over ten recordings of each program on the shared 2-CPU machine (the
     event-loop server: ten, two of them alone): app-idle 0.957-0.997 of the gap time (the lock),
     0.966-0.998 (the sleeper), 0.986-0.997 (the blocking server), 0.977-0.997 (the event loop); the
-    known call first every time, with 97.9-98.3 % (futex; clock_nanosleep, the holder's sleep
-    between its releases, 1.7-2.0 %), 99.9 % (clock_nanosleep, recvfrom), 99.8-99.9 % (epoll_wait >
+    known call first every time, with 97.9-98.3 % (futex; clock_nanosleep, the sender's own 2 ms pause
+    after each send, 1.7-2.0 %), 99.9 % (clock_nanosleep, recvfrom), 99.8-99.9 % (epoll_wait >
     recvfrom). The app-idle floor, 0.3, only says the programs' wait is the gaps' main cause."""
     assert best["app_idle_share"] > 0.3, best.to_dict()
     label, share = first_wait(best["waited_in"])
