@@ -3,7 +3,8 @@
 
 Debian's iperf3 between two network namespaces over a bare veth (no shaper: the CPU limits, so a
 tracer's cost shows in the throughput), in round-robin rounds of: iperf3 alone, under `hostwire
-record` (tracefs system calls, and ptrace), record's capture and its kernel trace alone, `perf
+record` (tracefs system calls with the calls the program blocks in, and without them:
+`--no-waits`, what waited_in costs; and ptrace), record's capture and its kernel trace alone, `perf
 trace`, `strace -f` and `trace-cmd record -F`; beside it tcp-rr's one-byte TCP round trip under
 the same tools. Printed: the command's table, then per tool the throughput kept and the round trip
 added, and record's throughput over each peer's in the same rounds (above 1: iperf3 keeps more of
@@ -46,7 +47,7 @@ def main() -> int:
     data = json.loads(proc.stdout)
     print((out / "overhead.md").read_text())
     rows = {r["name"]: r for r in data["program"]["rows"]}
-    for name in ("alone", "record tracefs", "perf trace", "strace -f"):
+    for name in ("alone", "record tracefs", "record tracefs --no-waits", "perf trace", "strace -f"):
         row = rows.get(name)
         if row and row["status"] == "ok":
             rounds = " ".join(f"{x / 1e9:.3f}" for x in row["receiver_bps"] if x is not None)

@@ -33,6 +33,12 @@ static const char usage[] =
     "                           sendmmsg, recvfrom, recvmsg, sendfile, splice, connect, accept,\n"
     "                           accept4, close, pwritev, pwritev2, vmsplice, tee, and io_uring's\n"
     "                           send and write operations (own instance hw-<pid>-sys)\n"
+    "  -w, --waits              with -s: also the calls a program blocks in between its I/O:\n"
+    "                           epoll_wait, epoll_pwait(2), poll, ppoll, select, pselect6,\n"
+    "                           nanosleep, clock_nanosleep, futex, futex_waitv, wait4, waitid,\n"
+    "                           pause, rt_sigsuspend, rt_sigtimedwait, recvmmsg, io_getevents,\n"
+    "                           io_pgetevents, io_uring_enter, msgrcv, semop, semtimedop,\n"
+    "                           mq_timedreceive, flock, fsync, fdatasync (where the kernel has them)\n"
     "  -p, --pid PID            system calls of PID and its descendants only (repeatable);\n"
     "                           COMMAND is added to this list\n"
     "  -e, --event SYS:EVENT    record this event instead of the default set (repeatable)\n"
@@ -54,6 +60,7 @@ static const char usage[] =
     "  hw-schedtrace -o raw -d 300ms -v\n"
     "  hw-schedtrace -o raw -s -- hw-bench pingpong --loops 100000 --cpu 0\n"
     "  hw-schedtrace -o raw -s -p 4242\n"
+    "  hw-schedtrace -o raw -s -w -- python3 server.py\n"
     "  hw-schedtrace -o raw -b 4 --no-drain -e sched:sched_switch \\\n"
     "      -f 'sched:sched_switch=prev_pid==4242' -- sleep 1\n"
     "  hw-schedtrace convert -o out raw/trace.dat\n"
@@ -81,6 +88,7 @@ static int take(void *values, int c, const char *name, const char *arg, struct h
         cfg->buffer_kb = n;
         return 0;
     case 's': cfg->syscalls = true; return 0;
+    case 'w': cfg->waits = true; return 0;
     case 'x': cfg->switch_ext = true; return 0;
     case 'p':
         if (cfg->npids >= ST_MAX_PIDS - 1)
@@ -116,6 +124,8 @@ static int parse_record(int argc, char **argv, const char *shorts, const struct 
         return rc > 0 ? HW_EXIT_OK : hw_err_exit(TOOL, command, err);
     if (optind < argc)
         o->cfg.command = argv + optind;
+    if (o->cfg.waits && !o->cfg.syscalls)
+        return hw_usage_exit(TOOL, command, "failed to parse --waits: it adds system calls, give --syscalls too");
     if (o->cfg.npids && !o->cfg.syscalls)
         return hw_usage_exit(TOOL, command, "failed to parse --pid: it selects system calls, give --syscalls too");
     return -1;
@@ -163,7 +173,8 @@ int main(int argc, char **argv)
         { "output", required_argument, NULL, 'o' }, { "duration", required_argument, NULL, 'd' },
         { "buffer-size", required_argument, NULL, 'b' },
         { "buffer-kb", required_argument, NULL, 'b' },   /* old spelling of --buffer-size */
-        { "syscalls", no_argument, NULL, 's' }, { "pid", required_argument, NULL, 'p' },
+        { "syscalls", no_argument, NULL, 's' }, { "waits", no_argument, NULL, 'w' },
+        { "pid", required_argument, NULL, 'p' },
         { "event", required_argument, NULL, 'e' }, { "filter", required_argument, NULL, 'f' },
         { "switch-ext", no_argument, NULL, 'x' },
         { "no-drain", no_argument, NULL, OPT_NO_DRAIN }, { "rt-prio", required_argument, NULL, 'r' },
@@ -175,7 +186,7 @@ int main(int argc, char **argv)
     static struct hw_err err;
     if (argc > 1 && strcmp(argv[1], "convert") == 0)
         return convert_main(argc - 1, argv + 1, &err);
-    int rc = parse_record(argc, argv, "+:o:d:b:sp:e:xf:n:r:vh", longopts, usage, NULL, &o, &err);
+    int rc = parse_record(argc, argv, "+:o:d:b:swp:e:xf:n:r:vh", longopts, usage, NULL, &o, &err);
     if (rc >= 0)
         return rc;
     hw_catch_stop();

@@ -103,6 +103,7 @@ struct st_config {
     long buffer_kb;                     /* per CPU, 0: kernel default */
     bool drain;
     bool syscalls;
+    bool waits;                         /* with syscalls: also the calls a program blocks in */
     int pids[ST_MAX_PIDS];
     int npids;
     const char *events[ST_MAX_EVENTS];  /* "system:event"; none: the default scheduler set */

@@ -505,6 +505,7 @@ struct sys_ctx {
     size_t ntgid;
     long long last_ts;
     struct st_uring *uring;             /* io_uring's operations (st_uring.h) */
+    char waits[512];                    /* the wait calls the trace has events of, comma-separated */
 };
 
 static struct pending *slot_for(struct sys_ctx *sc, int tid)
@@ -650,6 +651,17 @@ static int find_sys_events(struct sys_ctx *sc, struct hw_err *err)
             e->ret = num_field(ev, "ret");
         }
     }
+    /* the wait calls recorded (--waits): those whose entry event the trace has a format of */
+    size_t o = 0;
+    for (size_t w = 0; w < st_n_wait_calls; w++) {
+        char name[64];
+        snprintf(name, sizeof(name), "sys_enter_%s", st_wait_calls[w]);
+        for (int i = 0; events && events[i]; i++)
+            if (strcmp(events[i]->name, name) == 0 && o < sizeof(sc->waits)) {
+                o += (size_t)snprintf(sc->waits + o, sizeof(sc->waits) - o, "%s%s", o ? "," : "", st_wait_calls[w]);
+                break;
+            }
+    }
     return 0;
 }
 
@@ -713,15 +725,17 @@ static int sys_record(void *ctx, struct tep_event *ev, struct tep_record *rec)
     return ferror(sc->out) ? -1 : 0;
 }
 
-void st_syscalls_header(FILE *out, const char *backend)
+void st_syscalls_header(FILE *out, const char *backend, const char *waits)
 {
-    char calls[512], call[32], head[1024];
+    char calls[1024], call[32], head[1536];
     size_t o = 0;
     calls[0] = '\0';
     for (size_t i = 0; i < st_n_io_calls && o < sizeof(calls); i++) {
         call_name(st_io_calls[i], 0, call, sizeof(call));
         o += (size_t)snprintf(calls + o, sizeof(calls) - o, "%s%s", i ? "," : "", call);
     }
+    if (waits && waits[0] && o < sizeof(calls))
+        snprintf(calls + o, sizeof(calls) - o, ",%s", waits);
     int n = hw_sys_header(head, sizeof(head), backend, "hw-schedtrace", calls, NULL);
     fwrite(head, 1, n > 0 ? (size_t)n : 0, out);
 }
@@ -780,7 +794,7 @@ int st_convert_syscalls_tgids(const char *dat_path, const char *tsv_path, const 
         goto out;
     }
     setvbuf(sc.out, NULL, _IOFBF, 1 << 20);
-    st_syscalls_header(sc.out, "tracefs");
+    st_syscalls_header(sc.out, "tracefs", sc.waits);
     if (iterate(&dat, sys_record, &sc, st, err) < 0) {
         if (!err->msg[0])
             hw_seterr(err, "failed to write %s: %s", tsv_path, strerror(errno ? errno : ENOMEM));

@@ -16,6 +16,9 @@ const char *st_buffer_tgids(const struct st_buffer *buf);
  * (sys_enter_<name>, sys_exit_<name>; sendfile's is sendfile64). */
 extern const char *const st_io_calls[];
 extern const size_t st_n_io_calls;
+/* --waits: the calls a program blocks in between its I/O (futex, epoll_wait, clock_nanosleep, ...). */
+extern const char *const st_wait_calls[];
+extern const size_t st_n_wait_calls;
 
 /* The calls that make, copy and end descriptors (st_lifetimes.c): their kind by name
  * (ST_LT_NONE for the others), the names of the enter fields each reads (which 0: the fd when the
@@ -34,8 +37,8 @@ int st_lifetime_record(int kind, long long a, long long b, long long ret, long l
 char *st_pid_tree(const int *pids, int npids);
 
 /* The head of syscalls.tsv (common/hwsyscalls.h) for backend "tracefs": the calls are
- * those of st_io_calls. */
-void st_syscalls_header(FILE *out, const char *backend);
+ * those of st_io_calls, then `waits` (comma-separated: the wait calls recorded; "" for none). */
+void st_syscalls_header(FILE *out, const char *backend, const char *waits);
 
 /* TSV text escaping: tab, newline, carriage return and backslash become \t \n \r \\. */
 void st_tsv_escape(char *out, size_t len, const char *in, size_t inlen);

@@ -36,6 +36,36 @@ const char *const st_io_calls[] = {
     "pwritev", "pwritev2", "vmsplice", "tee",
 };
 const size_t st_n_io_calls = sizeof(st_io_calls) / sizeof(st_io_calls[0]);
+/* --waits: the calls a program sleeps in between its I/O (what an idle sender waited for). */
+const char *const st_wait_calls[] = {
+    "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "nanosleep",
+    "clock_nanosleep", "futex", "futex_waitv", "wait4", "waitid", "pause", "rt_sigsuspend",
+    "rt_sigtimedwait", "recvmmsg", "io_getevents", "io_pgetevents", "io_uring_enter", "msgrcv", "semop",
+    "semtimedop", "mq_timedreceive", "flock", "fsync", "fdatasync",
+};
+const size_t st_n_wait_calls = sizeof(st_wait_calls) / sizeof(st_wait_calls[0]);
+
+static int add_event(struct st_buffer_spec *spec, const char *name, struct hw_err *err);
+
+static bool is_io_call(const char *call)
+{
+    for (size_t i = 0; i < st_n_io_calls; i++)
+        if (strcmp(st_io_calls[i], call) == 0)
+            return true;
+    return false;
+}
+
+/* A call's enter and exit events in the system-call buffer; optional ones are skipped where the
+ * kernel lacks them (epoll_pwait2, futex_waitv are recent). */
+static int add_call(struct st_buffer_spec *sy, const char *call, bool optional, struct hw_err *err)
+{
+    char name[80];
+    snprintf(name, sizeof(name), "%ssyscalls:sys_enter_%s", optional ? "?" : "", call);
+    if (add_event(sy, name, err) < 0)
+        return -1;
+    snprintf(name, sizeof(name), "%ssyscalls:sys_exit_%s", optional ? "?" : "", call);
+    return add_event(sy, name, err);
+}
 
 struct recording {
     const struct st_config *cfg;
@@ -124,23 +154,18 @@ static int build_specs(struct recording *s, struct hw_err *err)
         snprintf(suffix, sizeof(suffix), "%s%ssys", cfg->suffix ? cfg->suffix : "", cfg->suffix ? "-" : "");
         sy->suffix = suffix;
         sy->record_tgid = true;
-        for (size_t i = 0; i < st_n_io_calls; i++) {
-            char name[64];
-            /* the descriptors' calls where the kernel has them (no dup2 on arm64) */
-            const char *optional = st_lifetime_kind(st_io_calls[i]) != ST_LT_NONE ? "?" : "";
-            snprintf(name, sizeof(name), "%ssyscalls:sys_enter_%s", optional, st_io_calls[i]);
-            if (add_event(sy, name, err) < 0)
+        for (size_t i = 0; i < st_n_io_calls; i++)  /* the descriptors' calls where the kernel has them (no dup2 on arm64) */
+            if (add_call(sy, st_io_calls[i], st_lifetime_kind(st_io_calls[i]) != ST_LT_NONE, err) < 0)
                 return -1;
-            snprintf(name, sizeof(name), "%ssyscalls:sys_exit_%s", optional, st_io_calls[i]);
-            if (add_event(sy, name, err) < 0)
-                return -1;
-        }
         for (size_t i = 0; i < st_n_uring_events; i++)
             if (add_event(sy, st_uring_events[i], err) < 0)
                 return -1;
         /* the bytes of each message a socket takes: sendmmsg's byte count (st_convert.c) */
         if (add_event(sy, "?sock:sock_send_length", err) < 0)
             return -1;
+        for (size_t i = 0; cfg->waits && i < st_n_wait_calls; i++)
+            if (!is_io_call(st_wait_calls[i]) && add_call(sy, st_wait_calls[i], true, err) < 0)
+                return -1;
         for (int i = 0; i < cfg->npids; i++)
             sy->pids[sy->npids++] = cfg->pids[i];
         if (s->child > 0)

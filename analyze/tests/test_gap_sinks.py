@@ -18,6 +18,7 @@ from hostwire.commands.common import write_pieces, write_table
 from hostwire.run import load_run
 from hostwire.timeline import gap_sources, gap_tables, gaps
 from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS
+from hostwire.timeline.waits import WAIT_COLUMNS
 from hostwire.timeline.kernel_slabs import OPEN_HI, OPEN_LO, Slab
 from hostwire.timeline.gaps import GapInputs
 
@@ -132,8 +133,8 @@ def test_the_longest_gaps_break_ties_as_the_whole_table() -> None:
 
     digest = gap_tables.Digest(3)
     digest.begin(["a", "b"], [], {})
-    digest.add("b", batch("b", [10, 20], [5, 7]), pd.DataFrame(columns=PREEMPTER_COLUMNS))
-    digest.add("a", batch("a", [30, 40], [5, 1]), pd.DataFrame(columns=PREEMPTER_COLUMNS))
+    digest.add("b", batch("b", [10, 20], [5, 7]), pd.DataFrame(columns=PREEMPTER_COLUMNS), pd.DataFrame(columns=WAIT_COLUMNS))
+    digest.add("a", batch("a", [30, 40], [5, 1]), pd.DataFrame(columns=PREEMPTER_COLUMNS), pd.DataFrame(columns=WAIT_COLUMNS))
     digest.finish({})
     got = digest.longest()
     assert list(zip(got["stream"], got["t_start_ns"])) == [("b", 20), ("a", 30), ("b", 10)]

@@ -272,7 +272,8 @@ class RunReport:
         self.preempters = digest.per_task()
         text = ("<p>Every gap between two data frames of a stream longer than twice the first frame's time on the "
                 "wire, split into causes that add up to it (<code>hostwire gaps RUN --summary</code>; the rules in "
-                "docs/timeline.md): each cause's share of the gap time, per stream and for all.</p>")
+                "docs/timeline.md): each cause's share of the gap time, per stream and for all, and the calls the "
+                "senders' app-idle time was spent in (the top three, with their share of it).</p>")
         for sentence in digest.cannot_tell:
             text += f"<p class=\"warn\">{html.escape(sentence)}</p>"
         if not digest.count:
@@ -283,6 +284,8 @@ class RunReport:
                               "gap time [ms]": summary["gap_ns"].map(_ms)})
         for cause in causes:
             shown[cause.replace("_", "-")] = summary[f"{cause}_share"].astype(float)
+        if (summary["waited_in"] != "").any():  # the calls app-idle time was spent in (hostwire gaps --waits)
+            shown["app-idle waited in"] = summary["waited_in"]
         shares = summary.assign(key=[self.label(s, lines=2) for s in summary["stream"]]).set_index("key")
         shares = shares[[f"{c}_share" for c in causes]].rename(columns=lambda c: c[:-len("_share")]).astype(float)
         name = save_figure(plots.plot_gap_causes(shares), self.plots, "gap_causes")
@@ -300,9 +303,11 @@ class RunReport:
             if (ms > 0).any():
                 rows[f"{cause.replace('_', '-')} [ms]"] = ms
         rows["preempted by"] = [";".join(str(p).split(";")[:3]) for p in top["preempted_by"].fillna("")]
+        if (top["waited_in"].fillna("") != "").any():
+            rows["waited in"] = [";".join(str(w).split(";")[:3]) for w in top["waited_in"].fillna("")]
         return (f"<p>The longest gaps, at most {LONGEST_GAPS} (<code>hostwire gaps RUN</code> rows; at: seconds since "
                 "the window's start; preempted by: the first three tasks that ran while the sender waited, with their "
-                "share):</p>"
+                "share; waited in: the calls the sender's thread was in during the app-idle time, with their share of it):</p>"
                 + table_html(rows, float_format="{:.3f}"))
 
     def _preempters(self, per_task: pd.DataFrame) -> str:

@@ -11,6 +11,7 @@ EXAMPLES = """examples:
   hostwire gaps runs/quick-1/r003 --summary             each cause's share of the gap time per stream
   hostwire gaps RUN --stream 50200 --min-gap 5ms --from 0.5 --to 1.5 --json
   hostwire gaps RUN --preempters                        the tasks that ran while a sender waited
+  hostwire gaps RUN --waits                             the calls an idle sender waited in
 
 causes, in precedence (the first that holds takes the time): on-wire, vcpu-stolen (the hypervisor
 ran none of the host's CPUs), receiver-window, retransmit-timeout, wire-busy, preempted, qdisc (the
@@ -18,7 +19,8 @@ device's queueing discipline held a frame TCP had sent), blocked-in-call, app-id
 acknowledgements), awaiting-ack, send-path (the stack's own path from a release to the frame),
 unexplained; a UDP flow never gets the TCP ones (receiver-window, retransmit-timeout, awaiting-ack, qdisc). Columns: stream, proto (tcp/udp), pid, comm (the sending process;
 -1 and empty when unknown), t_start_ns, t_end_ns, gap_ns, threshold_ns, <cause>_ns (they sum to
-gap_ns), preempted_by ("pid comm role share%; ...")."""
+gap_ns), preempted_by ("pid comm role share%; ..."), waited_in ("call peer share%; ...": the calls the
+sending thread was in during the gap's app-idle time, with their share of it)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("--summary", action="store_true", help="per stream (and all): gaps, gap_ns, each cause's share")
     what.add_argument("--preempters", action="store_true",
                       help="per gap and task that ran while the sender waited: ns and share")
+    what.add_argument("--waits", action="store_true",
+                      help="per gap and call the sender's app-idle time was spent in: ns and share")
     p.add_argument("--engine", choices=("auto", "memory", "slabs"), default="auto",
                    help="memory: the whole kernel trace in memory; slabs: the kernel trace read in slabs of time and "
                    "the capture in chunks, the inputs held on disk (same results); auto (default): slabs for a "
@@ -59,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from hostwire.timeline import gap_sources, gap_tables, gaps
     from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS
     from hostwire.timeline.intervals import names_in
+    from hostwire.timeline.waits import WAIT_COLUMNS
 
     run_ = load_run(args.run)
     start, end = run_.window_ns()
@@ -88,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
             write_table(sink.summary(), args.json, sys.stdout)
         elif args.preempters:
             write_pieces(sink.pieces("preempters"), PREEMPTER_COLUMNS, args.json, sys.stdout)
+        elif args.waits:
+            write_pieces(sink.pieces("waits"), WAIT_COLUMNS, args.json, sys.stdout)
         else:
             write_pieces(sink.pieces("gaps"), gap_tables.GAP_COLUMNS, args.json, sys.stdout)
     finally:

@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pid", type=int, metavar="PID", help="record this running process and its descendants")
     p.add_argument("--syscalls", default="tracefs", choices=("tracefs", "ptrace", "preload", "none"),
                    help="how the calls are recorded (default tracefs: the kernel's syscall events, lowest cost)")
+    p.add_argument("--no-waits", dest="waits", action="store_false",
+                   help="tracefs: not the calls the program blocks in (futex, epoll_wait, clock_nanosleep, ...), "
+                        "which name what an idle sender waited for (gaps' waited_in)")
     p.add_argument("--link-rate", metavar="RATE", help="the link's rate (10mbit, 1gbit) when the host cannot tell it")
     p.add_argument("--no-kernel-trace", dest="kernel_trace", action="store_false",
                    help="no context switches (with --syscalls ptrace or preload only)")
@@ -73,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("record: --duration: expected a positive duration")
     req = RecordRequest(command=command, pid=args.pid, output=Path(args.output) if args.output else None,
                         interfaces=args.interfaces, duration_ns=args.duration, syscalls=args.syscalls,
-                        link_rate=args.link_rate, kernel_trace=args.kernel_trace or args.syscalls == "tracefs")
+                        link_rate=args.link_rate, kernel_trace=args.kernel_trace or args.syscalls == "tracefs",
+                        waits=args.waits)
     result = record(req, stderr_progress)
     attribution = result.manifest.get("attribution") or {}
     losses = {k: v for k, v in result.manifest.get("losses", {}).items() if isinstance(v, int) and v > 0

@@ -275,4 +275,10 @@ def program_ratio_lines(result: Result) -> list[str]:
                 continue
             est = paired_ratio(a.receiver_bps, b.receiver_bps)
             out.append(f"{label}: {_f(est.median, 2)} [{_f(est.low, 2)}, {_f(est.high, 2)}] (for information)")
+    # the cost of the calls a program blocks in (waited_in): record with them over record without
+    a, b = result.program_row("record tracefs"), result.program_row("record tracefs --no-waits")
+    if a and b and a.status == "ok" and b.status == "ok":
+        est = paired_ratio(a.receiver_bps, b.receiver_bps)
+        out.append(f"ratio record tracefs / record tracefs --no-waits iperf3 throughput (same rounds; the cost of "
+                   f"the wait calls): {_f(est.median, 2)} [{_f(est.low, 2)}, {_f(est.high, 2)}]")
     return out

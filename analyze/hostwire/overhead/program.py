@@ -104,10 +104,10 @@ def _record_complete(out: Path) -> Iterator[None]:
     raise ConfigFailed(f"hostwire record left a {manifest.get('status')} run: {manifest.get('reason') or '-'}")
 
 
-def _record(syscalls: str) -> Wrapper:
+def _record(syscalls: str, *options: str) -> Wrapper:
     def wrap(setup: ProgramSetup, command: list[str], label: str) -> tuple[list[str], ContextManager[Any]]:
         out = setup.work / f"record-{label}"
-        return [sys.executable, "-m", "hostwire", "record", "-o", str(out), "--syscalls", syscalls, "--",
+        return [sys.executable, "-m", "hostwire", "record", "-o", str(out), "--syscalls", syscalls, *options, "--",
                 *command], _record_complete(out)
     return wrap
 
@@ -179,8 +179,11 @@ class ProgramConfig:
 
 PROGRAM_CONFIGS: list[ProgramConfig] = [
     ProgramConfig("alone", "the program alone (baseline)", _alone),
-    ProgramConfig("record tracefs", "hostwire record -- CMD (wire, kernel trace, tracefs system calls)",
-                  _record("tracefs")),
+    ProgramConfig("record tracefs", "hostwire record -- CMD (wire, kernel trace, tracefs system calls and the "
+                  "calls it blocks in)", _record("tracefs")),
+    # what tracing the calls a program blocks in (futex, select, epoll_wait, ...: waited_in) costs
+    ProgramConfig("record tracefs --no-waits", "hostwire record --no-waits -- CMD (the I/O calls only)",
+                  _record("tracefs", "--no-waits")),
     ProgramConfig("record ptrace", "hostwire record --syscalls ptrace -- CMD", _record("ptrace")),
     # record's two largest parts alone: where its cost comes from
     ProgramConfig("record's capture", "hw-wirecap -i any in the sender's namespace, beside CMD", _capture),

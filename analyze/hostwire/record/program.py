@@ -57,6 +57,8 @@ class RecordRequest:
     syscalls: str = "tracefs"
     link_rate: str | None = None
     kernel_trace: bool = True
+    # tracefs: also the calls the program blocks in (futex, epoll_wait, ...): what an idle sender waited for
+    waits: bool = True
 
 
 @dataclass
@@ -174,7 +176,7 @@ def record(req: RecordRequest, progress: Callable[[str], None] | None = None) ->
 
 def _first_manifest(run_id: str, req: RecordRequest, command: list[str], facts: LinkFacts) -> dict[str, Any]:
     point = {"kind": "program", "topology": "host", "command": command, "pid": req.pid, "syscalls": req.syscalls,
-             "capture": True, "kernel_trace": req.kernel_trace, "interfaces": [i.name for i in facts.interfaces],
+             "waits": req.waits and req.syscalls == "tracefs", "capture": True, "kernel_trace": req.kernel_trace, "interfaces": [i.name for i in facts.interfaces],
              "duration_s": req.duration_ns / 1e9 if req.duration_ns else None,
              "link_rate": f"{facts.rate_bps}bit" if facts.rate_bps else None,
              "link_rate_bps": facts.rate_bps, "link_rate_source": facts.rate_source,
@@ -195,7 +197,8 @@ def _collectors(raw: Path, req: RecordRequest, facts: LinkFacts, wirecap_netns: 
         capture = collectors.Wirecap(raw, "any", wirecap_netns, None, capture_filter=only)
     chosen: list[Any] = [capture]
     if req.kernel_trace or req.syscalls == "tracefs":
-        chosen.append(collectors.Schedtrace(raw, None, req.pid, syscalls=req.syscalls == "tracefs"))
+        waits = ["--syscalls", "--waits"] if req.waits and req.syscalls == "tracefs" else []
+        chosen.append(collectors.Schedtrace(raw, None, req.pid, syscalls=req.syscalls == "tracefs", options=waits))
     if req.pid is not None and req.syscalls == "ptrace":
         chosen.append(AttachedIotrace(raw, req.pid))
     for tool in chosen:

@@ -22,7 +22,8 @@ class GapInputs:
     (sequence.late_acknowledgements), or None; awaiting_acks and retransmit_timeouts: stream,
     t_start_ns, t_end_ns where each holds (tcp_waits.sender_waits), or None. protos: stream ->
     "tcp" or "udp" (default: "tcp"); comms: pid -> the process's name; frozen: t_start_ns, t_end_ns
-    where the whole host stood still (stolen.frozen), or None. rate_bps: the link rate."""
+    where the whole host stood still (stolen.frozen), or None; waits: each stream's sending
+    thread's calls with their labels (waits.stream_waits), or None. rate_bps: the link rate."""
 
     data: pd.DataFrame
     rate_bps: float
@@ -43,6 +44,7 @@ class GapInputs:
     no_probes: bool = False  # the kernel trace holds no tcp_probe event (a kernel without it)
     protos: dict[str, str] = field(default_factory=dict)
     frozen: pd.DataFrame | None = None  # t_start_ns, t_end_ns: stolen.frozen
+    waits: pd.DataFrame | None = None  # stream, t_enter_ns, t_exit_ns, waited_in: waits.stream_waits
     comms: dict[int, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # what each input was built from
     transmit_pids: list[int] | None = None  # kernel threads sending for any socket (default: ksoftirqd/*)

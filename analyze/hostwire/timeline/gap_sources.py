@@ -82,6 +82,9 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
         below = below_tcp(run, kernel, data, bases, sends, "tcp" in protos.values())
     # the capture side's tables are on disk already (capture_pass): a selection, not a copy
     data = compact(data, DATA_COLUMNS) if side is None else data[list(DATA_COLUMNS)]
+    waits = sender_waits(run, tl, senders, writes, data, lean)
+    if waits is not None:
+        sources["waits"] = "raw/syscalls.tsv"
     del writes
     if lean:
         tl.forget(*WHOLE_TABLES)
@@ -99,7 +102,7 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
                      link=link, states=states, running=running_, sends=sends, backlog=backlog_, window=window,
                      late_acks=late_acks, awaiting_acks=awaiting, retransmit_timeouts=timeouts, protos=protos,
                      qdisc_holds=below[0], send_paths=below[1], no_probes=below[2],
-                     comms=process_names(tl, set(senders.values()), not lean), frozen=frozen,
+                     comms=process_names(tl, set(senders.values()), not lean), frozen=frozen, waits=waits,
                      cpu_quota=float(run.point_value("sender_cpu_share")) > 0, sources=sources,
                      transmit_pids=None if not lean else kernel.transmit_pids)
 
@@ -125,6 +128,48 @@ def below_tcp(run: Run, kernel: FirstPass | None, data: pd.DataFrame, bases: dic
             has_tcp and len(probe_rows) == 0)
 
 
+def sender_waits(run: Run, tl: Timeline, senders: dict[str, int], writes: pd.DataFrame, data: pd.DataFrame,
+                 lean: bool) -> pd.DataFrame | None:
+    """Each stream's sending thread's calls, labelled (hostwire.timeline.waits.stream_waits): the
+    senders' calls of raw/syscalls.tsv (lean: read piece by piece, only the senders' kept), their
+    descriptors named from raw/sockets.tsv where the backend did not describe them."""
+    from hostwire.read.syscalls import iter_syscalls_of
+    from hostwire.read.tsv import read_header
+    from hostwire.timeline.intervals import stream_codes
+    from hostwire.timeline.waits import describe_fds, sending_threads, stream_waits
+
+    if not run.has("raw/syscalls.tsv") or not senders or len(data) == 0:
+        return None
+    pids = sorted(set(senders.values()))
+    columns = ["t_enter_ns", "t_exit_ns", "pid", "tid", "call", "fd", "fd_kind", "fd_desc"]
+    if lean:  # every call the file's header says was traced, as the whole table holds them
+        path = run.path / "raw" / "syscalls.tsv"
+        traced = [c for c in str(read_header(path)[0].get("calls", "")).split(",") if c]
+        pieces = [p.loc[p["pid"].isin(pids).to_numpy(), columns]
+                  for p in iter_syscalls_of(path, sorted({*traced, *ALL_CALLS}))]
+        calls = pd.concat(pieces, ignore_index=True)
+    else:
+        every = tl.df_calls()
+        calls = every.loc[every["pid"].isin(pids).to_numpy(), columns].reset_index(drop=True)
+    if len(calls) == 0:
+        return None
+    calls = describe_fds(calls, run.df_sockets() if run.has("raw/sockets.tsv") else None)
+    codes, names = stream_codes(data["stream"])  # a long run's frames: no string per frame
+    by = pd.Series(data["t_ns"].to_numpy(np.int64)).groupby(codes)
+    lo, hi = by.min(), by.max()
+    spans = {str(names[c]): (int(lo[c]), int(hi[c])) for c in lo.index if c >= 0}
+    sends = writes[["stream", "pid", "t_enter_ns"]] if "pid" in writes.columns and len(writes) else None
+    return stream_waits(calls, sending_threads(calls, sends, senders), spans)
+
+
+# the calls hostwire's tracers write (docs/formats.md), for a file whose header does not list its own
+ALL_CALLS = ("read", "write", "readv", "writev", "pread64", "pwrite64", "sendto", "sendmsg", "sendmmsg", "recvfrom",
+             "recvmsg", "sendfile", "splice", "connect", "accept", "accept4", "close", "socket", "dup", "dup2", "dup3",
+             "fcntl", "close_range", "pwritev", "pwritev2", "vmsplice", "tee", "epoll_wait", "epoll_pwait",
+             "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "nanosleep", "clock_nanosleep", "futex",
+             "futex_waitv", "wait4", "waitid", "pause", "rt_sigsuspend", "rt_sigtimedwait", "recvmmsg", "io_getevents",
+             "io_pgetevents", "io_uring_enter", "msgrcv", "semop", "semtimedop", "mq_timedreceive", "flock", "fsync",
+             "fdatasync")
 DATA_COLUMNS = ("t_ns", "stream", "wire_len", "payload_len")  # what the gaps read of a data frame
 # what label_flows needs and the capture's gap inputs use of a frame
 LABEL_COLUMNS = [*FRAME_COLUMNS, "wire_len", "flags", "wscale"]

@@ -18,6 +18,7 @@ import pandas as pd
 
 from hostwire.spill import scratch_file
 from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS
+from hostwire.timeline.waits import WAIT_COLUMNS, summarize
 
 CAUSES = ("on_wire", "vcpu_stolen", "receiver_window", "retransmit_timeout", "wire_busy", "preempted",
           "blocked_in_call", "app_idle", "awaiting_ack", "qdisc", "send_path", "unexplained")
@@ -25,8 +26,8 @@ CAUSE_NAMES = {c: c.replace("_", "-") for c in CAUSES}
 # the TCP causes: a UDP flow has no window, acknowledgements or retransmissions
 TCP_CAUSES = ("receiver_window", "retransmit_timeout", "awaiting_ack", "qdisc")
 GAP_COLUMNS = ["stream", "proto", "pid", "comm", "t_start_ns", "t_end_ns", "gap_ns", "threshold_ns",
-               *[f"{c}_ns" for c in CAUSES], "preempted_by"]
-TEXT_COLUMNS = ("stream", "proto", "comm", "preempted_by")
+               *[f"{c}_ns" for c in CAUSES], "preempted_by", "waited_in"]
+TEXT_COLUMNS = ("stream", "proto", "comm", "preempted_by", "waited_in")
 SUMMED = ["gap_ns", *[f"{c}_ns" for c in CAUSES]]  # what a stream's summary adds up
 
 
@@ -37,12 +38,13 @@ def empty_gaps() -> pd.DataFrame:
 class Sink:
     """Where the explanation puts each stream's closed gaps (gaps.explain_into): begin() once with
     the streams in their order, add() for each stream's gaps closed in a piece (in time order),
-    finish() once with each stream's sender's name (known only after the kernel trace is read)."""
+    finish() once with each stream's sender's name (known only after the kernel trace is read).
+    add()'s waits: per gap and call, the ns the sender's app-idle time spent in it (WAIT_COLUMNS)."""
 
     def begin(self, streams: list[str], cannot_tell: list[str], sources: dict[str, str]) -> None:
         self.streams, self.cannot_tell, self.sources = list(streams), list(cannot_tell), dict(sources)
 
-    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame) -> None:
+    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame, waits: pd.DataFrame) -> None:
         raise NotImplementedError
 
     def finish(self, comms: dict[str, str]) -> None:
@@ -64,11 +66,19 @@ class Whole(Sink):
         super().begin(streams, cannot_tell, sources)
         self.gaps: dict[str, list[pd.DataFrame]] = {s: [] for s in streams}
         self.preempters: dict[str, list[pd.DataFrame]] = {s: [] for s in streams}
+        self.waited: dict[str, list[pd.DataFrame]] = {s: [] for s in streams}
 
-    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame) -> None:
+    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame, waits: pd.DataFrame) -> None:
         self.gaps[stream].append(gaps)
         if len(preempters):
             self.preempters[stream].append(preempters)
+        if len(waits):
+            self.waited[stream].append(waits)
+
+    def waits(self) -> pd.DataFrame:
+        """Per gap and call, the ns and share of the gap's app-idle time (WAIT_COLUMNS), stream by stream."""
+        found = [w for s in self.streams for w in self.waited[s]]
+        return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=WAIT_COLUMNS)
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The gaps (GAP_COLUMNS) and the preempters (PREEMPTER_COLUMNS), stream by stream."""
@@ -89,11 +99,15 @@ class Totals(Sink):
         super().begin(streams, cannot_tell, sources)
         self.count: dict[str, int] = {}
         self.sums: dict[str, np.ndarray] = {}
+        self.waited: list[pd.DataFrame] = []  # stream, waited_in, ns: summed as they come
 
-    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame) -> None:
+    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame, waits: pd.DataFrame) -> None:
         sums = gaps[SUMMED].to_numpy(np.int64).sum(axis=0)
         self.count[stream] = self.count.get(stream, 0) + len(gaps)
         self.sums[stream] = self.sums[stream] + sums if stream in self.sums else sums
+        if len(waits):
+            both = pd.concat([*self.waited, waits[["stream", "waited_in", "ns"]]], ignore_index=True)
+            self.waited = [both.groupby(["stream", "waited_in"], as_index=False)["ns"].sum()]
 
     def summary(self) -> pd.DataFrame:
         """summary() of every gap the sink was given."""
@@ -101,7 +115,7 @@ class Totals(Sink):
         per = pd.DataFrame(np.array([self.sums[s] for s in named], dtype=np.int64).reshape(len(named), len(SUMMED)),
                            index=pd.Index(named, name="stream"), columns=SUMMED)
         per.insert(0, "gaps", np.array([self.count[s] for s in named], dtype=np.int64))
-        return _shares(per)
+        return _with_waits(_shares(per), self.waited[0] if self.waited else None)
 
 
 class Digest(Totals):
@@ -117,8 +131,8 @@ class Digest(Totals):
         self.top: pd.DataFrame | None = None
         self.tasks: pd.DataFrame | None = None
 
-    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame) -> None:
-        super().add(stream, gaps, preempters)
+    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame, waits: pd.DataFrame) -> None:
+        super().add(stream, gaps, preempters, waits)
         # the whole table's order is the streams', then time: it breaks ties of gap_ns
         ranked = gaps.assign(rank=self.streams.index(stream))
         both = ranked if self.top is None else pd.concat([self.top, ranked], ignore_index=True)
@@ -150,15 +164,15 @@ class OnDisk(Sink):
         super().begin(streams, cannot_tell, sources)
         self.files: dict[tuple[str, str], IO[bytes]] = {}
 
-    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame) -> None:
-        for what, table in (("gaps", gaps), ("preempters", preempters)):
+    def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame, waits: pd.DataFrame) -> None:
+        for what, table in (("gaps", gaps), ("preempters", preempters), ("waits", waits)):
             if len(table):
                 if (stream, what) not in self.files:
                     self.files[stream, what] = scratch_file()
                 pickle.dump(table, self.files[stream, what], protocol=pickle.HIGHEST_PROTOCOL)
 
     def pieces(self, what: str) -> Iterator[pd.DataFrame]:
-        """The gaps (what="gaps", GAP_COLUMNS) or the preempters' rows, stream by stream, a piece
+        """The gaps (what="gaps", GAP_COLUMNS), the preempters' or the waits' rows, stream by stream, a piece
         at a time; each stream's file is closed once read."""
         for stream in self.streams:
             handle = self.files.pop((stream, what), None)
@@ -180,13 +194,26 @@ class OnDisk(Sink):
         self.files.clear()
 
 
-def summary(gaps: pd.DataFrame) -> pd.DataFrame:
-    """Per stream (and `all`): gaps, gap_ns (their total) and each cause's share of it."""
+def summary(gaps: pd.DataFrame, waits: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per stream (and `all`): gaps, gap_ns (their total), each cause's share of it, and
+    waited_in: the calls the senders' app-idle time was spent in, the top three with their share
+    of it (waits: the gaps' WAIT_COLUMNS rows, Whole.waits())."""
     if len(gaps) == 0:
-        return _shares(pd.DataFrame(columns=["gaps", *SUMMED]))
+        return _with_waits(_shares(pd.DataFrame(columns=["gaps", *SUMMED])), None)
     per = gaps.groupby("stream", sort=True)[SUMMED].sum()
     per.insert(0, "gaps", gaps.groupby("stream", sort=True).size())
-    return _shares(per)
+    return _with_waits(_shares(per), waits)
+
+
+def _with_waits(out: pd.DataFrame, waits: pd.DataFrame | None) -> pd.DataFrame:
+    """summary's rows with waited_in, from the per-call ns (stream, waited_in, ns) of their gaps."""
+    if waits is None or len(waits) == 0:
+        return out.assign(waited_in="")
+    per = waits.groupby(["stream", "waited_in"], as_index=False, observed=True)["ns"].sum()
+    per = pd.concat([per, per.groupby("waited_in", as_index=False)["ns"].sum().assign(stream="all")],
+                    ignore_index=True)
+    idle = out["app_idle_share"].to_numpy(np.float64) * out["gap_ns"].to_numpy(np.float64)
+    return out.assign(waited_in=[summarize(per[per["stream"] == s], float(i)) for s, i in zip(out["stream"], idle)])
 
 
 def _shares(per: pd.DataFrame) -> pd.DataFrame:

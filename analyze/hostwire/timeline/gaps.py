@@ -52,6 +52,7 @@ from hostwire.timeline.gap_tasks import describe, idle_on, preempter_table, pree
 from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, Spans, ascending, covered, is_ascending,
                                          level_rows, names_in, numeric, restrict, steps, stream_codes, union,
                                          unique_sorted, within)
+from hostwire.timeline.waits import Waits, describe_waits
 
 if TYPE_CHECKING:
     from hostwire.timeline.kernel_slabs import Slab
@@ -209,6 +210,7 @@ class _Explainer:
         self.longest_busy_ns = int(wire_ns(np.r_[self.link_len.max()], inputs.rate_bps)[0]) if len(self.link_len) else 0
         self.link_code_of = {str(n): k for k, n in enumerate(link_names)}
         self.runnable = Runnable(inputs.states)
+        self.waits = Waits(inputs.waits)  # the sending threads' calls: what app-idle time waited in
         self.cpus = Cpus(inputs.running)
         self.has_running = inputs.running is not None
         self.transmitters = inputs.transmitters()
@@ -333,9 +335,11 @@ class _Explainer:
             wait_cpu = np.where(idle_on(self.cpus, wait_cpu, seg.start), -1, wait_cpu)
         return wait_cpu
 
-    def piece(self, name: str, found: tuple[np.ndarray, ...], lo: int, hi: int) -> tuple[np.ndarray, pd.DataFrame]:
+    def piece(self, name: str, found: tuple[np.ndarray, ...], lo: int,
+              hi: int) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
         """The ns of each cause in the parts of the stream's gaps (found) that lie in [lo, hi), per
-        gap and cause, and the tasks that ran while the sender waited there (gap_tasks.preempters' rows)."""
+        gap and cause, the tasks that ran while the sender waited there (gap_tasks.preempters' rows),
+        and the calls its app-idle time was spent in (waits.Waits.ns_in's rows)."""
         first, nxt, on_link = found[0], found[1], found[2]
         # the stream's own previous frame holds the link; the hypervisor ran none of the host's CPUs
         sets = {"on_wire": union(first, first + np.minimum(on_link, nxt - first)), "vcpu_stolen": self.frozen}
@@ -347,9 +351,10 @@ class _Explainer:
         seg = self.segments(name, start, end, here)
         cause = classify(seg)
         np.add.at(parts, (seg.gap, cause), seg.end - seg.start)
-        p = cause == CAUSES.index("preempted")
+        p, idle = cause == CAUSES.index("preempted"), cause == CAUSES.index("app_idle")
         return parts, preempters(seg.start[p], seg.end[p], seg.gap[p], seg.wait_cpu[p],
-                                  self.cpus if self.has_running else None)
+                                  self.cpus if self.has_running else None), \
+            self.waits.ns_in(name, seg.start[idle], seg.end[idle], seg.gap[idle])
 
     def slab(self, name: str, lo: int, hi: int, carried: _Open | None) -> tuple[_Closed | None, _Open | None]:
         """The stream's gaps that close in [lo, hi), with what the earlier pieces gave the one
@@ -358,23 +363,24 @@ class _Explainer:
         found = self.gaps_in(name, lo, hi)
         if found is None:
             return None, None
-        parts, pre = self.piece(name, found, lo, hi)
-        rows = [pre] if len(pre) else []
+        parts, pre, waited = self.piece(name, found, lo, hi)
+        rows, waits = [pre] if len(pre) else [], [waited] if len(waited) else []
         if carried is not None:  # the earlier pieces' share of the first gap, which began before lo
             assert int(found[0][0]) == carried.first, "a carried gap is the next piece's first"
             parts[0] += carried.parts
-            rows = carried.preempters + rows
+            rows, waits = carried.preempters + rows, carried.waits + waits
         closing = int(np.searchsorted(found[1], hi, side="right"))  # the gaps that end by hi
         carry = None
         if closing < len(found[0]):  # (an empty row set is not carried: a gap can span many slabs)
             carry = _Open(int(found[0][closing]), parts[closing].copy(),
-                          [r.assign(gap=0) for r in _rows_of(rows, lambda gap: gap == closing)])
+                          *([r.assign(gap=0) for r in _rows_of(t, lambda gap: gap == closing)] for t in (rows, waits)))
         if closing == 0:
             return None, carry
-        return _Closed([a[:closing] for a in found], parts[:closing], _rows_of(rows, lambda gap: gap < closing)), carry
+        return _Closed([a[:closing] for a in found], parts[:closing],
+                       *(_rows_of(t, lambda gap: gap < closing) for t in (rows, waits))), carry
 
-    def table(self, name: str, found: list[np.ndarray], parts: np.ndarray,
-              pre_rows: list[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def table(self, name: str, found: list[np.ndarray], parts: np.ndarray, pre_rows: list[pd.DataFrame],
+              wait_rows: list[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """Closed gaps' table and preempters from the sums of their pieces (the sender's name is
         the sink's to give: gap_tables.Sink.finish)."""
         first, nxt, _, threshold = found
@@ -388,7 +394,9 @@ class _Explainer:
         if self.inputs.cpu_quota and len(pre):
             pre.loc[pre["pid"].to_numpy() == 0, "role"] = "throttled"
         table["preempted_by"] = describe(pre, first)
-        return table, pre
+        waits = self.waits.table(name, wait_rows, first, parts[:, CAUSES.index("app_idle")])
+        table["waited_in"] = describe_waits(waits, first)
+        return table, pre, waits
 
 
 def _rows_of(rows: list[pd.DataFrame], which: Callable[[np.ndarray], np.ndarray]) -> list[pd.DataFrame]:
@@ -406,12 +414,14 @@ class _Closed:
     found: list[np.ndarray]
     parts: np.ndarray
     preempters: list[pd.DataFrame]
+    waits: list[pd.DataFrame]
 
     def join(self, more: _Closed) -> None:
         offset = len(self.parts)
         self.found = [np.concatenate([a, b]) for a, b in zip(self.found, more.found)]
         self.parts = np.concatenate([self.parts, more.parts])
         self.preempters += [r.assign(gap=r["gap"].to_numpy() + offset) for r in more.preempters]
+        self.waits += [r.assign(gap=r["gap"].to_numpy() + offset) for r in more.waits]
 
 
 EMIT_GAPS = 5_000  # closed gaps a stream gathers before they go to the sink as tables (pandas' cost is per table)
@@ -425,6 +435,7 @@ class _Open:
     first: int
     parts: np.ndarray
     preempters: list[pd.DataFrame]
+    waits: list[pd.DataFrame]
 
 
 def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[int, int] | None = None,
@@ -477,7 +488,7 @@ def explain_into(sink: Sink, inputs: GapInputs, min_gap_ns: int | None = None,
                     gathered[name] = closed
                 if name in gathered and (len(gathered[name].parts) >= EMIT_GAPS or hi == OPEN_HI):
                     done = gathered.pop(name)
-                    sink.add(name, *explainer.table(name, done.found, done.parts, done.preempters))
+                    sink.add(name, *explainer.table(name, done.found, done.parts, done.preempters, done.waits))
     assert not any(carried.values()) and not gathered, "the last piece reaches OPEN_HI: every gap has closed"
     if on_comms is not None:
         on_comms()
