@@ -26,12 +26,14 @@ def subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
 
 
-def page(parser: argparse.ArgumentParser, name: str, summary: str, see_also: list[str]) -> str:
+def page(parser: argparse.ArgumentParser, name: str, summary: str, see_also: list[str], commands: str = "") -> str:
     manpage = Manpage(parser, {"date": RELEASE_DATE, "project_name": "hostwire", "version": hostwire.__version__,
                                "manual_title": MANUAL, "manual_section": 1, "description": summary})
     manpage.prog = name
+    if commands:
+        manpage.add_section("commands", "=", commands)
     manpage.add_section("see also", "=", ",\n".join(f".BR {ref}" for ref in see_also))
-    return unfilled_epilog(str(manpage))
+    return with_help_option(unfilled_epilog(str(manpage)))
 
 
 def unfilled_epilog(text: str) -> str:
@@ -49,17 +51,40 @@ def unfilled_epilog(text: str) -> str:
 
 
 def top_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """hostwire(1) lists the commands and the global options; each command has its own page."""
+    """hostwire(1): the global options and COMMAND; the commands are listed in their own section
+    (commands_section) and each has its own page."""
     top = argparse.ArgumentParser(prog=parser.prog, description=parser.description,
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
                                   epilog="Each command's options are in its own page: man hostwire-COMMAND.")
     for action in parser._actions:
         if action.option_strings and action.dest != "help":
             top._add_action(action)
-    commands = top.add_subparsers(title="commands", dest="command", metavar="COMMAND")
-    for choice in subcommands(parser)._choices_actions:
-        commands.add_parser(choice.dest, help=choice.help)
+    top.add_argument("command", metavar="COMMAND", help="one of the commands below")
+    top.add_argument("arguments", metavar="ARGS", nargs=argparse.REMAINDER, help="the command's arguments")
     return top
+
+
+def commands_section(parser: argparse.ArgumentParser) -> str:
+    entries = []
+    for choice in subcommands(parser)._choices_actions:
+        entries += [".TP", f"\\fB{choice.dest}\\fR", roff_text(choice.help or ""),
+                    ".br", f"See \\fBhostwire\\-{choice.dest}\\fR(1)."]
+    return "\n".join(entries)
+
+
+def roff_text(text: str) -> str:
+    return text.replace("\\", "\\e").replace("-", "\\-")
+
+
+def with_help_option(text: str) -> str:
+    """argparse-manpage leaves -h/--help out; every --help lists it, and so does every page."""
+    entry = [".TP", "\\fB\\-h\\fR, \\fB\\-\\-help\\fR", "show the usage, the options and the examples, and exit"]
+    lines = []
+    for line in text.split("\n"):
+        lines.append(line)
+        if line.startswith(".SH OPTIONS"):
+            lines += entry
+    return "\n".join(lines)
 
 
 def pages() -> dict[str, str]:
@@ -70,7 +95,8 @@ def pages() -> dict[str, str]:
     helps = {choice.dest: choice.help or "" for choice in commands._choices_actions}
     command_refs = [f"hostwire-{name} (1)" for name in names]
     out = {"hostwire.1": page(top_parser(parser), "hostwire", "record and explain a host's bursty traffic",
-                              [*command_refs, "hostwire-causes (7)", "hostwire-run (5)"])}
+                              [*command_refs, "hostwire-causes (7)", "hostwire-run (5)"],
+                              commands_section(parser))}
     for name in names:
         sub = commands.choices[name]
         out[f"hostwire-{name}.1"] = page(sub, f"hostwire-{name}", helps[name],
