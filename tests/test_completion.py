@@ -105,12 +105,11 @@ def test_zsh_completes_commands_options_and_run_directories(workspace: Path, tmp
     functions.mkdir()
     shutil.copy(ZSH_SCRIPT, functions / "_hostwire")
     harness = Path(__file__).with_name("zsh_complete.zsh")
-    got = {}
-    for line in ("hostwire re", "hostwire gaps --m", "hostwire gaps runs/camp/", "hostwire run "):
-        proc = subprocess.run(["zsh", "-f", str(harness), str(functions), str(workspace), line], capture_output=True,
-                              text=True, timeout=30, env={**os.environ, "TERM": "dumb"})
-        assert proc.returncode == 0, proc.stderr
-        got[line] = sorted(proc.stdout.split())
+    lines = ["hostwire re", "hostwire gaps --m", "hostwire gaps runs/camp/", "hostwire run "]
+    proc = subprocess.run(["zsh", "-f", str(harness), str(functions), str(workspace), *lines], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "TERM": "dumb"})
+    assert proc.returncode == 0, proc.stderr
+    got = {line: sorted(words.split()) for line, words in zip(lines, proc.stdout.splitlines(), strict=True)}
     assert got["hostwire re"] == ["record", "report"]
     assert got["hostwire gaps --m"] == ["--min-gap"]
     assert got["hostwire gaps runs/camp/"] == ["runs/camp/r1"]
