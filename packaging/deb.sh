@@ -37,11 +37,11 @@ sed -e "s/@VERSION@/$version/" -e "s/@REVISION@/${REVISION:-unknown}/" -e "s|@MA
 chmod 644 "$doc/changelog.gz"
 
 say "dependencies"
+install -d -m 755 "$stage/DEBIAN"  # dpkg-shlibdeps finds the package's root by it
 printf 'Source: hostwire\n\nPackage: hostwire\nArchitecture: any\n' > "$out/debian/control"
 libs=$(cd "$out" && dpkg-shlibdeps -O -edebian/hostwire/usr/libexec/hostwire/lib/libhwiowrap.so \
        $(printf -- '-e%s ' debian/hostwire/usr/libexec/hostwire/bin/*) | sed -n 's/^shlibs:Depends=//p')
 
-install -d -m 755 "$stage/DEBIAN"
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" -e "s|@MAINTAINER@|$maintainer|" \
     -e "s/@DEPENDS@/$libs, $python_package, iproute2, ethtool/" \
