@@ -29,6 +29,10 @@ find "$stage" -name '*.py[co]' -delete
 find "$stage/usr/lib/hostwire" -name '*.so*' -type f -exec chmod 644 {} +  # libraries, not programs
 # modules, not programs: a module's own #! line would otherwise ask for the system's python3
 find "$stage/usr/lib/hostwire/venv/lib" -name '*.py' -type f -perm /111 -exec chmod 644 {} +
+# Debian's zsh reads /usr/share/zsh/vendor-completions (site-functions is for /usr/local)
+install -d "$stage/usr/share/zsh/vendor-completions"
+mv "$stage/usr/share/zsh/site-functions/_hostwire" "$stage/usr/share/zsh/vendor-completions/_hostwire"
+rmdir "$stage/usr/share/zsh/site-functions"
 install -d "$stage/usr/share/lintian/overrides"
 install -m 644 "$top/packaging/lintian-overrides" "$stage/usr/share/lintian/overrides/hostwire"
 

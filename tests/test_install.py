@@ -113,6 +113,8 @@ def test_debian_package_passes_lintian_installs_works_and_is_removed_without_a_t
         doctor = without_checkout("hostwire", "doctor")
         assert not doctor_problems(doctor.stdout), doctor.stdout + doctor.stderr
         assert "ok      tool hw-bench: /usr/libexec/hostwire/bin/hw-bench (installed)" in doctor.stdout
+        assert "ok      manual pages: /usr/share/man/man1/hostwire.1.gz" in doctor.stdout
+        assert "ok      zsh completion: /usr/share/zsh/vendor-completions/_hostwire" in doctor.stdout
         version = without_checkout("hostwire", "--version")
         assert version.stdout.strip() == f"hostwire 0.1.0 (revision {revision()}, installed in /usr)", version.stderr
         page = subprocess.run(["man", "-w", "hostwire-gaps"], capture_output=True, text=True)

@@ -79,17 +79,24 @@ def check_linked_libraries(names: tuple[str, ...]) -> list[Finding]:
 
 
 def check_documentation() -> list[Finding]:
-    """The manual pages and the completion scripts, where `man` and the shells look for them."""
+    """The manual pages and the completion scripts, where `man` and the shells look for them (an
+    install's pages may be compressed, and Debian's zsh reads vendor-completions)."""
     layout = paths.installed()
     if layout is not None:
         share = layout.prefix / "share"
-        pages = share / "man" / "man1" / "hostwire.1"
-        bash = share / "bash-completion" / "completions" / "hostwire"
-        zsh = share / "zsh" / "site-functions" / "_hostwire"
+        candidates = {
+            "manual pages": [share / "man" / "man1" / "hostwire.1", share / "man" / "man1" / "hostwire.1.gz"],
+            "bash completion": [share / "bash-completion" / "completions" / "hostwire"],
+            "zsh completion": [share / "zsh" / "site-functions" / "_hostwire",
+                               share / "zsh" / "vendor-completions" / "_hostwire"],
+        }
     else:
-        pages = paths.REPO_ROOT / "man" / "hostwire.1"
-        bash = paths.REPO_ROOT / "completion" / "hostwire.bash"
-        zsh = paths.REPO_ROOT / "completion" / "_hostwire"
+        candidates = {"manual pages": [paths.REPO_ROOT / "man" / "hostwire.1"],
+                      "bash completion": [paths.REPO_ROOT / "completion" / "hostwire.bash"],
+                      "zsh completion": [paths.REPO_ROOT / "completion" / "_hostwire"]}
     fix = "reinstall hostwire" if layout else "make man completion"
-    return [Finding(what, path.is_file(), str(path) if path.is_file() else f"{path} is missing", fix)
-            for what, path in (("manual pages", pages), ("bash completion", bash), ("zsh completion", zsh))]
+    findings = []
+    for what, places in candidates.items():
+        found = next((place for place in places if place.is_file()), None)
+        findings.append(Finding(what, found is not None, str(found) if found else f"{places[0]} is missing", fix))
+    return findings
