@@ -47,6 +47,7 @@ def doctor_problems(stdout: str) -> list[str]:
 
 def test_staged_install_runs_without_the_checkout_and_uninstall_leaves_nothing(tmp_path: Path) -> None:
     prefix = tmp_path / "prefix"
+    built_from = revision()
     try:
         make("install", f"PREFIX={prefix}")
         for part in ("bin/hostwire", "libexec/hostwire/bin/hw-bench", "libexec/hostwire/lib/libhwiowrap.so",
@@ -59,7 +60,7 @@ def test_staged_install_runs_without_the_checkout_and_uninstall_leaves_nothing(t
 
         version = without_checkout(str(prefix / "bin" / "hostwire"), "--version")
         assert version.returncode == 0, version.stderr
-        assert version.stdout.strip() == f"hostwire 0.1.0 (revision {revision()}, installed in {prefix})"
+        assert version.stdout.strip() == f"hostwire 0.1.0 (revision {built_from}, installed in {prefix})"
 
         doctor = without_checkout(str(prefix / "bin" / "hostwire"), "doctor")
         assert not doctor_problems(doctor.stdout), doctor.stdout + doctor.stderr
@@ -74,7 +75,7 @@ def test_staged_install_runs_without_the_checkout_and_uninstall_leaves_nothing(t
         record = without_checkout(str(prefix / "bin" / "hostwire"), "record", "-o", str(out), "--", "true")
         assert record.returncode == 0, record.stderr
         manifest = json.loads((out / "manifest.json").read_text())
-        assert manifest["status"] == "complete" and manifest["git_revision"] == revision()
+        assert manifest["status"] == "complete" and manifest["git_revision"] == built_from
         assert (out / "raw" / "wire.pcap").is_file() and (out / "raw" / "sched.tsv").is_file()
     finally:
         make("uninstall", f"PREFIX={prefix}")
@@ -95,6 +96,7 @@ def installed(package: str) -> bool:
 def test_debian_package_passes_lintian_installs_works_and_is_removed_without_a_trace() -> None:
     if installed("hostwire"):
         pytest.skip("a hostwire package is installed on this machine; this test would replace it")
+    built_from = revision()
     make("deb", timeout=1200)
     debs = sorted((REPO / "build" / "deb").glob("hostwire_*.deb"))
     assert len(debs) == 1, debs
@@ -116,7 +118,7 @@ def test_debian_package_passes_lintian_installs_works_and_is_removed_without_a_t
         assert "ok      manual pages: /usr/share/man/man1/hostwire.1.gz" in doctor.stdout
         assert "ok      zsh completion: /usr/share/zsh/vendor-completions/_hostwire" in doctor.stdout
         version = without_checkout("hostwire", "--version")
-        assert version.stdout.strip() == f"hostwire 0.1.0 (revision {revision()}, installed in /usr)", version.stderr
+        assert version.stdout.strip() == f"hostwire 0.1.0 (revision {built_from}, installed in /usr)", version.stderr
         page = subprocess.run(["man", "-w", "hostwire-gaps"], capture_output=True, text=True)
         assert page.stdout.strip() == "/usr/share/man/man1/hostwire-gaps.1.gz"
     finally:
