@@ -107,7 +107,8 @@ $(BUILD)/pic/%.o: %.c
 
 -include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
 
-.PHONY: setup build build-c ctest test test-long test-vm demo bench soak clean check-libs kernel vm-image help
+.PHONY: setup build build-c ctest test test-long test-vm demo bench soak clean check-libs kernel vm-image help \
+        install uninstall deb man completion
 
 help:
 	@echo "make setup   install Debian packages and the Python venv (.venv)"
@@ -119,6 +120,10 @@ help:
 	@echo "make soak    one hour of 20 senders, 20 background processes and every collector, checked (SOAK_MINUTES=3 for a short one)"
 	@echo "make kernel  the stock, the patched (kernel-patches/) and the v1 guest kernels under $(BUILD)/kernel/"
 	@echo "make test-vm the boot tests: the guest kernels in QEMU (make kernel first)"
+	@echo "make install PREFIX=/usr/local [DESTDIR=]  the tools, a private Python environment, man pages, completion"
+	@echo "make uninstall PREFIX=/usr/local [DESTDIR=]  remove what make install put there"
+	@echo "make deb     the Debian package $(BUILD)/hostwire_<version>_<arch>.deb (docs/install.md)"
+	@echo "make man     regenerate man/ from the argument parser; make completion: completion/"
 	@echo "make clean   remove build/ (the venv stays; remove .venv by hand)"
 
 setup:
@@ -194,3 +199,32 @@ vm-image: kernel
 test-vm: setup
 	$(Q)$(MAKE) --no-print-directory build-c
 	$(Q)HOSTWIRE_REQUIRE_PRIV=1 $(PY) -m pytest -m vm $(PYTEST_ARGS)
+
+# Installed layout (docs/install.md): PREFIX/libexec/hostwire (C tools), PREFIX/lib/hostwire/venv
+# (the package and its pinned dependencies), PREFIX/bin/hostwire (launcher), man pages and
+# completion under PREFIX/share. Always from the plain build, whatever SAN says.
+PREFIX ?= /usr/local
+DESTDIR ?=
+INSTALL_PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+INSTALL_ENV = PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) BUILD=$(TOP)/build PYTHON=$(INSTALL_PYTHON) \
+              REVISION=$$(packaging/revision.sh)
+install: setup
+	$(Q)$(MAKE) --no-print-directory SAN=0 BUILD=build build-c
+	$(Q)$(INSTALL_ENV) packaging/install.sh
+
+uninstall:
+	$(Q)PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) packaging/uninstall.sh
+
+# The Debian package: the same layout under /usr, its Python environment built here (nothing is
+# downloaded when it is installed).
+deb: setup
+	$(Q)$(MAKE) --no-print-directory SAN=0 BUILD=build build-c
+	$(Q)BUILD=$(TOP)/build REVISION=$$(packaging/revision.sh) packaging/deb.sh $(TOP)/build/deb
+
+# Generated from the argument parser and committed (tests/test_install_docs.py checks they are
+# current): installing needs neither tool.
+man:
+	$(Q)$(PY) packaging/gen_man.py man
+
+completion:
+	$(Q)$(PY) packaging/gen_completion.py completion

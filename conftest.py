@@ -38,7 +38,8 @@ TIMING_MODULES = frozenset({
     "analyze/tests/test_resources.py", "sched-trace/tests/test_schedtrace.py",
     "analyze/tests/test_metrics_integrity.py", "analyze/tests/test_fuzz_fast.py", "tests/test_record.py",
     "analyze/tests/test_collector_stop.py", "tests/test_record_report.py", "tests/test_real_services.py",
-    "tests/test_real_transfers.py", "tests/test_real_web.py", "tests/test_qdisc_causes.py", "tests/test_record_lifetimes.py", "tests/test_record_sendstyles.py",
+    "tests/test_real_transfers.py", "tests/test_real_web.py", "tests/test_qdisc_causes.py",
+    "tests/test_record_lifetimes.py", "tests/test_record_sendstyles.py", "tests/test_completion.py",
 })
 
 
@@ -47,7 +48,8 @@ TIMING_MODULES = frozenset({
 # within six minutes; `make test-long`, which CI runs after it, runs them (the sanitized ones
 # against the ASan/UBSan build too). Each still runs in CI on every change.
 LONG_TESTS = frozenset({
-    "tests/test_campaign_e2e.py", "tests/test_gaps_e2e.py", "tests/test_record_lifetimes.py", "tests/test_record_sendstyles.py", "tests/test_record_waits.py",
+    "tests/test_campaign_e2e.py", "tests/test_gaps_e2e.py", "tests/test_install.py", "tests/test_record_lifetimes.py",
+    "tests/test_record_sendstyles.py", "tests/test_record_waits.py",
     "analyze/tests/test_cache_integrity.py::test_report_recomputes_an_empty_table_instead_of_a_traceback",
     "analyze/tests/test_campaign.py::test_campaign_records_every_point_and_resume_skips_complete_runs",
     "analyze/tests/test_capture_pass.py::test_gaps_of_the_chunked_capture_are_the_gaps_in_memory",

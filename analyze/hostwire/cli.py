@@ -16,6 +16,29 @@ from hostwire.errors import HostwireError, Terminated
 COMMANDS = (analyze, demo, doctor, gaps, metrics, model, overhead, pcapcols, record, report, run, timeline)
 
 
+class _VersionAction(argparse.Action):
+    """--version: the version and the source revision it was built from (git is asked only here,
+    not every time a parser is built)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version and the source revision, and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        sys.stdout.write(version_line() + "\n")
+        parser.exit(0)
+
+
+def version_line() -> str:
+    """`hostwire 0.1.0 (revision 1a2b3c..., installed in /usr/local)`."""
+    from hostwire import paths
+
+    layout = paths.installed()
+    where = f"installed in {layout.prefix}" if layout else f"checkout {paths.REPO_ROOT}"
+    return f"hostwire {hostwire.__version__} (revision {paths.source_revision() or 'unknown'}, {where})"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line and exit 2, as every hostwire tool
         self.exit(2, f"hostwire: {message} (see 'hostwire --help')\n")
@@ -27,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Record and analyze how a host's scheduler and system calls shape its traffic.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"hostwire {hostwire.__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:

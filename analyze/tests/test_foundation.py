@@ -24,7 +24,9 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_version() -> None:
     proc = run_cli("--version")
-    assert proc.returncode == 0 and proc.stdout.strip() == f"hostwire {hostwire.__version__}"
+    head = subprocess.run(["git", "-C", str(Path(hostwire.__file__).parents[2]), "rev-parse", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    assert proc.returncode == 0 and proc.stdout.startswith(f"hostwire {hostwire.__version__} (revision {head}, ")
 
 
 def test_unknown_command_is_one_line_exit_2() -> None:

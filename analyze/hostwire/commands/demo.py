@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from hostwire.paths import REPO_ROOT
+from hostwire.paths import runs_root
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog="examples:\n  hostwire demo\n  hostwire demo --senders 4 --background 1 --duration 5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "demo",
+    parser.add_argument("--out", type=Path, default=runs_root() / "demo",
                         help="campaign directory for the run (default: runs/demo)")
     parser.add_argument("--senders", "-M", type=int, default=2, help="sending processes (default 2)")
     parser.add_argument("--background", "-N", type=int, default=2, help="background processes (default 2)")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hostwire.paths import REPO_ROOT
+from hostwire.paths import runs_root
 
 EPILOG = """examples:
   hostwire run configs/quick.toml
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         sys.stdout.write("\n".join(dry_run_lines(config)) + "\n")
         return 0
-    directory = args.out if args.out is not None else REPO_ROOT / "runs" / config.name
+    directory = args.out if args.out is not None else runs_root() / config.name
     bar = _ProgressBar(disabled=args.no_progress or not sys.stderr.isatty())
     try:
         result = run_campaign(config, directory, resume=args.resume, progress=bar.update,

@@ -224,5 +224,5 @@ def run_overhead(loops: int, runs: int, cpu: int, *, runs_dir: Path | None = Non
     except HostwireError as err:
         probes = []
         notes.append(str(err))
-    rates = campaign_switch_rates(runs_dir or paths.REPO_ROOT / "runs")
+    rates = campaign_switch_rates(runs_dir or paths.runs_root())
     return Result(loops, runs, cpu, tracer_cpu, rows, probes, rates, notes, rt_prio)

@@ -7,13 +7,13 @@ import os
 import shutil
 import subprocess
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hostwire.record import cpulimit, topology
+from hostwire.record import cpulimit, parts, topology
+from hostwire.record.finding import Finding
 
-from hostwire import manifest
+from hostwire import manifest, paths
 from hostwire.errors import HostwireError
 from hostwire.locks import locked
 
@@ -21,14 +21,6 @@ TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/traci
 LIBRARIES = ("libpcap", "libtracefs", "libtraceevent")
 PROGRAMS = ("ip", "tc", "ethtool", "tcpdump", "tshark", "strace")
 INSTANCE_PREFIX = "hw-"
-
-
-@dataclass
-class Finding:
-    facility: str
-    ok: bool
-    detail: str
-    fix: str = ""
 
 
 def tracefs_root() -> Path | None:
@@ -75,15 +67,19 @@ def check_ptrace() -> Finding:
 
 
 def check_libraries() -> list[Finding]:
+    """The libraries the C tools link: as the installed tools load them, or, in a checkout, as
+    pkg-config finds them for building; and the programs hostwire runs."""
     findings = []
-    for lib in LIBRARIES:
+    if paths.build_dir_origin()[1] == "installed":
+        findings += parts.check_linked_libraries(LIBRARIES)
+    for lib in LIBRARIES if not findings else ():
         ok = shutil.which("pkg-config") is not None and subprocess.run(
             ["pkg-config", "--exists", lib], capture_output=True).returncode == 0
         findings.append(Finding(f"library {lib}", ok, "found" if ok else "not found by pkg-config",
                                 "make setup"))
     for prog in PROGRAMS:
-        ok = shutil.which(prog) is not None
-        findings.append(Finding(f"program {prog}", ok, "found" if ok else "not on PATH", "make setup"))
+        where = shutil.which(prog)
+        findings.append(Finding(f"program {prog}", where is not None, where or "not on PATH", "make setup"))
     return findings
 
 
@@ -94,7 +90,8 @@ def check_cpus() -> Finding:
 
 
 def run_checks() -> list[Finding]:
-    return [check_root(), check_tracefs(), check_netns(), check_ptrace(), *check_libraries(), check_cpus()]
+    return [*parts.check_package(), *parts.check_tools(), check_root(), check_tracefs(), check_netns(),
+            check_ptrace(), *check_libraries(), check_cpus(), *parts.check_documentation()]
 
 
 def stale_instances() -> list[Path]:

@@ -103,7 +103,7 @@ def check(req: RecordRequest) -> tuple[str | None, list[str], str | None]:
 
 
 def default_output() -> Path:
-    return paths.REPO_ROOT / "runs" / time.strftime("record-%Y%m%d-%H%M%S")
+    return paths.runs_root() / time.strftime("record-%Y%m%d-%H%M%S")
 
 
 class _Signals:

@@ -9,7 +9,6 @@ import logging
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
 from contextlib import nullcontext
@@ -27,7 +26,7 @@ from hostwire.locks import locked
 from hostwire.manifest import (MANIFEST_FORMAT, MANIFEST_NAME, raw_digests, register_live, runner_identity, seal,
                                unregister_live, write_json_atomic)
 from hostwire.lifeline import sigterm_unwinds
-from hostwire.paths import REPO_ROOT
+from hostwire import paths
 from hostwire.record.point import RunPoint  # defined apart so that reading a run never imports this module
 from hostwire.record.resources import ResourceSampler
 from hostwire.record.topology import Topology, run_cmd
@@ -87,12 +86,8 @@ def _cpu_model() -> str | None:
 
 
 def git_revision() -> str | None:
-    try:
-        proc = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() or None
+    """The source revision (recorded at install time, or the checkout's HEAD) for the manifest."""
+    return paths.source_revision()
 
 
 @dataclass
