@@ -104,9 +104,21 @@ def _calls_of(tl: Timeline, syscalls: pd.DataFrame) -> pd.DataFrame:
     if hold is not None:
         root, exec_ns = hold
         syscalls = syscalls[~((syscalls["pid"].to_numpy() == root) & (syscalls["t_enter_ns"].to_numpy() < exec_ns))]
-    out = stream_tables.calls(syscalls, tl.roles(), tl.df_streams(), tl.df_fd_epochs())
+    out = stream_tables.calls(syscalls, tl.roles(), tl.df_streams(), tl.df_fd_epochs(), tl.df_datagram_sends())
     out.attrs["backend"] = syscalls.attrs.get("meta", {}).get("backend", "")
     return out
+
+
+def datagram_sends(tl: Timeline) -> pd.DataFrame:
+    """The sends on a recorded program's unconnected UDP sockets joined to their datagrams' flows
+    (hostwire.timeline.datagram_sends), piece by piece."""
+    from hostwire.timeline import datagram_sends as ds
+
+    held = ds.unconnected_udp(tl.run.df_sockets() if tl.run.has("raw/sockets.tsv") else None)
+    frames = tl.data_frames() if len(held) else None
+    if frames is None or not (frames["proto"].to_numpy() == 17).any():
+        return pd.DataFrame(columns=ds.MATCH_COLUMNS)
+    return ds.datagram_sends(ds.sends_on(send_call_pieces(tl.run), held), held, frames)
 
 
 def fd_epochs(run: Run) -> pd.DataFrame:
@@ -126,24 +138,14 @@ def fd_epochs(run: Run) -> pd.DataFrame:
 
 
 def lifetime_senders(run: Run, epochs: pd.DataFrame) -> pd.DataFrame:
-    """Per stream an epoch names, the process that sent most of its bytes and the fd it sent them
-    on: pid, fd, stream, source (`lifetime`)."""
-    from hostwire.timeline.fd_lifetimes import call_streams
+    """hostwire.timeline.program_streams.lifetime_senders of the run's send calls, each with its comm."""
+    from hostwire.timeline.program_streams import lifetime_senders as senders, process_comms
 
-    totals = []
-    for piece in send_call_pieces(run):
-        sends = piece[pd.to_numeric(piece["result"], errors="coerce").fillna(0).to_numpy() > 0]
-        stream, _ = call_streams(sends, epochs)
-        named = stream != ""
-        if named.any():
-            totals.append(pd.DataFrame({"stream": stream[named], "pid": sends["pid"].to_numpy()[named],
-                                        "fd": sends["fd"].to_numpy()[named],
-                                        "b": pd.to_numeric(sends["result"], errors="coerce").to_numpy()[named]}))
-    if not totals:
-        return pd.DataFrame(columns=["pid", "fd", "stream", "source"])
-    per = pd.concat(totals).groupby(["stream", "pid", "fd"], as_index=False)["b"].sum()
-    best = per.sort_values(["stream", "b"], ascending=[True, False], kind="stable").groupby("stream").head(1)
-    return best[["pid", "fd", "stream"]].assign(source="lifetime").astype({"pid": np.int64, "fd": np.int64})
+    best = senders(send_call_pieces(run), epochs)
+    command = run.manifest.get("command")
+    tasks = command.get("tasks") if isinstance(command, dict) else None
+    comms = process_comms(set(best["pid"].astype(np.int64)), tasks, _sched(run) if run.has("raw/sched.tsv") else None)
+    return best.assign(role=best["pid"].map(comms).fillna("").astype(object))
 
 
 def streams(run: Run, epochs: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -186,6 +188,8 @@ def streams(run: Run, epochs: pd.DataFrame | None = None) -> pd.DataFrame:
         "raw/syscalls.tsv") else pd.DataFrame(columns=["pid", "fd", "stream", "source"])
     if epochs is not None and len(epochs):
         fds = pd.concat([lifetime_senders(run, epochs), fds], ignore_index=True)
+    if run.has("raw/sockets.tsv"):  # sends against a connection's data direction are no stream's
+        fds = fds[~fds["stream"].isin(stream_tables.reversed_streams(names["stream"]))]
     senders = [{"fd": -1, "source": "bench", **s} for s in senders]
     return stream_tables.streams_table(pd.DataFrame(senders, columns=["role", "pid", "local", "peer", "fd", "source"]),
                                 pd.DataFrame([{"stream": "", **r} for r in receivers],
@@ -435,6 +439,10 @@ class Timeline:
     def df_streams(self) -> pd.DataFrame:
         """Stream <-> pid <-> fd <-> 4-tuple <-> role (hostwire.timeline.stream_tables.streams_table)."""
         return self._table("streams", lambda: streams(self.run, self.df_fd_epochs()))
+
+    def df_datagram_sends(self) -> pd.DataFrame:
+        """The sends of unconnected UDP sockets joined to their datagrams' flows (datagram_sends above)."""
+        return self._table("datagram_sends", lambda: datagram_sends(self))
 
     def df_fd_epochs(self) -> pd.DataFrame:
         """Each descriptor's epochs and the sockets they held (hostwire.timeline.fd_lifetimes.fd_epochs)."""

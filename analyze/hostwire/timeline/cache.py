@@ -23,7 +23,7 @@ from hostwire.safewrite import write_with
 
 log = logging.getLogger(__name__)
 
-VERSION = 4  # raised when a cached table's columns or meaning change: older copies are then ignored
+VERSION = 5  # raised when a cached table's columns or meaning change: older copies are then ignored
 CACHED = ("switches", "wakeups", "migrations", "running", "task_states", "runqueue", "data_frames", "segments",
           "backlog")
 SOURCES_KEY = b"hostwire.sources"

@@ -6,6 +6,8 @@ the process that received it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -90,3 +92,38 @@ def owners(names: pd.DataFrame, sockets: pd.DataFrame) -> tuple[pd.DataFrame, pd
                               "stream": stream})
     return (pd.DataFrame(senders, columns=SENDER_COLUMNS),
             pd.DataFrame(receivers, columns=RECEIVER_COLUMNS).astype({"pid": np.int64, "sender_pid": np.int64}))
+
+
+def lifetime_senders(pieces: Iterable[pd.DataFrame], epochs: pd.DataFrame) -> pd.DataFrame:
+    """Per stream an epoch names (hostwire.timeline.fd_lifetimes), the process that sent most of
+    its bytes and the fd it sent them on: pid, fd, stream, source (`lifetime`). pieces: the send
+    calls, a piece at a time."""
+    from hostwire.timeline.fd_lifetimes import call_streams
+
+    totals = []
+    for piece in pieces:
+        sends = piece[pd.to_numeric(piece["result"], errors="coerce").fillna(0).to_numpy() > 0]
+        stream, _ = call_streams(sends, epochs)
+        named = stream != ""
+        if named.any():
+            totals.append(pd.DataFrame({"stream": stream[named], "pid": sends["pid"].to_numpy()[named],
+                                        "fd": sends["fd"].to_numpy()[named],
+                                        "b": pd.to_numeric(sends["result"], errors="coerce").to_numpy()[named]}))
+    if not totals:
+        return pd.DataFrame({"pid": pd.Series(dtype=np.int64), "fd": pd.Series(dtype=np.int64),
+                             "stream": pd.Series(dtype=object), "source": pd.Series(dtype=object)})
+    per = pd.concat(totals).groupby(["stream", "pid", "fd"], as_index=False)["b"].sum()
+    best = per.sort_values(["stream", "b"], ascending=[True, False], kind="stable").groupby("stream").head(1)
+    return best[["pid", "fd", "stream"]].assign(source="lifetime").astype({"pid": np.int64, "fd": np.int64})
+
+
+def process_comms(pids: set[int], tasks: dict | None, sched: pd.DataFrame | None) -> dict[int, str]:
+    """pid -> comm of these processes: the recorded program's tasks (the manifest's, tid -> comm:
+    the socket sampler saw them), else the name the kernel trace (t_ns, pid, comm) last ran the pid
+    under (a child that lived between two samples); a pid neither names is left out."""
+    out = {int(t): str(c) for t, c in (tasks or {}).items() if str(t).isdigit() and int(t) in pids}
+    rest = pids - set(out)
+    if rest and sched is not None and len(sched):
+        of = sched[np.isin(sched["pid"].to_numpy(), list(rest))].sort_values("t_ns", kind="stable")
+        out.update({int(p): str(c) for p, c in of.groupby("pid")["comm"].last().items()})
+    return out

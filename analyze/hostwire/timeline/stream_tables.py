@@ -23,14 +23,17 @@ BACKLOG_COLUMNS = ["stream", "t_ns", "written_bytes", "sent_bytes", "backlog_byt
 
 
 def calls(syscalls: pd.DataFrame, roles: dict[int, str], streams: pd.DataFrame | None = None,
-          epochs: pd.DataFrame | None = None) -> pd.DataFrame:
+          epochs: pd.DataFrame | None = None, datagrams: pd.DataFrame | None = None) -> pd.DataFrame:
     """The I/O system calls of whichever backend recorded them (the columns of
     hostwire.read.syscalls.read_syscalls) with role (of pid), is_send (a call that sends data),
     bytes (the result when positive, else 0) and stream: the one its fd's description names, else
     the stream of the socket the call's (pid, fd) held when it entered (epochs:
     hostwire.timeline.fd_lifetimes.fd_epochs), else the one the streams table gives its (pid, fd)
     when that (pid, fd) sent on no other stream, no epoch names that stream, and nothing says the
-    fd was not an inet socket then; "" when none does."""
+    fd was not an inet socket then, else the flow of the datagram a send on an unconnected UDP
+    socket put on the wire (datagrams: hostwire.timeline.datagram_sends.datagram_sends); "" when
+    none does, and "" for a stream's other direction (reversed_streams)."""
+    from hostwire.timeline.datagram_sends import join
     from hostwire.timeline.fd_lifetimes import call_streams
 
     require_columns(syscalls, ["t_enter_ns", "t_exit_ns", "pid", "call", "fd", "result", "fd_desc"], "syscalls")
@@ -48,8 +51,20 @@ def calls(syscalls: pd.DataFrame, roles: dict[int, str], streams: pd.DataFrame |
         idx = key.get_indexer(pd.MultiIndex.from_arrays([out["pid"].to_numpy(), out["fd"].to_numpy()]))
         hit = (idx >= 0) & (stream == "") & ~not_inet
         stream[hit] = known["stream"].to_numpy()[idx[hit]]
+    stream = join(out, stream, datagrams)  # the sends alone are matched
+    if streams is not None and len(streams):
+        stream = np.where(np.isin(stream, reversed_streams(streams["stream"])), "", stream).astype(object)
     out["stream"] = fixed_file_streams(out, np.where(not_inet, "", stream).astype(object), streams)
     return out
+
+
+def reversed_streams(names: Iterable[str]) -> np.ndarray:
+    """The other direction of each stream that is not itself a stream: a socket's sends there are
+    the few bytes going against a connection's data direction (a server's short replies to large
+    requests), which are no stream's data (a stream is a connection in its data direction)."""
+    known = {str(n) for n in names}
+    flipped = {f"{b}>{a}" for a, sep, b in (n.partition(">") for n in known) if sep}
+    return np.asarray(sorted(flipped - known), dtype=object)
 
 
 # ------------------------------------------------------------------ streams
@@ -141,8 +156,9 @@ def streams_table(senders: pd.DataFrame, receivers: pd.DataFrame, sockets: pd.Da
     benchmark's send logs: exact; or, with columns fd and source "sockets", the sockets a recorded
     program's processes held: hostwire.timeline.program_streams); receivers: role, pid, sender_pid; sockets: socket_owners();
     send_fds: pid, fd, stream and optionally source (`lifetime`: the socket an fd held while the
-    process sent on it, hostwire.timeline.fd_lifetimes; else `fd_desc`: the fd a pid sent on most,
-    with the stream its description names, "" when it names none); a receiver with a `stream` (a
+    process sent on it, hostwire.timeline.fd_lifetimes, which names the sender over the samples and
+    the kernel trace, with its comm in an optional role column; else `fd_desc`: the fd a pid sent
+    on most, with the stream its description names, "" when it names none); a receiver with a `stream` (a
     recorded program's) receives that stream, else the stream of its sender_pid. A stream is named
     local>remote in its data direction; evidence lists where each row's facts came from (bench,
     inet_sock_set_state, lifetime, fd_desc, fd)."""
@@ -173,6 +189,8 @@ def streams_table(senders: pd.DataFrame, receivers: pd.DataFrame, sockets: pd.Da
     for s in send_fds.itertuples(index=False):
         if s.stream:
             r = row(str(s.stream))
+            if _sent_it(r, s):  # the process whose calls sent the bytes, over one that held the socket
+                r.update(sender_pid=int(s.pid), sender_fd=int(s.fd), sender_role=str(getattr(s, "role", "") or ""))
             r["sender_pid"] = int(s.pid) if r["sender_pid"] < 0 else r["sender_pid"]
             r["sender_fd"] = int(s.fd) if r["sender_fd"] < 0 or r["sender_pid"] == int(s.pid) else r["sender_fd"]
             r["evidence"].append(str(getattr(s, "source", "fd_desc")))
@@ -192,6 +210,15 @@ def streams_table(senders: pd.DataFrame, receivers: pd.DataFrame, sockets: pd.Da
                        columns=STREAM_COLUMNS)
     return out.sort_values("stream", kind="stable").reset_index(drop=True).astype(
         {"sport": "int64", "dport": "int64", "sender_pid": "int64", "sender_fd": "int64", "receiver_pid": "int64"})
+
+
+def _sent_it(row: dict, sender: object) -> bool:
+    """A `lifetime` sender (the process that sent most of the stream's bytes on a descriptor while
+    it held the stream's socket) names the stream's sender over the socket samples and the kernel
+    trace, which saw who held or connected the socket, not who sent on it (a server that accepts,
+    then forks a child per connection); a benchmark's log stays exact."""
+    return (str(getattr(sender, "source", "")) == "lifetime" and "bench" not in row["evidence"]
+            and row["sender_pid"] != int(getattr(sender, "pid")))
 
 
 def main_send_fds(sys_calls: pd.DataFrame | Iterable[pd.DataFrame]) -> pd.DataFrame:
