@@ -86,10 +86,11 @@ def test_the_calls_of_a_server_answering_from_one_socket_get_their_flows() -> No
                        "req_bytes": -1, "result": pd.array([40, 59, 60, 3], dtype="Int64"),
                        "fd_kind": "unknown", "fd_desc": "", "unfinished": False})
     sockets = pd.DataFrame({"pid": [SERVER], "fd": [4], "local": ["198.18.0.1:53"]})
+    flows = ["198.18.0.1:53>198.18.0.2:1", "198.18.0.1:53>198.18.0.2:2"]
     wire = pd.DataFrame({"t_ns": [11, 21], "proto": 17, "src": "198.18.0.1", "sport": 53,
-                         "payload_len": [59, 60], "stream": ["198.18.0.1:53>198.18.0.2:1", "198.18.0.1:53>198.18.0.2:2"]})
+                         "payload_len": [59, 60], "stream": flows})
     sends = ds.sends_on([sc], sockets)
     assert sends["t_enter_ns"].tolist() == [10, 20]  # the recvfrom sends nothing, fd 9 is another socket
     matched = ds.datagram_sends(sends, sockets, wire)
     out = stream_tables.calls(sc, {}, None, None, matched)
-    assert out["stream"].tolist() == ["", "198.18.0.1:53>198.18.0.2:1", "198.18.0.1:53>198.18.0.2:2", ""]
+    assert out["stream"].tolist() == ["", *flows, ""]

@@ -102,8 +102,8 @@ def datagram_sends(sends: pd.DataFrame, sockets: pd.DataFrame, datagrams: pd.Dat
                                  "stream": wire["stream"].astype(str).to_numpy()[at[hit]]}))
     if not out:
         return pd.DataFrame(columns=MATCH_COLUMNS)
-    return pd.concat(out, ignore_index=True).astype({"pid": np.int64, "tid": np.int64, "t_enter_ns": np.int64}
-                                                    ).drop_duplicates(["pid", "tid", "t_enter_ns"]).reset_index(drop=True)
+    joined = pd.concat(out, ignore_index=True).astype({"pid": np.int64, "tid": np.int64, "t_enter_ns": np.int64})
+    return joined.drop_duplicates(["pid", "tid", "t_enter_ns"]).reset_index(drop=True)
 
 
 def join(calls: pd.DataFrame, stream: np.ndarray, matched: pd.DataFrame | None) -> np.ndarray:
