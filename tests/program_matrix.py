@@ -38,16 +38,12 @@ PEER = "198.18.0.2"     # the load generator's side
 MOST_UNEXPLAINED = 0.05
 NOT_CAUSES = {"gap_ns", "threshold_ns", "t_start_ns", "t_end_ns"}
 
-def needs_lifetimes(which: str, then: str = "") -> str:
-    """The reason of a matrix test that waits for sockets by their lifetimes (issue 36)."""
-    return (f"sockets by their lifetimes (issue 36): a stream is found by (pid, fd), and {which} on one fd number "
-            "one after another stop hostwire gaps, timeline and report with pandas' 'Reindexing only valid with "
-            "uniquely valued Index objects'" + (f"; then {then}" if then else ""))
-
 
 def needs_qdisc(what: str) -> str:
-    """The reason of a matrix test that waits for the queueing discipline as a gap cause (issue 36)."""
-    return f"the queueing discipline as a cause (issue 36, qdisc): {what}"
+    """The reason of a matrix test whose gaps hold time in the queueing discipline that the qdisc
+    cause does not see: frames waiting behind other streams' in a shaper's queue, with no
+    tcp_probe of their own socket to show that TCP had sent them."""
+    return f"a shaper's queue the qdisc cause does not see (issue 36, qdisc): {what}"
 
 
 # the recorded side's process of a stream (its sender, or its receiver), given the stream's row of

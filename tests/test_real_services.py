@@ -17,7 +17,7 @@ import pytest
 from hostwire.record.topology import Topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
-from program_matrix import (PEER, SERVED, comm, examine, finish, needs_lifetimes, one_process, record_command,
+from program_matrix import (PEER, SERVED, comm, examine, finish, needs_qdisc, one_process, record_command,
                             record_pid, run_in, spawn, topology, wait_listening)
 from record_helpers import manifest, stop
 
@@ -30,8 +30,12 @@ def topo() -> Iterator[Topology]:
         yield t
 
 
-@pytest.mark.xfail(strict=True, reason=needs_lifetimes("redis-benchmark's connections"))
-@pytest.mark.parametrize("pipeline", [1, 16])
+@pytest.mark.parametrize("pipeline", [1, pytest.param(16, marks=pytest.mark.xfail(strict=False, reason=needs_qdisc(
+    "sixteen answers in flight per client: one client's 16 KiB at a time leaves the 100 Mbit/s tbf-peak, whose "
+    "one-frame bucket loses its timer's lateness (frames 145-150 us apart for 121 us on the wire), while the other "
+    "clients' answers wait in its queue with no tcp_probe of their sockets to show TCP had sent them (no segment "
+    "comes in until they reach the client): 10.9-15.6 % of the long gaps' time unexplained in 5 of 5 runs, the rest "
+    "wire_busy 78-84 %")))])
 def test_redis_under_redis_benchmark(topo: Topology, tmp_path: Path, pipeline: int) -> None:
     """SET and GET of 1 KiB values from four clients, each request answered before the next (-P 1)
     or sixteen in flight (-P 16)."""
@@ -54,9 +58,6 @@ def test_redis_under_redis_benchmark(topo: Topology, tmp_path: Path, pipeline: i
     assert verdict.problems == [], str(verdict)
 
 
-@pytest.mark.xfail(strict=True, reason=needs_lifetimes(
-    "the flows of one UDP socket", "each send call of the one unconnected socket needs the flow of its datagram "
-    "(its destination address), which no join reads yet"))
 def test_dnsmasq_answering_dig(topo: Topology, tmp_path: Path) -> None:
     """Forty dig queries one after another, each from a port of its own: forty UDP flows each way,
     dnsmasq's answers all sent on its one bound socket."""
@@ -69,8 +70,9 @@ def test_dnsmasq_answering_dig(topo: Topology, tmp_path: Path) -> None:
         name = comm(server.pid)
 
         def load() -> None:
-            got = run_in(topo.rx_ns, ["sh", "-c", f"for i in $(seq 40); do dig @{SERVED} +short +tries=1 +time=2 "
-                                                  "q$i.matrix.test A; done"])
+            # each query from a port of its own (dig's random ports may repeat: two queries, one flow)
+            got = run_in(topo.rx_ns, ["sh", "-c", f"for i in $(seq 40); do dig -b {PEER}#$((20000 + i)) @{SERVED} "
+                                                  "+short +tries=1 +time=2 q$i.matrix.test A; done"])
             assert got.stdout.split() == ["198.18.0.77"] * 40, got.stdout
 
         record_pid(topo.tx_ns, tmp_path / "run", server.pid, load)

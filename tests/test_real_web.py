@@ -18,7 +18,7 @@ import pytest
 from hostwire.record.topology import Topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
-from program_matrix import (SERVED, children, comm, examine, needs_lifetimes, one_process, record_pid, run_in, spawn,
+from program_matrix import (SERVED, children, comm, examine, one_process, record_pid, run_in, spawn,
                             topology, wait_listening)
 from record_helpers import stop
 
@@ -63,7 +63,6 @@ def site(root: Path, size: int = FILE_BYTES) -> Path:
     return root / "site" / "file"
 
 
-@pytest.mark.xfail(strict=True, reason=needs_lifetimes("the worker's two keep-alive connections"))
 def test_nginx_sendfile_under_curl_and_wget(topo: Topology, tmp_path: Path) -> None:
     """nginx with sendfile on, recorded by --pid of its master: curl fetches the file twice on one
     connection, wget twice on another (keep-alive); every byte is sent by the worker."""
@@ -97,7 +96,6 @@ def http_server(topo: Topology, root: Path) -> subprocess.Popen[bytes]:
     return server
 
 
-@pytest.mark.xfail(strict=True, reason=needs_lifetimes("200 connections"))
 def test_http_server_under_ab_sequential_connections(topo: Topology, tmp_path: Path) -> None:
     """`ab -n 200 -c 1`: 200 connections one after another, each accepted on the same fd number."""
     site(tmp_path, 16 * 1024)
@@ -117,7 +115,6 @@ def test_http_server_under_ab_sequential_connections(topo: Topology, tmp_path: P
     assert verdict.problems == [], str(verdict)
 
 
-@pytest.mark.xfail(strict=True, reason=needs_lifetimes("eight connections, some"))
 def test_threaded_http_server_under_eight_parallel_curls(topo: Topology, tmp_path: Path) -> None:
     """Eight curls at once, each served by a thread of its own: the streams are the process's."""
     site(tmp_path, 512 * 1024)
