@@ -42,8 +42,9 @@ import pandas as pd
 
 from hostwire.errors import InputError
 from hostwire.timeline.gap_inputs import GapInputs
-from hostwire.timeline.gap_tables import (CAUSE_NAMES, CAUSES, GAP_COLUMNS, TCP_CAUSES, TEXT_COLUMNS, Sink, Whole,
-                                          summary)
+from hostwire.timeline import receiver_host
+from hostwire.timeline.gap_tables import (CAUSE_NAMES, CAUSES, GAP_COLUMNS, RECEIVER_PARTS, TCP_CAUSES, TEXT_COLUMNS,
+                                          Sink, Whole, summary)
 from hostwire.timeline.gap_tasks import describe, idle_on, preempter_table, preempters
 from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, Spans, ascending, covered, is_ascending,
                                          level_rows, names_in, numeric, restrict, steps, stream_codes, union,
@@ -271,6 +272,8 @@ class _Explainer:
         sets = {"waiting": self.runnable.of(self.inputs.senders.get(name, -1))[:2]}
         for k, (starts, ends, _) in enumerate(self.helpers(name)):
             sets[f"helper{k}"] = (starts, ends)
+        if self.inputs.receiver_host is not None:  # what the receiver did on its own host
+            sets.update(self.inputs.receiver_host.conditions(name))
         return sets
 
     def helpers(self, name: str) -> list[tuple[np.ndarray, ...]]:
@@ -322,7 +325,7 @@ class _Explainer:
         first, nxt, on_link = found[0], found[1], found[2]
         # the stream's own previous frame holds the link; the hypervisor ran none of the host's CPUs
         sets = {"on_wire": union(first, first + np.minimum(on_link, nxt - first)), "vcpu_stolen": self.frozen}
-        parts = np.zeros((len(first), len(CAUSES)), dtype=np.int64)
+        parts = np.zeros((len(first), len(CAUSES) + len(RECEIVER_PARTS)), dtype=np.int64)
         start, end = np.maximum(first, lo), np.minimum(nxt, hi)  # (gaps_in's gaps all reach into [lo, hi))
         here = {k: restrict(v, lo, hi) for k, v in {**sets, **self.kernel_conditions(name),
                                                     **self.conditions_in(name, lo, hi)}.items()}
@@ -330,6 +333,10 @@ class _Explainer:
         seg = self.segments(name, start, end, here)
         cause = classify(seg)
         np.add.at(parts, (seg.gap, cause), seg.end - seg.start)
+        if self.inputs.receiver_host is not None:  # receiver_window's time by the receiver host's states
+            rw = cause == CAUSES.index("receiver_window")
+            np.add.at(parts, (seg.gap[rw], len(CAUSES) + receiver_host.split({k: v[rw] for k, v in seg.holds.items()})),
+                      (seg.end - seg.start)[rw])
         p = cause == CAUSES.index("preempted")
         return parts, preempters(seg.start[p], seg.end[p], seg.gap[p], seg.wait_cpu[p],
                                   self.cpus if self.has_running else None)
@@ -371,6 +378,10 @@ class _Explainer:
         if self.inputs.cpu_quota and len(pre):
             pre.loc[pre["pid"].to_numpy() == 0, "role"] = "throttled"
         table["preempted_by"] = describe(pre, first)
+        for k, c in enumerate(RECEIVER_PARTS):
+            table[f"{c}_ns"] = parts[:, len(CAUSES) + k]
+        rx = self.inputs.receiver_host
+        table["receiver_preempted_by"] = rx.preempted_by(name, first, nxt) if rx is not None else ""
         return table, pre
 
 
