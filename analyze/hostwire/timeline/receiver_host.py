@@ -107,7 +107,13 @@ def receiver_host(run: Run, tl: Timeline, receivers: dict[str, int]) -> Receiver
     roles = {**{int(p): BACKGROUND_ROLE for p in bench}, **{p: RECEIVER_ROLE for p in pids}}
     running = tables.running(sw, first, last, roles)
     states = tables.task_states(sw, tables.wakeups(sched), tables.migrations(sched), first, last)
-    states = states[states["pid"].isin(list(pids)).to_numpy()]
+    return from_tables(states, running, receivers)
+
+
+def from_tables(states: pd.DataFrame, running: pd.DataFrame, receivers: dict[str, int]) -> ReceiverHost:
+    """ReceiverHost from the receiver host's task states and running table (on the sender's
+    clock; hostwire.timeline.tables' columns) and each stream's receiver pid there."""
+    states = states[states["pid"].isin(list(set(receivers.values()))).to_numpy()]
     cpus = Cpus(running)
     preempted, asleep = {}, {}
     for pid, mine in states.groupby("pid"):
