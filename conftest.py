@@ -37,7 +37,7 @@ TIMING_MODULES = frozenset({
     "capture/tests/test_wirecap.py", "syscall-tracer/tests/test_iotrace.py", "analyze/tests/test_overhead.py",
     "analyze/tests/test_resources.py", "sched-trace/tests/test_schedtrace.py",
     "analyze/tests/test_metrics_integrity.py", "analyze/tests/test_fuzz_fast.py", "tests/test_record.py",
-    "analyze/tests/test_collector_stop.py", "tests/test_record_report.py",
+    "analyze/tests/test_collector_stop.py", "tests/test_record_report.py", "tests/test_hosts_receiver.py",
 })
 
 

@@ -58,3 +58,16 @@ def test_without_the_receivers_host_the_split_is_zero() -> None:
     table, _ = gaps.explain(_test_inputs_module()._inputs())
     assert (table[[f"{c}_ns" for c in gaps.RECEIVER_PARTS]] == 0).all().all()
     assert (table["receiver_preempted_by"] == "").all()
+
+
+def test_the_receivers_trace_check_is_that_its_pair_stayed_put() -> None:
+    """A host's trace clock 2000 s behind its user-space clock (a time namespace) passes when the
+    difference moved by at most 10 us between the trace's start and stop; a pair missing is unknown."""
+    from hostwire.record.hosts_runner import pair_steady
+
+    def meta(start: int, stop: int | None) -> dict:
+        return {"clock_check": {"start": {"diff_ns": start}, "stop": None if stop is None else {"diff_ns": stop}}}
+
+    assert pair_steady(meta(-2_000_000_000_000, -2_000_000_009_999)) is True
+    assert pair_steady(meta(-2_000_000_000_000, -2_000_000_010_001)) is False
+    assert pair_steady(meta(-2_000_000_000_000, None)) is None
