@@ -71,3 +71,22 @@ def test_the_receivers_trace_check_is_that_its_pair_stayed_put() -> None:
     assert pair_steady(meta(-2_000_000_000_000, -2_000_000_009_999)) is True
     assert pair_steady(meta(-2_000_000_000_000, -2_000_000_010_001)) is False
     assert pair_steady(meta(-2_000_000_000_000, None)) is None
+
+
+def test_sieves_on_the_receivers_host_need_hosts(tmp_path) -> None:
+    """receiver_background without [hosts] is one line naming the file, its line and the key;
+    with [hosts] it is read."""
+    import pytest
+
+    from hostwire.campaign.config import load_config
+    from hostwire.errors import UsageError
+
+    path = tmp_path / "c.toml"
+    path.write_text('[campaign]\nname = "h"\n[defaults]\nreceiver_background = 2\n')
+    with pytest.raises(UsageError) as err:
+        load_config(path)
+    assert "c.toml:4: defaults.receiver_background: background processes on the receiver's host need [hosts]" \
+        in str(err.value) and "\n" not in str(err.value)
+    path.write_text('[campaign]\nname = "h"\n[defaults]\nreceiver_background = 2\n[hosts]\nsender = "pc1"\n'
+                    'receiver = "pc2"\n')
+    assert [p.receiver_background for p in load_config(path).points()] == [2]
