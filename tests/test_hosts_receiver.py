@@ -57,6 +57,7 @@ def test_sieves_on_the_receivers_cpu_are_named_in_its_window_gaps(lab: "hostlab.
     assert proc.returncode == 0, proc.stdout + proc.stderr
     book = json.loads((out / "campaign.json").read_text())
     assert [r["status"] for r in book["runs"]] == ["complete"], book["runs"]
+    assert hostlab.wait_nothing_left(lab) == {"tx": [], "rx": [], "cap": []}  # the sieves stopped with the run
     run = hostwire.load_run(out / book["runs"][0]["run_id"])
     assert (run.path / "raw" / "hosts" / "receiver" / "sched.tsv").is_file()
     overruns = run.manifest["losses"]["trace_overruns"]  # both hosts' traces counted, by role
