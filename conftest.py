@@ -40,6 +40,7 @@ TIMING_MODULES = frozenset({
     "analyze/tests/test_collector_stop.py", "tests/test_record_report.py", "tests/test_real_services.py",
     "tests/test_real_transfers.py", "tests/test_real_web.py", "tests/test_qdisc_causes.py",
     "tests/test_record_lifetimes.py", "tests/test_record_sendstyles.py", "tests/test_completion.py",
+    "tests/test_hosts_receiver.py",
 })
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hostwire.errors import InputError
-from hostwire.timeline import stream_tables, tables
+from hostwire.timeline import socket_states, stream_tables, tables
 
 A, B, C, D = 10, 20, 30, 40
 
@@ -130,7 +130,7 @@ def test_socket_owner_is_the_connecting_process_not_the_softirq_context() -> Non
          "saddr": "c6120002", "daddr": "c6120001", "sport": 5001, "dport": 40000, "family": 2, "oldstate": 3,
          "newstate": 1},
     ]
-    owners = stream_tables.socket_owners(pd.DataFrame(rows)).set_index("skaddr")
+    owners = socket_states.socket_owners(pd.DataFrame(rows)).set_index("skaddr")
     assert owners.loc["0xa", ["local", "remote", "owner_pid", "active"]].tolist() == [
         "198.18.0.1:40000", "198.18.0.2:5001", A, True]
     assert owners.loc["0xb", "owner_pid"] == -1 and not owners.loc["0xb", "active"]

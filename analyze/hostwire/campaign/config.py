@@ -309,6 +309,10 @@ def _validate_points(loc: _Locator, config: CampaignConfig) -> None:
             point.validate()
         except PointError as err:
             raise _point_error(loc, config, err, variant) from None
+        if point.receiver_background and not config.hosts.remote:
+            raise loc.error("grid" if "receiver_background" in config.grid else "defaults", "receiver_background",
+                            "background processes on the receiver's host need [hosts] "
+                            "(on namespaces use background)")
         if config.hosts.remote:
             from hostwire.record.remote_run import point_problems
 

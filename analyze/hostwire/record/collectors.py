@@ -226,18 +226,25 @@ class Schedtrace(BackgroundTool):
 
     def losses(self) -> dict[str, dict[str, Any]]:
         """Ring-buffer losses of each hw-schedtrace buffer from sched.json (None = unknown)."""
-        meta = _load_json(self.raw / "sched.json")
-        if meta is None:
-            return {TRACE_OVERRUNS: {"sched_lost_events": None}}
-        losses: dict[str, Any] = {}
-        for buf in meta.get("buffers", []):
-            missed = [cpu.get("missed_in_stream") for cpu in buf.get("cpus", [])]
-            in_stream = None if any(m is None for m in missed) else sum(missed)
-            losses[f"{buf.get('name', 'sched')}_lost_events"] = buf.get("lost_events")
-            losses[f"{buf.get('name', 'sched')}_missed_in_stream"] = in_stream
-        # not a loss: whether the trace's stamps can be put on the run's clock at all
-        losses["sched_clock_check_ok"] = (meta.get("clock_check") or {}).get("ok")
-        return {TRACE_OVERRUNS: losses}
+        return {TRACE_OVERRUNS: sched_losses(_load_json(self.raw / "sched.json"))}
+
+
+def sched_losses(meta: dict[str, Any] | Path | None, prefix: str = "") -> dict[str, Any]:
+    """hw-schedtrace's ring-buffer losses per buffer and its clock check, from its sched.json
+    (or its path; None: unknown); prefix: a host's role before each name (a [hosts] run traces two)."""
+    if isinstance(meta, Path):
+        meta = _load_json(meta)
+    if meta is None:
+        return {f"{prefix}sched_lost_events": None}
+    losses: dict[str, Any] = {}
+    for buf in meta.get("buffers", []):
+        missed = [cpu.get("missed_in_stream") for cpu in buf.get("cpus", [])]
+        in_stream = None if any(m is None for m in missed) else sum(missed)
+        losses[f"{prefix}{buf.get('name', 'sched')}_lost_events"] = buf.get("lost_events")
+        losses[f"{prefix}{buf.get('name', 'sched')}_missed_in_stream"] = in_stream
+    # not a loss: whether the trace's stamps can be put on the run's clock at all
+    losses[f"{prefix}sched_clock_check_ok"] = (meta.get("clock_check") or {}).get("ok")
+    return losses
 
 
 class Iotrace(Collector):

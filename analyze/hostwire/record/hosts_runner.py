@@ -106,10 +106,32 @@ def _after(raw: Path, point: RunPoint, hosts: dict[str, Host], manifest: dict[st
             except InputError as err:
                 proc[role] = {"error": str(err)}
     manifest["proc"] = proc
+    if point.kernel_trace:  # each traced host's ring-buffer losses, named by its role
+        from hostwire.record.collectors import TRACE_OVERRUNS, sched_losses
+
+        overruns = manifest["losses"][TRACE_OVERRUNS] = {}
+        for role in {"sender", role_of(hosts, "receiver")}:
+            path = raw / "hosts" / role / "sched.json"
+            overruns.update(sched_losses(path, f"{role}_"))
+            if role != "sender" and path.exists():
+                # the timeline maps this host's trace through its own pair of clocks (trace_pair),
+                # not by their being equal: what must hold is that the pair stayed put over the run
+                overruns[f"{role}_sched_clock_check_ok"] = pair_steady(json.loads(path.read_text()))
     try:
         manifest["clocks"] = align(raw, hosts, address)
     except (InputError, HostwireError, OSError, ValueError, KeyError) as err:
         manifest["clocks"] = {"error": str(err)}
+
+
+PAIR_STEADY_NS = 10_000  # as hw-schedtrace's own clock check (sched.json clock_check limit_ns)
+
+
+def pair_steady(sched_meta: dict[str, Any]) -> bool | None:
+    """Whether a host's trace clock minus its user-space clock was the same, within
+    PAIR_STEADY_NS, at the trace's start and stop (None: a pair is missing)."""
+    check = sched_meta.get("clock_check") or {}
+    diffs = [check[k]["diff_ns"] for k in ("start", "stop") if isinstance(check.get(k), dict)]
+    return abs(diffs[0] - diffs[1]) <= PAIR_STEADY_NS if len(diffs) == 2 else None
 
 
 def _pairs(path: Path) -> list[dict[str, int]]:

@@ -97,6 +97,9 @@ class RunPoint:
     receiver_pause_at_s: float = 0.0
     receiver_pause_s: float = 0.0
     receiver_rcvbuf: int = 0  # the receiver's SO_RCVBUF in bytes (0: the kernel's autotuning)
+    # Background processes (hw-bench sieve) on the receiver's host, pinned to receiver_cpus: a
+    # receiver that waits for its CPU ([hosts] runs only; docs/hosts.md).
+    receiver_background: int = 0
     trace_buffer_kib: int = 0
     trace_drain: bool = True
     kernel_trace: bool = True  # hw-schedtrace: scheduler and network events
@@ -121,6 +124,7 @@ class RunPoint:
         collectors would refuse, so that nothing starts for a point that cannot run."""
         _whole(self, "senders", 0, MAX_PROCESSES_EACH)
         _whole(self, "background", 0, MAX_PROCESSES_EACH)
+        _whole(self, "receiver_background", 0, MAX_PROCESSES_EACH)
         if self.senders + self.background == 0:
             raise PointError(("senders", "background"), "senders = 0 and background = 0: a run needs at least one process")
         if self.senders + self.background > MAX_PROCESSES:

@@ -203,8 +203,12 @@ def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared
                 if iface:
                     run.collector("hw-wirecap", [f"{run.bin}/hw-wirecap", "-i", iface, "-o", "wire.pcap",
                                                  "-f", f"host {address}"])
-        if point.kernel_trace:
-            sender.collector("hw-schedtrace", [f"{sender.bin}/hw-schedtrace", "-o", "."])
+        if point.kernel_trace:  # the receiver's host too, for its side of the receiver's causes
+            for run in {id(r): r for r in (sender, receiver)}.values():
+                run.collector("hw-schedtrace", [f"{run.bin}/hw-schedtrace", "-o", "."])
+        for k in range(point.receiver_background):  # sieves beside the receiver, on its CPUs
+            receiver.tethered(f"hw-bench-sieve-{k}", [*taskset_prefix(point.receiver_cpus), f"{receiver.bin}/hw-bench",
+                                                     "sieve", "--log2", str(point.sieve_log2), "--rounds", "1000000"])
         recv_argv = [*taskset_prefix(point.receiver_cpus), f"{receiver.bin}/hw-bench", "receive", "--listen", address,
                      "-o", f"{receiver.dir}/bench", "--log-capacity", str(point.log_capacity)]
         if point.receiver_pause_s:
@@ -252,7 +256,7 @@ def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared
     finally:
         for role, run in runs.items():
             for label, code in run.stop_all().items():
-                if label not in ("proc-sampler", "hw-bench-main", "hw-bench-receive"):
+                if label not in ("proc-sampler", "hw-bench-main", "hw-bench-receive") and "sieve" not in label:
                     exits[f"{label}@{role}"] = code
             for remote in run.remotes:  # a session that ssh itself ended: the host dropped out
                 failure = remote.failure()

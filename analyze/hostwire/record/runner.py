@@ -118,6 +118,9 @@ def record_run(run_root: str | Path, run_id: str, point: RunPoint, config: dict[
     after tearing everything down; what was recorded stays, marked `running` until
     `hostwire doctor --cleanup` marks it."""
     point.validate()
+    if point.receiver_background:
+        raise UsageError(f"receiver_background = {point.receiver_background}: background processes on the "
+                         "receiver's host are for [hosts] runs (on namespaces use background)")
     run_root = Path(run_root)
     final = run_root / run_id
     partial = run_root / f"{run_id}.partial"

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import HostwireError, InputError
-from hostwire.timeline import cache, stream_tables, tables
+from hostwire.timeline import cache, socket_states, stream_tables, tables
 from hostwire.timeline.tables import is_event
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def streams(run: Run, epochs: pd.DataFrame | None = None) -> pd.DataFrame:
     if not receivers:
         for rec in summary.get("receivers", []):
             receivers.append({"role": rec.get("role", ""), "pid": int(rec.get("pid", -1)), "sender_pid": -1})
-    sockets = stream_tables.socket_owners(_sched(run)) if run.has("raw/sched.tsv") else pd.DataFrame(
+    sockets = socket_states.socket_owners(_sched(run)) if run.has("raw/sched.tsv") else pd.DataFrame(
         columns=["skaddr", "local", "remote", "owner_pid", "active"])
     if run.has("raw/sockets.tsv"):  # a program recorded by hostwire record
         from hostwire.timeline.program_streams import owners

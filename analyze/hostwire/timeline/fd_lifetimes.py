@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from hostwire.timeline.socket_states import socket_states
 from hostwire.timeline.tables import as_int, is_event
 
 # the calls that make, copy or end a descriptor (docs/formats.md, "System calls")
@@ -312,14 +313,13 @@ def epoch_index(pid: np.ndarray, fd: np.ndarray, t: np.ndarray, epochs: pd.DataF
 
 
 def connections(sched: pd.DataFrame | None) -> pd.DataFrame:
-    """The TCP connections of the kernel trace (stream_tables.socket_states): local, remote,
+    """The TCP connections of the kernel trace (socket_states.socket_states): local, remote,
     active (it went through SYN_SENT), syn_tid and t_syn_ns (the task that moved it to SYN_SENT,
     in its connect(); -1 for a passive one) and t_established_ns (when it first reached
     ESTABLISHED; -1 never). A socket address serves one connection after another: a connection
     begins with its address's first event, a SYN_SENT, or the first event after a CLOSE; its
     endpoints are those of its first event with both ports (connect() moves the socket to
     SYN_SENT before it picks the local port)."""
-    from hostwire.timeline.stream_tables import socket_states
 
     cols = ["local", "remote", "active", "syn_tid", "t_syn_ns", "t_established_ns"]
     states = socket_states(sched) if sched is not None else pd.DataFrame()
@@ -344,7 +344,6 @@ def connections(sched: pd.DataFrame | None) -> pd.DataFrame:
 def listens(sched: pd.DataFrame | None) -> pd.DataFrame:
     """The kernel trace's listen() calls: t_ns, tid (the task that called it: the change to LISTEN
     runs in it) and local (the endpoint it listens on, 0.0.0.0:port for any address)."""
-    from hostwire.timeline.stream_tables import socket_states
 
     states = socket_states(sched) if sched is not None else pd.DataFrame()
     if len(states) == 0:

@@ -4,9 +4,13 @@ hostwire.timeline.gap_sources."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from hostwire.timeline.receiver_host import ReceiverHost
 
 
 @dataclass
@@ -51,6 +55,8 @@ class GapInputs:
     # The sender's host ran under a CPU quota (cgroup cpu.max): a runnable task waiting while its CPU
     # idles is throttled (its group's quota is spent), not waking up.
     cpu_quota: bool = False
+    # the receivers' states on a host of their own (hostwire.timeline.receiver_host), or None
+    receiver_host: ReceiverHost | None = None
 
     def transmitters(self) -> list[int]:
         if self.transmit_pids is not None:

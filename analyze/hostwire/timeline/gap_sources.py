@@ -15,6 +15,7 @@ from hostwire.heap import give_back
 from hostwire.metrics.streams import FRAME_COLUMNS
 from hostwire.timeline import stream_tables
 from hostwire.timeline.build import Timeline, link_rate_bps, send_writes_on_disk
+from hostwire.timeline.receiver_host import RECEIVER_TRACE, receiver_host
 from hostwire.timeline.sequence import late_acknowledgements, sequence_steps, usable_window
 
 if TYPE_CHECKING:
@@ -46,6 +47,11 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
     senders = {str(s): int(p) for s, p in zip(streams["stream"], streams["sender_pid"]) if int(p) > 0}
     receivers = {str(s): int(p) for s, p in zip(streams["stream"], streams["receiver_pid"]) if int(p) > 0}
     sources = {"frames": "raw/wire.pcap"}
+    # a receiver on a host of its own is not a task of this host's trace: its own host's trace says
+    # what it did (a pid of that host may name another task here)
+    on_own_host = receiver_host(run, tl, receivers)
+    if on_own_host is not None:
+        receivers, sources["receiver_host"] = {}, RECEIVER_TRACE
     states = running_ = None
     if run.has("raw/sched.tsv"):
         states, running_ = (tl.df_task_states(), tl.df_running()) if not lean else no_kernel_tables()
@@ -104,7 +110,7 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
                      qdisc_holds=below[0], send_paths=below[1], no_probes=below[2],
                      comms=process_names(tl, set(senders.values()), not lean), frozen=frozen, waits=waits,
                      cpu_quota=float(run.point_value("sender_cpu_share")) > 0, sources=sources,
-                     transmit_pids=None if not lean else kernel.transmit_pids)
+                     transmit_pids=None if not lean else kernel.transmit_pids, receiver_host=on_own_host)
 
 
 def sequence_bases(data: pd.DataFrame) -> dict[str, int]:

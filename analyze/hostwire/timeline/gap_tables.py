@@ -25,9 +25,13 @@ CAUSES = ("on_wire", "vcpu_stolen", "receiver_window", "retransmit_timeout", "wi
 CAUSE_NAMES = {c: c.replace("_", "-") for c in CAUSES}
 # the TCP causes: a UDP flow has no window, acknowledgements or retransmissions
 TCP_CAUSES = ("receiver_window", "retransmit_timeout", "awaiting_ack", "qdisc")
+# receiver_window's time split by what the receiver did on its own host (hostwire.timeline.receiver_host;
+# all 0 without a trace of that host)
+RECEIVER_PARTS = ("receiver_preempted", "receiver_blocked", "receiver_not_reading")
 GAP_COLUMNS = ["stream", "proto", "pid", "comm", "t_start_ns", "t_end_ns", "gap_ns", "threshold_ns",
-               *[f"{c}_ns" for c in CAUSES], "preempted_by", "waited_in"]
-TEXT_COLUMNS = ("stream", "proto", "comm", "preempted_by", "waited_in")
+               *[f"{c}_ns" for c in CAUSES], "preempted_by", *[f"{c}_ns" for c in RECEIVER_PARTS],
+               "receiver_preempted_by", "waited_in"]
+TEXT_COLUMNS = ("stream", "proto", "comm", "preempted_by", "receiver_preempted_by", "waited_in")
 SUMMED = ["gap_ns", *[f"{c}_ns" for c in CAUSES]]  # what a stream's summary adds up
 
 

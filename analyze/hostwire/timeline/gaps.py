@@ -1,36 +1,16 @@
 """Every long gap between consecutive data frames of a stream, split into causes that add up
-exactly to the gap (docs/timeline.md, "Gaps", holds each rule in full).
+exactly to the gap (docs/timeline.md, "Gaps", holds each rule in full, its precedence and why).
 
 Each cause is a set of time intervals (its condition holds there); all their boundaries cut each
 gap into elementary segments on which every condition is constant, and each segment goes to the
-first cause that holds, in the order of PRECEDENCE:
-
-1. on-wire: the stream's own previous frame still occupies the link (its length at the link rate);
-2. vcpu-stolen: the hypervisor ran none of this host's CPUs (hostwire.timeline.stolen);
-3. receiver-window: the usable window the receiver left is below one segment;
-4. retransmit-timeout: the gap ends with a retransmission that no acknowledgement released
-   (hostwire.timeline.tcp_waits);
-5. wire-busy: the stream has bytes in its backlog and the link carries another stream's frame;
-6. preempted: the backlog is empty and the sender is runnable but not running; or the backlog is
-   not empty and a task that moves the stream's bytes on (ksoftirqd, the stream's receiver on this
-   host) is; another task runs on that CPU, named in the preempters table (waiting on an idle CPU
-   is waking up, not preempted; under a CPU quota it is throttling: the idle task, "throttled");
-7. qdisc: TCP had sent the next frame and the device's queueing discipline held it
-   (hostwire.timeline.qdisc_waits);
-8. blocked-in-call: the backlog is empty and the sender is inside a send call that has not returned;
-9. app-idle: the backlog is empty and the sender is outside any send call (running or asleep);
-10. receiver-window again: bytes queued and the oldest byte in flight unacknowledged for longer
-   than twice the stream's shortest round trip (the receiver acknowledges late);
-11. awaiting-ack: bytes queued, the window was full when the gap began and an acknowledgement
-   released the next frame (hostwire.timeline.tcp_waits);
-12. send-path: at most 200 us from a release (a segment taken in, a send call) to the next frame:
-   the stack's own path (hostwire.timeline.qdisc_waits);
-13. unexplained: anything else (bytes in the backlog, window open, link free: the stack held them).
-
-The TCP causes (receiver-window, retransmit-timeout, awaiting-ack, qdisc) never hold for a UDP flow. The
-application's causes (6, 8, 9) need an empty backlog: while the stack has bytes to send, the
-sender's own state does not hold the stream back. Without a backlog (no writes known) that gating
-is left out and the table says so. All stamps are int64 ns, so the parts sum exactly to the gap."""
+first cause that holds, in the order of PRECEDENCE: on-wire, vcpu-stolen, receiver-window (the
+window), retransmit-timeout, wire-busy, preempted, qdisc, blocked-in-call, app-idle,
+receiver-window (late acknowledgements), awaiting-ack, send-path, unexplained. The TCP causes
+never hold for a UDP flow; the application's causes need an empty backlog (without writes known
+that gating is left out and the table says so). With a trace of the receiver's own host,
+receiver-window's time is split further (hostwire.timeline.receiver_host); the app-idle time
+names the calls the sender sat in (hostwire.timeline.waits). All stamps are int64 ns, so the parts
+sum exactly to the gap."""
 
 from __future__ import annotations
 
@@ -46,8 +26,9 @@ import pandas as pd
 
 from hostwire.errors import InputError
 from hostwire.timeline.gap_inputs import GapInputs
-from hostwire.timeline.gap_tables import (CAUSE_NAMES, CAUSES, GAP_COLUMNS, TCP_CAUSES, TEXT_COLUMNS, Sink, Whole,
-                                          summary)
+from hostwire.timeline import receiver_host
+from hostwire.timeline.gap_tables import (CAUSE_NAMES, CAUSES, GAP_COLUMNS, RECEIVER_PARTS, TCP_CAUSES, TEXT_COLUMNS,
+                                          Sink, Whole, summary)
 from hostwire.timeline.gap_tasks import describe, idle_on, preempter_table, preempters
 from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, Spans, ascending, covered, is_ascending,
                                          level_rows, names_in, numeric, restrict, steps, stream_codes, union,
@@ -290,6 +271,8 @@ class _Explainer:
         sets = {"waiting": self.runnable.of(self.inputs.senders.get(name, -1))[:2]}
         for k, (starts, ends, _) in enumerate(self.helpers(name)):
             sets[f"helper{k}"] = (starts, ends)
+        if self.inputs.receiver_host is not None:  # what the receiver did on its own host
+            sets.update(self.inputs.receiver_host.conditions(name))
         return sets
 
     def helpers(self, name: str) -> list[tuple[np.ndarray, ...]]:
@@ -343,7 +326,7 @@ class _Explainer:
         first, nxt, on_link = found[0], found[1], found[2]
         # the stream's own previous frame holds the link; the hypervisor ran none of the host's CPUs
         sets = {"on_wire": union(first, first + np.minimum(on_link, nxt - first)), "vcpu_stolen": self.frozen}
-        parts = np.zeros((len(first), len(CAUSES)), dtype=np.int64)
+        parts = np.zeros((len(first), len(CAUSES) + len(RECEIVER_PARTS)), dtype=np.int64)
         start, end = np.maximum(first, lo), np.minimum(nxt, hi)  # (gaps_in's gaps all reach into [lo, hi))
         here = {k: restrict(v, lo, hi) for k, v in {**sets, **self.kernel_conditions(name),
                                                     **self.conditions_in(name, lo, hi)}.items()}
@@ -351,6 +334,10 @@ class _Explainer:
         seg = self.segments(name, start, end, here)
         cause = classify(seg)
         np.add.at(parts, (seg.gap, cause), seg.end - seg.start)
+        if self.inputs.receiver_host is not None:  # receiver_window's time by the receiver host's states
+            rw = cause == CAUSES.index("receiver_window")
+            np.add.at(parts, (seg.gap[rw], len(CAUSES) + receiver_host.split({k: v[rw] for k, v in seg.holds.items()})),
+                      (seg.end - seg.start)[rw])
         p, idle = cause == CAUSES.index("preempted"), cause == CAUSES.index("app_idle")
         return parts, preempters(seg.start[p], seg.end[p], seg.gap[p], seg.wait_cpu[p],
                                   self.cpus if self.has_running else None), \
@@ -394,6 +381,10 @@ class _Explainer:
         if self.inputs.cpu_quota and len(pre):
             pre.loc[pre["pid"].to_numpy() == 0, "role"] = "throttled"
         table["preempted_by"] = describe(pre, first)
+        for k, c in enumerate(RECEIVER_PARTS):
+            table[f"{c}_ns"] = parts[:, len(CAUSES) + k]
+        rx = self.inputs.receiver_host
+        table["receiver_preempted_by"] = rx.preempted_by(name, first, nxt) if rx is not None else ""
         waits = self.waits.table(name, wait_rows, first, parts[:, CAUSES.index("app_idle")])
         table["waited_in"] = describe_waits(waits, first)
         return table, pre, waits

@@ -49,7 +49,7 @@ SLAB_BYTES = 8 << 20  # ~90 k events of text a slab; its tables and the first pa
 RARE_EVENTS = ("sched_process_fork", "sched_process_exec", "sched_process_exit", "inet_sock_set_state")
 SCHED_COLUMNS = ("prev_pid", "prev_comm", "prev_state", "next_pid", "next_comm", "arg_pid", "arg_comm",
                  "target_cpu", "orig_cpu", "dest_cpu")
-# the fields the rare events' readers use (tables.role_map, stream_tables.socket_owners, the hold of
+# the fields the rare events' readers use (tables.role_map, socket_states.socket_owners, the hold of
 # hostwire record in hostwire.timeline.build, the processes and connections of hostwire.timeline.fd_lifetimes)
 RARE_COLUMNS = ("child_pid", "child_comm", "parent_pid", "parent_comm", "filename", "old_pid", "group_dead", "skaddr", "family",
                 "protocol", "sport", "dport", "oldstate", "newstate", "saddr", "daddr", "saddr_v6", "daddr_v6")
