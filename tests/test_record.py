@@ -104,7 +104,11 @@ def test_iperf3_udp(topo: Topology, tmp_path: Path) -> None:
     m = manifest(tmp_path / "run")
     check_attribution(tmp_path / "run", m["command"]["pid"], "iperf3")
     streams = Timeline.of(load_run(tmp_path / "run")).df_streams()
-    assert len(streams) == 2  # iperf3's TCP control connection and its UDP data
+    pid = m["command"]["pid"]
+    sent = streams[streams["sender_pid"] == pid]
+    assert len(sent) == 2, streams  # iperf3's TCP control connection and its UDP data
+    # the rest is what the server sent iperf3: its reply to the UDP handshake, received by iperf3
+    assert (streams.loc[streams["sender_pid"] != pid, "receiver_pid"] == pid).all(), streams
     check_gaps(tmp_path / "run")
 
 
