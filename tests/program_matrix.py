@@ -31,12 +31,12 @@ import pandas as pd
 
 from hostwire.record.link import LinkSpec
 from hostwire.record.topology import Topology
+from hostwire.timeline import gap_tables
 from record_helpers import env, hostwire_argv, in_netns, manifest, stop
 
 SERVED = "198.18.0.1"   # the recorded side: the topology's shaped sender namespace
 PEER = "198.18.0.2"     # the load generator's side
 MOST_UNEXPLAINED = 0.05
-NOT_CAUSES = {"gap_ns", "threshold_ns", "t_start_ns", "t_end_ns"}
 
 
 def needs_qdisc(what: str) -> str:
@@ -287,7 +287,7 @@ def check_bytes(v: Verdict, ours: pd.DataFrame, calls: pd.DataFrame, data: pd.Da
 
 
 def check_gaps(v: Verdict, gaps: pd.DataFrame, ours: set[str]) -> None:
-    causes = [c for c in gaps.columns if c.endswith("_ns") and c not in NOT_CAUSES]
+    causes = [f"{c}_ns" for c in gap_tables.CAUSES]  # the receiver's parts split receiver_window: not summed
     mine = gaps[gaps["stream"].isin(ours)]
     if len(gaps) and not (gaps[causes].sum(axis=1) == gaps["gap_ns"]).all():
         v.problems.append("a gap's causes do not sum to it")

@@ -19,6 +19,7 @@ import pytest
 from hostwire.errors import HostwireError
 from hostwire.record.link import LinkSpec
 from hostwire.record.topology import SENDER_ADDR, Topology, run_cmd
+from hostwire.timeline import gap_tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
 from record_helpers import env, gaps_table, in_netns, manifest, record
@@ -32,8 +33,7 @@ PORT = 7000
 # 0.03-1.6 % of the gap time, at most 3.5 % of one stream's; qdisc 12-37 %, qdisc + wire-busy 79-94 %
 # (preempted 3-19 %: the transmit softirq waiting for its CPU); before the qdisc cause 10-58 % of
 # each stream's gap time was unexplained.
-CAUSES = ["on_wire", "vcpu_stolen", "receiver_window", "retransmit_timeout", "wire_busy", "preempted",
-          "blocked_in_call", "app_idle", "awaiting_ack", "qdisc", "send_path", "unexplained"]
+CAUSES = list(gap_tables.CAUSES)
 # n clients in parallel, each reading the whole file, then closing; connects until the relay listens
 FETCH = """
 import socket, sys, threading, time

@@ -17,6 +17,7 @@ import pytest
 from hostwire.record.link import LinkSpec
 from hostwire.record.topology import Topology
 from hostwire.run import load_run
+from hostwire.timeline import gap_tables
 from hostwire.timeline.build import Timeline
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
 from record_helpers import SERVER, env, gaps_table, in_netns, manifest, record, server, stop, tshark_flows
@@ -25,8 +26,7 @@ pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.timeout(30
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 SENDER = "198.18.0.1"
-CAUSES = ["on_wire_ns", "vcpu_stolen_ns", "receiver_window_ns", "retransmit_timeout_ns", "wire_busy_ns",
-          "preempted_ns", "blocked_in_call_ns", "app_idle_ns", "awaiting_ack_ns", "unexplained_ns"]
+CAUSES = [f"{c}_ns" for c in gap_tables.CAUSES]  # every cause, in the table's own list
 
 
 @pytest.fixture
