@@ -18,8 +18,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 SSHD = "/usr/sbin/sshd"
 HOSTWIRE = [sys.executable, "-m", "hostwire"]
@@ -293,3 +296,12 @@ def wait_nothing_left(lab: Lab, timeout_s: float = 15.0) -> dict[str, list[int]]
             return left
         time.sleep(0.2)
     return left_running(lab)
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    lab = make_lab(tmp_path)
+    try:
+        yield lab.open()
+    finally:
+        lab.close()

@@ -22,11 +22,8 @@ import hostwire
 from hostwire.timeline import gap_sources, gaps
 from hostwire.timeline.build import Timeline
 
-_spec = importlib.util.spec_from_file_location("hostlab", Path(__file__).with_name("hostlab.py"))
-assert _spec is not None and _spec.loader is not None
-hostlab = importlib.util.module_from_spec(_spec)
-sys.modules["hostlab"] = hostlab  # its dataclasses look their module up there
-_spec.loader.exec_module(hostlab)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
+import hostlab  # noqa: E402
 
 pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.long,
               pytest.mark.skipif(not Path(hostlab.SSHD).exists(), reason="needs openssh-server (make setup)")]
