@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hostwire.timeline import gaps, receiver_host
+from hostwire.timeline import gap_tables, gaps, receiver_host
 
 RX, SIEVE, OTHER = 7, 30, 31
 STATES = ["pid", "t_start_ns", "t_end_ns", "state", "cpu"]
@@ -52,6 +52,17 @@ def test_receiver_window_split_by_the_receivers_host() -> None:
     # within the gap the receiver waited for its CPU over [0, 1300), all of it behind the sieve
     assert row["receiver_preempted_by"] == f"{SIEVE} hw-bench receiver_background 100.0%"
     assert (table[[f"{c}_ns" for c in gaps.CAUSES]].sum(axis=1) == table["gap_ns"]).all()
+    # --summary: the parts' shares of the gap time, adding up to receiver_window's, in the sums
+    # kept in memory and in those kept as the gaps come
+    sinks = gap_tables.Totals()
+    sinks.begin([cases.S], [], {})
+    sinks.add(cases.S, table, pd.DataFrame(), pd.DataFrame())
+    for summary in (gap_tables.summary(table), sinks.summary()):
+        whole = summary[summary["stream"] == "all"].iloc[0]
+        gap_ns = int(table["gap_ns"].sum())
+        assert {c: whole[f"{c}_share"] for c in gaps.RECEIVER_PARTS} == {
+            "receiver_preempted": 600 / gap_ns, "receiver_blocked": 100 / gap_ns, "receiver_not_reading": 200 / gap_ns}
+        assert whole["receiver_window_share"] == 900 / gap_ns
 
 
 def test_without_the_receivers_host_the_split_is_zero() -> None:

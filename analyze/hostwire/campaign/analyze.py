@@ -325,7 +325,7 @@ def _gap_causes(run: Any) -> dict[str, Any]:
     whole = total[total["stream"] == "all"]
     if len(whole):
         out["gaps"], out["gap_time_ns"] = int(whole["gaps"].iloc[0]), int(whole["gap_ns"].iloc[0])
-        for cause in gaps.CAUSES:
+        for cause in gap_tables.SHARES:
             out[f"gap_{cause}_share"] = float(whole[f"{cause}_share"].iloc[0])
     out["gap_cannot_tell"] = " ".join(sums.cannot_tell)
     return out

@@ -167,7 +167,7 @@ def align(raw: Path, hosts: dict[str, Host], address: str) -> dict[str, Any]:
         if role == receiver_role and udp is not None:
             entry["udp"] = {"aligns": "CLOCK_MONOTONIC (user space) of the receiver onto the sender's",
                             "offset_us": udp.offset_ns / 1e3, "drift_ppm": udp.drift_ppm,
-                            "bound_us": udp.bound_ns / 1e3, "start_rtt_us": udp.start_rtt_ns / 1e3,
+                            "t_ref_monotonic_ns": int(udp.t_ref_ns), "bound_us": udp.bound_ns / 1e3, "start_rtt_us": udp.start_rtt_ns / 1e3,
                             "end_rtt_us": None if udp.end_rtt_ns is None else udp.end_rtt_ns / 1e3}
         if sender_role in frames and role in frames:
             hull = traffic_fit(frames[sender_role], frames[role], address)

@@ -92,7 +92,10 @@ class Boot:
 
 
 def qemu_argv(image: Path, share: Path, cpus: int, memory_mb: int, kvm: bool, init: Path = INIT,
-              writable: tuple[Path, ...] = (), append: str = "") -> list[str]:
+              writable: tuple[Path, ...] = (), append: str = "", nics: tuple[str, ...] = ()) -> list[str]:
+    """QEMU's command line. `nics` are tap devices of this host, made beforehand (`ip tuntap add`):
+    the guest sees one virtio NIC per tap, eth0, eth1, ... in that order; without them it has no
+    network at all."""
     accel = ["-accel", "kvm", "-cpu", "host"] if kvm else ["-accel", "tcg", "-cpu", "max"]
     cmdline = ("console=ttyS0 root=hostroot rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=262144 "
               f"ro init={init} panic=-1 hostwire.share={share}")
@@ -100,24 +103,75 @@ def qemu_argv(image: Path, share: Path, cpus: int, memory_mb: int, kvm: bool, in
         cmdline += " hostwire.rw=" + ",".join(str(p) for p in writable)
     if append:
         cmdline += " " + append
+    network = ["-nic", "none"] if not nics else []
+    for i, tap in enumerate(nics):
+        # a fixed, locally administered MAC per position: the guest's eth<i> is the i-th tap
+        network += ["-netdev", f"tap,id=hwnet{i},ifname={tap},script=no,downscript=no",
+                    "-device", f"virtio-net-pci,netdev=hwnet{i},mac=52:54:00:48:57:{i:02x}"]
     extra = []
     for i, path in enumerate(writable):
         extra += ["-virtfs", f"local,path={path},mount_tag=hwrw{i},security_model=none,multidevs=remap"]
     return ["qemu-system-x86_64", *accel, "-m", str(memory_mb), "-smp", str(cpus), "-kernel", str(image),
             "-append", cmdline, "-display", "none", "-monitor", "none", "-no-reboot",
-            "-serial", f"file:{share / 'console.log'}", "-nic", "none",
+            "-serial", f"file:{share / 'console.log'}", *network,
             "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
             "-virtfs", f"local,path={share},mount_tag=hwshare,security_model=none,multidevs=remap", *extra]
 
 
-def boot(flavour: str, command: list[str] | str, share: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-         cpus: int = 2, memory_mb: int = 2048, init: Path = INIT, writable: tuple[Path, ...] = (),
-         append: str = "") -> Boot:
-    """Boots a fresh guest of `flavour`, runs `command` (argv or shell text) in it with `share` as
-    working directory, and powers it off. The guest writes console.log, guest.log (the command's
-    output), guest.rc, boot_id into `share`. `writable` are host directories the guest mounts
-    read-write at the same paths (where a run's directory lands). `init` replaces the guest's
-    first program and `append` is added to the kernel command line (tests: lockdown=...)."""
+@dataclass
+class Guest:
+    """A guest started and not yet waited for: `finish` waits for it to power off (killing it
+    at the timeout) and says what it did."""
+
+    flavour: str
+    share: Path
+    proc: subprocess.Popen[bytes]
+    kvm: bool
+    started: float
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            # the guest is ours alone: its whole session goes
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def finish(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> Boot:
+        timed_out = False
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            self.kill()
+        wall = time.monotonic() - self.started
+        share = self.share
+
+        def read(name: str) -> str:
+            try:
+                return (share / name).read_text().strip()
+            except OSError:
+                return ""
+
+        rc = read("guest.rc")
+        uptime = read("boot_uptime_s")
+        return Boot(flavour=self.flavour, kernel_release=read("kernel_release"), boot_id=read("boot_id"),
+                    boot_s=float(uptime) if uptime else float("nan"), wall_s=wall,
+                    exit_status=int(rc) if rc.lstrip("-").isdigit() else None, timed_out=timed_out,
+                    emulated=not self.kvm, accel="kvm" if self.kvm else "tcg",
+                    console_log=str(share / "console.log"), guest_log=str(share / "guest.log"))
+
+
+def start(flavour: str, command: list[str] | str, share: Path, *, cpus: int = 2, memory_mb: int = 2048,
+          init: Path = INIT, writable: tuple[Path, ...] = (), append: str = "", nics: tuple[str, ...] = ()) -> Guest:
+    """Starts a fresh guest of `flavour` that runs `command` (argv or shell text) with `share` as
+    working directory and then powers off; returns at once. The guest writes console.log,
+    guest.log (the command's output), guest.rc, boot_id into `share`. `writable` are host
+    directories the guest mounts read-write at the same paths (where a run's directory lands);
+    `nics` are tap devices it is wired to (qemu_argv). `init` replaces the guest's first program
+    and `append` is added to the kernel command line (tests: lockdown=...)."""
     image = kernel_image(flavour)
     qemu = shutil.which("qemu-system-x86_64")
     if qemu is None:
@@ -133,35 +187,20 @@ def boot(flavour: str, command: list[str] | str, share: Path, *, timeout_s: floa
     for path in (share, *writable):
         if not path.is_dir() or any(c in str(path) for c in " ,\t\n"):
             raise UsageError(f"{path}: a guest can mount only an existing directory without spaces or commas")
-    argv = qemu_argv(image, share, cpus, memory_mb, kvm, init, writable, append)
+    argv = qemu_argv(image, share, cpus, memory_mb, kvm, init, writable, append, nics)
     log.info("booting the %s kernel (%s): %s", flavour, "kvm" if kvm else "emulated", text)
     started = time.monotonic()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=open(share / "qemu.log", "wb"), start_new_session=True,
-                            preexec_fn=die_with_parent)
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    finally:
-        if proc.poll() is None:
-            # the guest is ours alone: its whole session goes
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    wall = time.monotonic() - started
+    with open(share / "qemu.log", "wb") as qemu_log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=qemu_log,
+                                start_new_session=True, preexec_fn=die_with_parent)
+    return Guest(flavour, share, proc, kvm, started)
 
-    def read(name: str) -> str:
-        try:
-            return (share / name).read_text().strip()
-        except OSError:
-            return ""
 
-    rc = read("guest.rc")
-    uptime = read("boot_uptime_s")
-    return Boot(flavour=flavour, kernel_release=read("kernel_release"), boot_id=read("boot_id"),
-                boot_s=float(uptime) if uptime else float("nan"), wall_s=wall,
-                exit_status=int(rc) if rc.lstrip("-").isdigit() else None, timed_out=timed_out,
-                emulated=not kvm, accel="kvm" if kvm else "tcg", console_log=str(share / "console.log"),
-                guest_log=str(share / "guest.log"))
-
+def boot(flavour: str, command: list[str] | str, share: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+         cpus: int = 2, memory_mb: int = 2048, init: Path = INIT, writable: tuple[Path, ...] = (),
+         append: str = "", nics: tuple[str, ...] = ()) -> Boot:
+    """Boots a fresh guest (start), waits for it to power off, killing it at `timeout_s`, and
+    says what it did."""
+    guest = start(flavour, command, share, cpus=cpus, memory_mb=memory_mb, init=init, writable=writable,
+                  append=append, nics=nics)
+    return guest.finish(timeout_s)

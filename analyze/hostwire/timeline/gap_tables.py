@@ -32,7 +32,9 @@ GAP_COLUMNS = ["stream", "proto", "pid", "comm", "t_start_ns", "t_end_ns", "gap_
                *[f"{c}_ns" for c in CAUSES], "preempted_by", *[f"{c}_ns" for c in RECEIVER_PARTS],
                "receiver_preempted_by", "waited_in"]
 TEXT_COLUMNS = ("stream", "proto", "comm", "preempted_by", "receiver_preempted_by", "waited_in")
-SUMMED = ["gap_ns", *[f"{c}_ns" for c in CAUSES]]  # what a stream's summary adds up
+# what a stream's summary adds up: the gap time, each cause's, and receiver_window's parts
+SUMMED = ["gap_ns", *[f"{c}_ns" for c in CAUSES], *[f"{p}_ns" for p in RECEIVER_PARTS]]
+SHARES = [*CAUSES, *RECEIVER_PARTS]  # each a share of the gap time; the parts add up to receiver_window's
 
 
 def empty_gaps() -> pd.DataFrame:
@@ -106,7 +108,7 @@ class Totals(Sink):
         self.waited: list[pd.DataFrame] = []  # stream, waited_in, ns: summed as they come
 
     def add(self, stream: str, gaps: pd.DataFrame, preempters: pd.DataFrame, waits: pd.DataFrame) -> None:
-        sums = gaps[SUMMED].to_numpy(np.int64).sum(axis=0)
+        sums = _summed(gaps).to_numpy(np.int64).sum(axis=0)
         self.count[stream] = self.count.get(stream, 0) + len(gaps)
         self.sums[stream] = self.sums[stream] + sums if stream in self.sums else sums
         if len(waits):
@@ -199,14 +201,21 @@ class OnDisk(Sink):
 
 
 def summary(gaps: pd.DataFrame, waits: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per stream (and `all`): gaps, gap_ns (their total), each cause's share of it, and
+    """Per stream (and `all`): gaps, gap_ns (their total), each cause's share of it (and the
+    shares of receiver_window's parts, which add up to its share), and
     waited_in: the calls the senders' app-idle time was spent in, the top three with their share
     of it (waits: the gaps' WAIT_COLUMNS rows, Whole.waits())."""
     if len(gaps) == 0:
         return _with_waits(_shares(pd.DataFrame(columns=["gaps", *SUMMED])), None)
-    per = gaps.groupby("stream", sort=True)[SUMMED].sum()
+    per = _summed(gaps).groupby(gaps["stream"], sort=True).sum()
     per.insert(0, "gaps", gaps.groupby("stream", sort=True).size())
     return _with_waits(_shares(per), waits)
+
+
+def _summed(gaps: pd.DataFrame) -> pd.DataFrame:
+    """The SUMMED columns of gap rows; receiver_window's parts 0 where a table has none of them
+    (one made before the receiver's host was traced, or by hand)."""
+    return gaps.reindex(columns=SUMMED, fill_value=0)
 
 
 def _with_waits(out: pd.DataFrame, waits: pd.DataFrame | None) -> pd.DataFrame:
@@ -223,9 +232,9 @@ def _with_waits(out: pd.DataFrame, waits: pd.DataFrame | None) -> pd.DataFrame:
 def _shares(per: pd.DataFrame) -> pd.DataFrame:
     """Per stream and `all` from the per-stream sums (index: the stream)."""
     if len(per) == 0:
-        return pd.DataFrame(columns=["stream", "gaps", "gap_ns", *[f"{c}_share" for c in CAUSES]])
+        return pd.DataFrame(columns=["stream", "gaps", "gap_ns", *[f"{c}_share" for c in SHARES]])
     per.loc["all"] = per.sum()
     out = per.reset_index()
-    for c in CAUSES:
+    for c in SHARES:
         out[f"{c}_share"] = out[f"{c}_ns"] / out["gap_ns"]
-    return out[["stream", "gaps", "gap_ns", *[f"{c}_share" for c in CAUSES]]]
+    return out[["stream", "gaps", "gap_ns", *[f"{c}_share" for c in SHARES]]]
