@@ -65,7 +65,8 @@ KNOWN_PARENT = [
 ]
 KNOWN_CHILD = [("write", 8, 5, 5, "pipe")]
 CALLS = ("read,write,readv,writev,pread64,pwrite64,sendto,sendmsg,sendmmsg,recvfrom,recvmsg,sendfile,splice,connect,accept,"
-         "accept4,close,socket,dup,dup2,dup3,fcntl,close_range,pwritev,pwritev2,vmsplice,tee")
+         "accept4,close,socket,dup,dup2,dup3,fcntl,close_range,pwritev,pwritev2,vmsplice,tee,"
+         "fcntl_setfd,ioctl,recvmmsg,scm_rights")
 
 
 def tools(build_dir: Path) -> tuple[Path, Path]:

@@ -171,7 +171,8 @@ def sender_waits(run: Run, tl: Timeline, senders: dict[str, int], writes: pd.Dat
 # the calls hostwire's tracers write (docs/formats.md), for a file whose header does not list its own
 ALL_CALLS = ("read", "write", "readv", "writev", "pread64", "pwrite64", "sendto", "sendmsg", "sendmmsg", "recvfrom",
              "recvmsg", "sendfile", "splice", "connect", "accept", "accept4", "close", "socket", "dup", "dup2", "dup3",
-             "fcntl", "close_range", "pwritev", "pwritev2", "vmsplice", "tee", "epoll_wait", "epoll_pwait",
+             "fcntl", "close_range", "pwritev", "pwritev2", "vmsplice", "tee", "fcntl_setfd", "ioctl", "scm_rights",
+             "epoll_wait", "epoll_pwait",
              "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "nanosleep", "clock_nanosleep", "futex",
              "futex_waitv", "wait4", "waitid", "pause", "rt_sigsuspend", "rt_sigtimedwait", "recvmmsg", "io_getevents",
              "io_pgetevents", "io_uring_enter", "msgrcv", "semop", "semtimedop", "mq_timedreceive", "flock", "fsync",
