@@ -151,6 +151,7 @@ struct iot_trace_stats {
     uint64_t stops;            /* ptrace stops handled */
     uint64_t tracees;          /* threads traced */
     uint64_t resolve_failures; /* fds that could not be described */
+    uint64_t uring_setups;     /* io_uring_setup calls seen (ptrace): their rings' I/O is not recorded */
     int seccomp;               /* 1 when the seccomp filter was installed */
     int exit_status;           /* of the command (wait status), -1 when attached */
 };
@@ -170,7 +171,10 @@ void iot_trace_signal(int sig, int count);
  * index as data) and allowing the others; installs it in the calling process. The calls that
  * change what an fd number means (close when not selected, dup2, dup3, close_range) also stop,
  * with data IOT_BOOKKEEP + code, so that the tracer forgets its description; no record. */
-enum { IOT_BOOKKEEP = 0x100, IOT_BK_CLOSE = 0, IOT_BK_DUP2, IOT_BK_DUP3, IOT_BK_CLOSE_RANGE, IOT_NBK };
+enum { IOT_BOOKKEEP = 0x100, IOT_BK_CLOSE = 0, IOT_BK_DUP2, IOT_BK_DUP3, IOT_BK_CLOSE_RANGE, IOT_BK_URING_SETUP,
+       IOT_NBK };
+/* IOT_BK_URING_SETUP: an io_uring instance made; its ring's operations are in the tracee's memory,
+ * which is not read: counted (io_uring_setups in syscalls.json) so that the run says so. */
 /* The bookkeeping code of system call nr (not counting a selected close), or -1. */
 int iot_bookkeep_by_nr(long nr, uint32_t mask);
 int iot_seccomp_install(uint32_t mask);

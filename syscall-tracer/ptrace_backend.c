@@ -472,6 +472,8 @@ static void bookkeep(struct tracer *tr, struct tracee *t, int code, const uint64
 {
     if (code == IOT_BK_CLOSE)
         fd_forget(tr, t->tgid, (int)args[0]);
+    else if (code == IOT_BK_URING_SETUP)
+        tr->st->uring_setups++;
     else if (code == IOT_BK_DUP2 || code == IOT_BK_DUP3)
         fd_forget(tr, t->tgid, (int)args[1]);
     else if (code == IOT_BK_CLOSE_RANGE)

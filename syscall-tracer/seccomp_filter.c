@@ -31,19 +31,25 @@ static const long bookkeep_nr[IOT_NBK] = {
 #endif
     [IOT_BK_DUP3] = SYS_dup3,
     [IOT_BK_CLOSE_RANGE] = SYS_close_range,
+    [IOT_BK_URING_SETUP] = SYS_io_uring_setup,
 };
 
 /* The call whose record does the bookkeeping when it is selected. */
 static const int bookkeep_call[IOT_NBK] = {
     [IOT_BK_CLOSE] = IOT_CALL_CLOSE, [IOT_BK_DUP2] = IOT_CALL_DUP2, [IOT_BK_DUP3] = IOT_CALL_DUP3,
-    [IOT_BK_CLOSE_RANGE] = IOT_CALL_CLOSE_RANGE,
+    [IOT_BK_CLOSE_RANGE] = IOT_CALL_CLOSE_RANGE, [IOT_BK_URING_SETUP] = -1,  /* no record: always counted */
 };
+
+static int selected(int call, uint32_t mask)
+{
+    return call >= 0 && (mask & (1u << call));
+}
 
 int iot_bookkeep_by_nr(long nr, uint32_t mask)
 {
     for (int i = 0; i < IOT_NBK; i++)
         if (bookkeep_nr[i] == nr && nr >= 0)
-            return mask & (1u << bookkeep_call[i]) ? -1 : i;
+            return selected(bookkeep_call[i], mask) ? -1 : i;
     return -1;
 }
 
@@ -111,7 +117,7 @@ int iot_seccomp_install(uint32_t mask)
         prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | (unsigned)i);
     }
     for (int i = 0; i < IOT_NBK; i++) {
-        if (bookkeep_nr[i] < 0 || (mask & (1u << bookkeep_call[i])))
+        if (bookkeep_nr[i] < 0 || selected(bookkeep_call[i], mask))
             continue;
         prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)bookkeep_nr[i], 0, 1);
         prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | (unsigned)(IOT_BOOKKEEP + i));
