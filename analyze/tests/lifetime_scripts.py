@@ -27,6 +27,7 @@ class Step:
     child: int = -1  # fork: the new process's number
     sock: int = -1  # socket, accept: the script's socket number; recv: the one received (-1 a file)
     expect: int = -2  # write: the socket it goes to (-1: a file)
+    passed: bool = False  # write: its fd's socket came to this process over the unix socket (a recv, or a copy of one)
     size: int = 0  # write: its bytes, unique in the script
 
 
@@ -37,7 +38,7 @@ class Script:
     processes: int = 1
 
 
-def lowest_free(table: dict[int, tuple[int, bool]]) -> int:
+def lowest_free(table: dict[int, tuple[int, bool, bool]]) -> int:
     fd = 3
     while fd in table:
         fd += 1
@@ -49,7 +50,8 @@ def make_script(seed: int, steps: int = 40, max_fd: int = 6, depth: int = 2, fir
     """A seeded random script. A forked child runs its own steps to its exit before its parent
     goes on (a real program runs the script in that order without any other descriptor). Each
     write's size is unique (first_size + its number) so that a recorded run's call can be found by it.
-    A table entry is (socket number, or -1 for a file; close-on-exec). The descriptors in flight
+    A table entry is (socket number, or -1 for a file; close-on-exec; came through a recv, itself
+    or a copy of one: the passed flag a write reports). The descriptors in flight
     (sent, not yet received) stay in the shared socket whichever process sent them, first in,
     first out."""
     rng = random.Random(seed)
@@ -58,7 +60,7 @@ def make_script(seed: int, steps: int = 40, max_fd: int = 6, depth: int = 2, fir
     ops = LATER_OPS if later else OPS
     in_flight: list[int] = []
 
-    def run(proc: int, table: dict[int, tuple[int, bool]], budget: int, level: int) -> None:
+    def run(proc: int, table: dict[int, tuple[int, bool, bool]], budget: int, level: int) -> None:
         for _ in range(budget):
             op = rng.choice(ops)
             cloexec = rng.random() < 0.5
@@ -67,16 +69,16 @@ def make_script(seed: int, steps: int = 40, max_fd: int = 6, depth: int = 2, fir
                 sock = -1
                 if op != "open":
                     sock, script.sockets = script.sockets, script.sockets + 1
-                table[new] = (sock, cloexec)
+                table[new] = (sock, cloexec, False)
                 script.steps.append(Step(op, proc, new_fd=new, cloexec=cloexec, sock=sock))
             elif op == "dup" and table and new <= max_fd:
                 old = rng.choice(sorted(table))
-                table[new] = (table[old][0], False)
+                table[new] = (table[old][0], False, table[old][2])
                 script.steps.append(Step("dup", proc, fd=old, new_fd=new))
             elif op == "dup2" and table:
                 old, target = rng.choice(sorted(table)), rng.randint(3, max_fd)
                 if old != target:
-                    table[target] = (table[old][0], False)
+                    table[target] = (table[old][0], False, table[old][2])
                     script.steps.append(Step("dup2", proc, fd=old, new_fd=target))
             elif op == "close" and table:
                 fd = rng.choice(sorted(table))
@@ -88,12 +90,12 @@ def make_script(seed: int, steps: int = 40, max_fd: int = 6, depth: int = 2, fir
                 run(child, dict(table), budget // 2, level + 1)
                 script.steps.append(Step("exit", child))
             elif op == "exec":
-                for fd in [f for f, (_, ce) in table.items() if ce]:
+                for fd in [f for f, (_, ce, _) in table.items() if ce]:
                     del table[fd]
                 script.steps.append(Step("exec", proc))
             elif op in ("setfd", "fioclex") and table:
                 fd = rng.choice(sorted(table))
-                table[fd] = (table[fd][0], cloexec)
+                table[fd] = (table[fd][0], cloexec, table[fd][2])
                 script.steps.append(Step(op, proc, fd=fd, cloexec=cloexec))
             elif op == "send" and table and len(in_flight) < 4:
                 fd = rng.choice(sorted(table))
@@ -101,12 +103,12 @@ def make_script(seed: int, steps: int = 40, max_fd: int = 6, depth: int = 2, fir
                 script.steps.append(Step("send", proc, fd=fd))
             elif op == "recv" and in_flight and new <= max_fd:
                 sock = in_flight.pop(0)
-                table[new] = (sock, cloexec)
+                table[new] = (sock, cloexec, True)
                 script.steps.append(Step("recv", proc, new_fd=new, cloexec=cloexec, sock=sock))
             elif op == "write" and table:
                 fd = rng.choice(sorted(table))
                 size = first_size + counter["writes"]
-                script.steps.append(Step("write", proc, fd=fd, expect=table[fd][0], size=size))
+                script.steps.append(Step("write", proc, fd=fd, expect=table[fd][0], size=size, passed=table[fd][2]))
                 counter["writes"] += 1
 
     run(0, {}, steps, 0)
