@@ -198,13 +198,13 @@ def test_close_on_exec_set_later_and_descriptors_passed(names_from: str, scm: bo
     """The scripts with fcntl F_SETFD, ioctl FIOCLEX / FIONCLEX and descriptors passed over a unix
     socket: with the received descriptors' records (ptrace, preload) and without (tracefs: the
     samples name them)."""
-    assert check_seeds(names_from, range(20), later=True, scm=scm) > 100
+    assert check_seeds(names_from, range(15), later=True, scm=scm) == 362  # 33 receptions among them
 
 
 @pytest.mark.long
 @pytest.mark.parametrize(("names_from", "scm"), PASSING, ids=PASSING_IDS)
 def test_close_on_exec_later_and_passing_in_three_hundred_scripts(names_from: str, scm: bool) -> None:
-    assert check_seeds(names_from, range(20, 320), later=True, scm=scm) > 1500
+    assert check_seeds(names_from, range(20, 320), later=True, scm=scm) == 7500
 
 
 def test_without_the_close_on_exec_flag_an_exec_keeps_the_socket() -> None:
@@ -311,3 +311,22 @@ def test_sends_on_descriptors_nothing_named_are_said_in_one_line() -> None:
     assert line.startswith("2 send calls (1000 bytes) on 1 descriptors no traced call made"), line
     assert "the samples named 1 of the 2" in line
     assert unmade_sends_note(joined[joined["fd"] == 5], epochs) == []
+
+
+def test_a_descriptor_no_traced_call_made_does_not_outlive_an_exec() -> None:
+    """fd 4 was opened (open is not traced: its O_CLOEXEC is not known) and written to; the process
+    exec'd; fd 4 was then received over a unix socket (tracefs: no record) and written to, and a
+    sample saw it holding socket B. The file write before the exec is no stream's, the write after
+    it is B's: the sample does not reach back across the exec."""
+    b = "10.0.0.1:5000>10.0.0.2:40001"
+    calls = _frame([(30, 40, 7, 7, "write", 4, 5, 5), (300, 310, 7, 7, "recvmsg", 9, 1, 1),
+                    (400, 410, 7, 7, "write", 4, 6, 6)])
+    procs = pd.DataFrame([(100, "exec", 7, -1, False)], columns=["t_ns", "event", "pid", "child", "group_dead"])
+    sample = pd.DataFrame([(350, 7, 4, 12, "tcp", *b.split(">"))],
+                          columns=["t_ns", "pid", "fd", "inode", "proto", "local", "remote"])
+    assert joined_writes(calls, procs, None, sample) == ["", b]
+    assert joined_writes(calls, procs.iloc[:0], None, sample) == [b, b]  # no exec: one epoch, as far as anything says
+    epochs = fd_lifetimes.fd_epochs(calls, sample, procs)
+    fd4 = epochs[epochs["fd"] == 4]
+    assert list(fd4[["t_start_ns", "t_end_ns", "made_by"]].itertuples(index=False, name=None)) == [
+        (fd_lifetimes.NEVER, 100, ""), (100, fd_lifetimes.FOREVER, "")]
