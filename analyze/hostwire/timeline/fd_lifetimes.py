@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hostwire.timeline.socket_states import connections, listens  # noqa: F401  (the epochs' inputs, read here)
+from hostwire.timeline.socket_states import connections, listens  # noqa: F401  (build.py takes them from here)
 from hostwire.timeline.tables import as_int, is_event
 
 # the calls that make, copy or end a descriptor (docs/formats.md, "System calls")

@@ -34,13 +34,15 @@ def unmade_counts(epochs: pd.DataFrame) -> tuple[int, int]:
 
 
 def unmade_sends_note(calls: pd.DataFrame, epochs: pd.DataFrame) -> list[str]:
-    """One sentence when send calls with bytes fell in epochs no traced call made and nothing
-    named, and so joined no stream: how many calls, bytes and descriptors, and how many such
-    epochs the samples did name."""
+    """One sentence when send calls with bytes on descriptors above 2 fell in epochs no traced
+    call made and nothing named, and so joined no stream: how many calls, bytes and descriptors,
+    and how many such epochs the samples did name."""
     if len(calls) == 0 or len(epochs) == 0 or "is_send" not in calls.columns:
         return []
+    # the standard streams are left out: a program's output to its terminal or log would be said
+    # in every run (one that is a socket, inetd's, is named by the samples like any other)
     sends = calls[calls["is_send"].to_numpy(bool) & (calls["bytes"].to_numpy() > 0)
-                  & (calls["stream"].astype(str).to_numpy() == "") & (calls["fd"].to_numpy() >= 0)]
+                  & (calls["stream"].astype(str).to_numpy() == "") & (calls["fd"].to_numpy() > 2)]
     if len(sends) == 0:
         return []
     at = epoch_index(sends["pid"].to_numpy(), sends["fd"].to_numpy(), sends["t_enter_ns"].to_numpy(), epochs)
