@@ -31,6 +31,10 @@ EPOCH_COLUMNS = ["pid", "fd", "t_start_ns", "t_end_ns", "socket", "stream", "kin
 FOREVER = np.iinfo(np.int64).max
 NEVER = np.iinfo(np.int64).min
 NOT_INET = ("file", "pipe", "unix", "other")
+# an epoch's close-on-exec flag: 1, 0, -1 (a traced call that did not give it: kept at exec, as the
+# kernel keeps a descriptor without it) or UNTRACED (made by no traced call, or a fork's copy of
+# one: whether it lived through an exec is not known, so it is not taken to)
+UNTRACED = -2
 
 
 class _Sockets:
@@ -120,7 +124,7 @@ class _Tables:
         row = self.open.get(pid, {}).get(fd)
         if row is None:
             start = max(self.started.get(pid, NEVER), self._last_end(pid, fd), self.last_exec(pid, t))
-            row = self._start(pid, fd, t, self.sockets.new(), "", -1)
+            row = self._start(pid, fd, t, self.sockets.new(), "", UNTRACED)
             self.rows[row][2] = start
         return row
 
@@ -154,7 +158,7 @@ class _Tables:
     def exec(self, pid: int, t: int) -> None:
         self.execs.setdefault(pid, []).append(t)
         for fd, row in list(self.open.get(pid, {}).items()):
-            if self.rows[row][6] == 1:
+            if self.rows[row][6] in (1, UNTRACED):
                 self.end(pid, fd, t)
 
     def exit(self, pid: int, t: int) -> None:
@@ -316,7 +320,7 @@ def _cover_the_rest(tables: _Tables, calls: pd.DataFrame, samples: pd.DataFrame 
                          "hi": hi["value"].fillna(FOREVER).to_numpy(np.int64)}).drop_duplicates()
     for pid, fd, a, b in gaps.itertuples(index=False, name=None):
         start = tables.started.get(int(pid), -1)
-        tables.rows.append([int(pid), int(fd), int(a), int(b), tables.sockets.new(), "", -1, start])
+        tables.rows.append([int(pid), int(fd), int(a), int(b), tables.sockets.new(), "", UNTRACED, start])
 
 
 def epoch_index(pid: np.ndarray, fd: np.ndarray, t: np.ndarray, epochs: pd.DataFrame) -> np.ndarray:
