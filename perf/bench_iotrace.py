@@ -83,12 +83,14 @@ def run_tracefs(mode: str, n: int) -> float:
 
 
 def lifetimes(tracer: str, n: int, reps: int) -> None:
-    """What recording the descriptors' calls (socket, dup*, fcntl F_DUPFD*, close_range) adds:
-    the tracer with its default calls against the same tracer with the I/O calls alone (CALLS),
-    on an untraced call (the longer filter), an fcntl that makes no descriptor (the filter looks
-    at its command), dup2 (stopped either way: before, only at its entry to forget a description)
-    and socket() + close(). The added cost is taken round by round (the configurations of a round
-    run back to back) and its median printed, with the fastest run of each configuration."""
+    """What recording the descriptors' calls (socket, dup*, fcntl F_DUPFD* and F_SETFD, ioctl
+    FIOCLEX/FIONCLEX, close_range) adds: the tracer with its default calls against the same
+    tracer with the I/O calls alone (CALLS), on an untraced call (the longer filter), an fcntl and
+    an ioctl that make or mark no descriptor (the filter looks at their command: not stopped),
+    dup2 (stopped either way: before, only at its entry to forget a description), socket() +
+    close(), fcntl F_SETFD and ioctl FIOCLEX (stopped, recorded). The added cost is taken round by
+    round (the configurations of a round run back to back) and its median printed, with the
+    fastest run of each configuration."""
     import statistics
 
     with tempfile.TemporaryDirectory(prefix="hw-iotrace-bench-") as tmp:
@@ -96,7 +98,7 @@ def lifetimes(tracer: str, n: int, reps: int) -> None:
         configs = {"bare": [], "I/O calls only": [tracer, "--calls", CALLS, "-o", out, "--"],
                    "with the descriptors' calls": [tracer, "-o", out, "--"]}
         runs: dict[str, list[dict[str, float]]] = {}
-        for mode in ("getppid", "fcntl", "dup2", "socket"):
+        for mode in ("getppid", "fcntl", "ioctl", "dup2", "socket", "setfd", "fioclex"):
             for _ in range(reps):
                 measured = {}
                 for name, prefix in configs.items():
@@ -107,7 +109,8 @@ def lifetimes(tracer: str, n: int, reps: int) -> None:
           "(median of the rounds)")
     print(f"{'loop':28} {'bare':>8} {'I/O only':>10} {'+ descriptors':>14} {'added':>8}")
     for mode, label in (("getppid", "getppid (untraced)"), ("fcntl", "fcntl F_GETFL (not stopped)"),
-                        ("dup2", "dup2"), ("socket", "socket + close")):
+                        ("ioctl", "ioctl TCGETS (not stopped)"), ("dup2", "dup2"), ("socket", "socket + close"),
+                        ("setfd", "fcntl F_SETFD (recorded)"), ("fioclex", "ioctl FIOCLEX (recorded)")):
         best = {name: min(r[name] for r in runs[mode]) for name in configs}
         new, old = "with the descriptors' calls", "I/O calls only"
         added = statistics.median(r[new] - r[old] for r in runs[mode])

@@ -559,12 +559,12 @@ static void emit(struct sys_ctx *sc, int tid, const struct pending *p, long long
 {
     char line[HW_SYS_LINE_MAX];
     long long fd = p->has_fd ? p->fd : -1LL, req = p->has_req ? p->req : -1LL;
-    const char *kind = "unknown";
+    const char *kind = "unknown", *call = p->call;
     if (p->lt && st_lifetime_record(p->lt, p->lt_a, p->lt_b, has_ret && !unfinished ? ret : -1, &fd, &req,
-                                    &kind) < 0)
-        return;  /* not a descriptor's call after all (fcntl F_GETFL, ...) */
+                                    &kind, &call) < 0)
+        return;  /* not a descriptor's call after all (fcntl F_GETFL, a terminal's ioctl, ...) */
     struct hw_sys_line l = {
-        .t_enter_ns = p->t_enter, .t_exit_ns = t_exit, .pid = tgid_of(sc, tid), .tid = tid, .call = p->call,
+        .t_enter_ns = p->t_enter, .t_exit_ns = t_exit, .pid = tgid_of(sc, tid), .tid = tid, .call = call,
         .fd = fd, .req_bytes = req, .result = ret,
         .has_result = has_ret && !unfinished, .unfinished = unfinished, .fd_kind = kind,
     };

@@ -23,14 +23,16 @@ extern const size_t st_n_wait_calls;
 /* The calls that make, copy and end descriptors (st_lifetimes.c): their kind by name
  * (ST_LT_NONE for the others), the names of the enter fields each reads (which 0: the fd when the
  * tracepoint names it otherwise, 1 and 2: the arguments a and b), and their record once the
- * result is known: fd, req_bytes and fd_kind set where they differ from a plain call's; -1 when
- * the call is not recorded (fcntl other than F_DUPFD*, close_range marking close-on-exec). */
+ * result is known: fd, req_bytes, fd_kind and the record's call name set where they differ from
+ * a plain call's (fcntl F_SETFD is written as fcntl_setfd); -1 when the call is not recorded
+ * (fcntl other than F_DUPFD*, F_SETFD; ioctl other than FIOCLEX, FIONCLEX; close_range marking
+ * close-on-exec). */
 enum { ST_LT_NONE, ST_LT_SOCKET, ST_LT_ACCEPT, ST_LT_ACCEPT4, ST_LT_DUP, ST_LT_DUP2, ST_LT_DUP3, ST_LT_FCNTL,
-       ST_LT_CLOSE_RANGE, ST_LT_N };
+       ST_LT_CLOSE_RANGE, ST_LT_IOCTL, ST_LT_N };
 int st_lifetime_kind(const char *call);
 const char *st_lifetime_field(int kind, int which);
 int st_lifetime_record(int kind, long long a, long long b, long long ret, long long *fd, long long *req,
-                       const char **fd_kind);
+                       const char **fd_kind, const char **call);
 
 /* The tasks set_event_pid lists for these pids: each one's threads and its descendants' (read
  * from /proc), as "tid tid ... " (malloc'd; NULL when out of memory). */

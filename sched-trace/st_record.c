@@ -34,6 +34,8 @@ const char *const st_io_calls[] = {
     /* what makes, copies and ends descriptors (st_lifetimes.c) */
     "socket", "dup", "dup2", "dup3", "fcntl", "close_range",
     "pwritev", "pwritev2", "vmsplice", "tee",
+    /* close-on-exec set or cleared later (FIOCLEX, FIONCLEX; fcntl F_SETFD is fcntl's) */
+    "ioctl",
 };
 const size_t st_n_io_calls = sizeof(st_io_calls) / sizeof(st_io_calls[0]);
 /* --waits: the calls a program sleeps in between its I/O (what an idle sender waited for). */

@@ -40,6 +40,12 @@ const struct iot_call iot_calls[IOT_NCALLS] = {
     /* into a pipe, never a socket: what a later splice moves on to the socket */
     [IOT_CALL_VMSPLICE] = {"vmsplice", SYS_vmsplice, 0, IOT_BYTES_IOV, 1, 2},
     [IOT_CALL_TEE] = {"tee", SYS_tee, 1, IOT_BYTES_ARG, 2, 0},
+    /* stopped as fcntl (seccomp_filter.c): no number of its own */
+    [IOT_CALL_FCNTL_SETFD] = {"fcntl_setfd", -1, 0, IOT_BYTES_FLAGS, 0, 0},
+    [IOT_CALL_IOCTL] = {"ioctl", SYS_ioctl, 0, IOT_BYTES_FLAGS, 0, 0},
+    [IOT_CALL_RECVMMSG] = {"recvmmsg", SYS_recvmmsg, 0, IOT_BYTES_MMSG, 1, 2},
+    /* written after a recvmsg or recvmmsg that received descriptors */
+    [IOT_CALL_SCM_RIGHTS] = {"scm_rights", -1, -1, IOT_BYTES_FLAGS, 0, 0},
 };
 
 int iot_call_by_nr(long nr)

@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -65,6 +66,8 @@ static int (*real_sendmmsg)(int, struct mmsghdr *, unsigned int, int);
 static ssize_t (*real_recv)(int, void *, size_t, int);
 static ssize_t (*real_recvfrom)(int, void *, size_t, int, __SOCKADDR_ARG, socklen_t *);
 static ssize_t (*real_recvmsg)(int, struct msghdr *, int);
+static int (*real_recvmmsg)(int, struct mmsghdr *, unsigned int, int, struct timespec *);
+static int (*real_ioctl)(int, unsigned long, ...);
 static ssize_t (*real_sendfile)(int, int, off_t *, size_t);
 static ssize_t (*real_splice)(int, __off64_t *, int, __off64_t *, size_t, unsigned int);
 static ssize_t (*real_pwritev)(int, const struct iovec *, int, off_t);
@@ -106,6 +109,8 @@ static void resolve_all(void)
     *(void **)&real_recv = sym("recv");
     *(void **)&real_recvfrom = sym("recvfrom");
     *(void **)&real_recvmsg = sym("recvmsg");
+    *(void **)&real_recvmmsg = sym("recvmmsg");
+    *(void **)&real_ioctl = sym("ioctl");
     *(void **)&real_sendfile = sym("sendfile64");
     *(void **)&real_splice = sym("splice");
     *(void **)&real_pwritev = sym("pwritev64");
@@ -407,11 +412,58 @@ IOT_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR_A
     WRAP(ssize_t, IOT_CALL_RECVFROM, fd, (int64_t)n, real_recvfrom(fd, buf, n, flags, from, fl));
 }
 
+/* The descriptors a message received (SCM_RIGHTS): a record scm_rights each, at the call's
+ * return, its req_bytes the close-on-exec flag (MSG_CMSG_CLOEXEC); their numbers were free
+ * before, so their descriptions are forgotten. */
+static void received_fds(const struct msghdr *m, int flags)
+{
+    if (!m || !m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
+        return;
+    int fds[1024];
+    int n = iot_scm_rights(m->msg_control, m->msg_controllen, fds, 1024);
+    for (int k = 0; k < n; k++) {
+        forget(fds[k]);
+        struct iot_slot *s = TRACED(IOT_CALL_SCM_RIGHTS)
+                                 ? begin(IOT_CALL_SCM_RIGHTS, fds[k], (flags & MSG_CMSG_CLOEXEC) != 0, describe(fds[k]))
+                                 : NULL;
+        if (s)
+            end(s, fds[k], 0);
+    }
+}
+
 IOT_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
     NEED(real_recvmsg);
-    WRAP(ssize_t, IOT_CALL_RECVMSG, fd, m ? iov_total(m->msg_iov, (int)m->msg_iovlen) : -1,
-         real_recvmsg(fd, m, flags));
+    if (!TRACED(IOT_CALL_RECVMSG) && !TRACED(IOT_CALL_SCM_RIGHTS))
+        return real_recvmsg(fd, m, flags);
+    ssize_t ret;
+    struct iot_slot *s = TRACED(IOT_CALL_RECVMSG)
+                             ? begin(IOT_CALL_RECVMSG, fd, m ? iov_total(m->msg_iov, (int)m->msg_iovlen) : -1, describe(fd))
+                             : NULL;
+    ret = real_recvmsg(fd, m, flags);
+    int err = errno;
+    if (s)
+        end(s, (int64_t)ret, err);
+    if (ret >= 0)
+        received_fds(m, flags);
+    errno = err;
+    return ret;
+}
+
+IOT_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *timeout)
+{
+    NEED(real_recvmmsg);
+    if (!TRACED(IOT_CALL_RECVMMSG) && !TRACED(IOT_CALL_SCM_RIGHTS))
+        return real_recvmmsg(fd, v, n, flags, timeout);
+    struct iot_slot *s = TRACED(IOT_CALL_RECVMMSG) ? begin(IOT_CALL_RECVMMSG, fd, mmsg_total(v, n), describe(fd)) : NULL;
+    int ret = real_recvmmsg(fd, v, n, flags, timeout);
+    int err = errno;
+    if (s)
+        end(s, (int64_t)ret, err);
+    for (int i = 0; i < ret && v; i++)
+        received_fds(&v[i].msg_hdr, flags);
+    errno = err;
+    return ret;
 }
 
 IOT_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
@@ -506,15 +558,18 @@ static struct iot_slot *lifetime_begin(int call, int fd, const uint64_t *a)
 {
     int32_t f = fd;
     int64_t req = -1;
-    if (!TRACED(call) || iot_lifetime_entry(call, a, &f, &req) < 0)
+    if (!region || !iot_call_wanted(call, mask))
         return NULL;
-    return begin(call, f, req, f >= 0 ? describe(f) : 0);
+    int as = iot_lifetime_entry(call, a, &f, &req);  /* fcntl F_SETFD is written as fcntl_setfd */
+    if (as < 0 || !TRACED(as))
+        return NULL;
+    return begin(as, f, req, f >= 0 ? describe(f) : 0);
 }
 
 static int lifetime_end(struct iot_slot *s, int call, int ret)
 {
     int err = errno;
-    int made = iot_lifetime_made(call, ret);
+    int made = iot_lifetime_made(s ? s->r.call : call, ret);  /* fcntl F_SETFD makes none */
     if (made >= 0)
         forget(made);
     if (s) {
@@ -566,6 +621,21 @@ IOT_EXPORT int fcntl(int fd, int cmd, ...)
     return lifetime_end(s, IOT_CALL_FCNTL, real_fcntl(fd, cmd, arg));
 }
 LFS_ALIAS(int, fcntl64, (int fd, int cmd, ...), fcntl);
+
+/* Recorded only as FIOCLEX and FIONCLEX (lifetimes.c): close-on-exec set or cleared. */
+IOT_EXPORT int ioctl(int fd, unsigned long request, ...)
+{
+    NEED(real_ioctl);
+    va_list ap;
+    va_start(ap, request);
+    void *arg = va_arg(ap, void *);  /* an int or a pointer: one register either way */
+    va_end(ap);
+    uint64_t a[6] = {(uint64_t)fd, (uint64_t)request, (uint64_t)(uintptr_t)arg};
+    struct iot_slot *s = request == FIOCLEX || request == FIONCLEX ? lifetime_begin(IOT_CALL_IOCTL, fd, a) : NULL;
+    if (!s)
+        return real_ioctl(fd, request, arg);
+    return lifetime_end(s, IOT_CALL_IOCTL, real_ioctl(fd, request, arg));
+}
 
 IOT_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {

@@ -32,7 +32,13 @@ enum iot_call_id {
     /* what makes, copies and ends descriptors (lifetimes.c) */
     IOT_CALL_SOCKET, IOT_CALL_DUP, IOT_CALL_DUP2, IOT_CALL_DUP3, IOT_CALL_FCNTL, IOT_CALL_CLOSE_RANGE,
     IOT_CALL_PWRITEV, IOT_CALL_PWRITEV2, IOT_CALL_VMSPLICE, IOT_CALL_TEE,
-    IOT_NCALLS
+    /* close-on-exec set or cleared on a descriptor already made: fcntl F_SETFD (a record of its
+     * own name, its result 0 being no descriptor) and ioctl FIOCLEX / FIONCLEX */
+    IOT_CALL_FCNTL_SETFD, IOT_CALL_IOCTL,
+    /* recvmmsg, and the descriptors recvmsg and recvmmsg received (SCM_RIGHTS): one record each,
+     * no system call of its own (lifetimes.c) */
+    IOT_CALL_RECVMMSG, IOT_CALL_SCM_RIGHTS,
+    IOT_NCALLS  /* at most 31: the selection is a 32-bit mask */
 };
 
 struct iot_call {
@@ -57,9 +63,18 @@ char *iot_calls_format(uint32_t mask, char *buf, size_t len);
 /* ---- the calls that make, copy and end descriptors (lifetimes.c) ---- */
 /* Their record's fd and req_bytes from the call's arguments (docs/formats.md, "System calls"):
  * dup, dup2, dup3 and fcntl name the old fd; req_bytes is the close-on-exec flag (1 or 0) of the
- * descriptor made, close_range's last fd. Returns -1 when the call is not recorded: an fcntl other
- * than F_DUPFD and F_DUPFD_CLOEXEC, a close_range that only marks close-on-exec. */
+ * descriptor made or marked (fcntl F_SETFD, ioctl FIOCLEX / FIONCLEX), close_range's last fd.
+ * Returns the call the record is written as (idx, or IOT_CALL_FCNTL_SETFD for an fcntl F_SETFD),
+ * or -1 when the call is not recorded: an fcntl other than F_DUPFD, F_DUPFD_CLOEXEC and F_SETFD,
+ * an ioctl other than FIOCLEX and FIONCLEX, a close_range that only marks close-on-exec. */
 int iot_lifetime_entry(int idx, const uint64_t *args, int32_t *fd, int64_t *req);
+/* Whether a stop of call idx is wanted by the selection: fcntl for either of its records,
+ * recvmsg and recvmmsg also for the descriptors they receive. */
+int iot_call_wanted(int idx, uint32_t mask);
+/* The descriptors an SCM_RIGHTS control message carries, from a copy of the msghdr's control
+ * buffer (control, len bytes: msg_controllen as the call left it): up to max fds into fds;
+ * returns how many. */
+int iot_scm_rights(const void *control, size_t len, int *fds, int max);
 /* The descriptor the call made, once it returned rval (socket, accept, accept4, dup, dup2, dup3,
  * fcntl), else -1; a socket's record names it as its fd. */
 int iot_lifetime_made(int idx, int64_t rval);
@@ -136,6 +151,7 @@ struct iot_trace_stats {
     uint64_t stops;            /* ptrace stops handled */
     uint64_t tracees;          /* threads traced */
     uint64_t resolve_failures; /* fds that could not be described */
+    uint64_t uring_setups;     /* io_uring_setup calls seen (ptrace): their rings' I/O is not recorded */
     int seccomp;               /* 1 when the seccomp filter was installed */
     int exit_status;           /* of the command (wait status), -1 when attached */
 };
@@ -155,7 +171,10 @@ void iot_trace_signal(int sig, int count);
  * index as data) and allowing the others; installs it in the calling process. The calls that
  * change what an fd number means (close when not selected, dup2, dup3, close_range) also stop,
  * with data IOT_BOOKKEEP + code, so that the tracer forgets its description; no record. */
-enum { IOT_BOOKKEEP = 0x100, IOT_BK_CLOSE = 0, IOT_BK_DUP2, IOT_BK_DUP3, IOT_BK_CLOSE_RANGE, IOT_NBK };
+enum { IOT_BOOKKEEP = 0x100, IOT_BK_CLOSE = 0, IOT_BK_DUP2, IOT_BK_DUP3, IOT_BK_CLOSE_RANGE, IOT_BK_URING_SETUP,
+       IOT_NBK };
+/* IOT_BK_URING_SETUP: an io_uring instance made; its ring's operations are in the tracee's memory,
+ * which is not read: counted (io_uring_setups in syscalls.json) so that the run says so. */
 /* The bookkeeping code of system call nr (not counting a selected close), or -1. */
 int iot_bookkeep_by_nr(long nr, uint32_t mask);
 int iot_seccomp_install(uint32_t mask);

@@ -136,6 +136,7 @@ int iot_write_json(const char *path, const char *backend, const struct iot_trace
             "  \"unfinished\": %llu,\n"
             "  \"lost\": %llu,\n"
             "  \"resolve_failures\": %llu,\n"
+            "  \"io_uring_setups\": %lld,\n"
             "  \"stops\": %llu,\n"
             "  \"tracees\": %llu,\n"
             "  \"exit_code\": %d,\n"
@@ -147,7 +148,9 @@ int iot_write_json(const char *path, const char *backend, const struct iot_trace
             o->npids ? o->pids[0] : 0, (unsigned long long)st->calls_seen, (unsigned long long)st->records_written,
             (unsigned long long)st->unfinished,
             (unsigned long long)(st->calls_seen > st->records_written ? st->calls_seen - st->records_written : 0),
-            (unsigned long long)st->resolve_failures, (unsigned long long)st->stops,
+            (unsigned long long)st->resolve_failures,
+            /* the preload library sees no io_uring_setup (liburing may make it without the C library) */
+            !strcmp(backend, "preload") ? -1LL : (long long)st->uring_setups, (unsigned long long)st->stops,
             (unsigned long long)st->tracees, exit_code, exit_signal);
     if (fclose(f) != 0)
         return -errno;

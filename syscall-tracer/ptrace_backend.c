@@ -29,6 +29,9 @@ struct tracee {
     pid_t tid, tgid;
     int pidfd;                /* of tgid, for pidfd_getfd; -1 until needed */
     int in_call;              /* between the entry and the exit of a selected call */
+    int own_record;           /* the call in progress is written (not only the fds it receives) */
+    uint64_t msg_addr, msg_n; /* recvmsg's msghdr, recvmmsg's vector and length: SCM_RIGHTS at exit */
+    int msg_cloexec;          /* MSG_CMSG_CLOEXEC */
     struct iot_rec rec;        /* the call in progress */
 };
 
@@ -350,8 +353,19 @@ static void on_entry(struct tracer *tr, struct tracee *t, int idx, const uint64_
     r->call = (uint8_t)idx;
     r->fd = c->fd_arg >= 0 ? (int32_t)args[c->fd_arg] : -1;
     r->req_bytes = req_bytes(t->tid, c, args);
-    if (iot_lifetime_entry(idx, args, &r->fd, &r->req_bytes) < 0)
-        return;  /* an fcntl that makes no descriptor (attached: every call stops) */
+    int as = iot_lifetime_entry(idx, args, &r->fd, &r->req_bytes);
+    if (as < 0)
+        return;  /* an fcntl or ioctl that makes or marks no descriptor (attached: every call stops) */
+    r->call = (uint8_t)as;
+    t->own_record = (tr->o->mask & (1u << as)) != 0;
+    t->msg_addr = t->msg_n = 0;
+    if ((idx == IOT_CALL_RECVMSG || idx == IOT_CALL_RECVMMSG) && (tr->o->mask & (1u << IOT_CALL_SCM_RIGHTS))) {
+        t->msg_addr = args[1];
+        t->msg_n = idx == IOT_CALL_RECVMMSG ? args[2] : 1;
+        t->msg_cloexec = ((idx == IOT_CALL_RECVMMSG ? args[3] : args[2]) & MSG_CMSG_CLOEXEC) != 0;
+    } else if (!t->own_record) {
+        return;
+    }
     if (idx == IOT_CALL_DUP2 || idx == IOT_CALL_DUP3)
         bookkeep(tr, t, IOT_BK_DUP2, args);
     else if (idx == IOT_CALL_CLOSE_RANGE)
@@ -361,7 +375,35 @@ static void on_entry(struct tracer *tr, struct tracee *t, int idx, const uint64_
         fd_forget(tr, t->tgid, r->fd);
     }
     t->in_call = 1;
-    tr->st->calls_seen++;
+    tr->st->calls_seen += (uint64_t)t->own_record;
+}
+
+/* The descriptors a recvmsg or recvmmsg received (SCM_RIGHTS), read from the control buffers
+ * the kernel filled: each a record scm_rights at the call's exit, its fd the new descriptor, its
+ * req_bytes the close-on-exec flag (MSG_CMSG_CLOEXEC). A buffer that cannot be read (or is larger
+ * than 4 KiB: its first 4 KiB are read) leaves its descriptors to the socket samples. */
+static void received_fds(struct tracer *tr, struct tracee *t, uint64_t messages, int64_t now)
+{
+    for (uint64_t i = 0; i < messages && i < t->msg_n && i < MAX_IOV; i++) {
+        struct msghdr m;
+        uint64_t at = t->rec.call == IOT_CALL_RECVMMSG ? t->msg_addr + i * sizeof(struct mmsghdr) : t->msg_addr;
+        if (peek(t->tid, at, &m, sizeof(m)) < 0 || !m.msg_control || m.msg_controllen < sizeof(struct cmsghdr))
+            continue;
+        char control[4096] __attribute__((aligned(8)));
+        size_t len = m.msg_controllen < sizeof(control) ? m.msg_controllen : sizeof(control);
+        if (peek(t->tid, (uintptr_t)m.msg_control, control, len) < 0)
+            continue;
+        int fds[sizeof(control) / sizeof(int)];
+        int n = iot_scm_rights(control, len, fds, (int)(sizeof(fds) / sizeof(fds[0])));
+        for (int k = 0; k < n; k++) {
+            struct iot_rec r = {.t_enter_ns = now, .t_exit_ns = now, .pid = t->tgid, .tid = t->tid, .fd = fds[k],
+                                .req_bytes = t->msg_cloexec, .result = fds[k], .call = IOT_CALL_SCM_RIGHTS};
+            fd_forget(tr, t->tgid, fds[k]);
+            r.desc_id = fd_desc(tr, t, fds[k], 1);
+            push_rec(tr, &r);
+            tr->st->calls_seen++;
+        }
+    }
 }
 
 static void on_exit_stop(struct tracer *tr, struct tracee *t, int64_t rval, int64_t now)
@@ -374,7 +416,7 @@ static void on_exit_stop(struct tracer *tr, struct tracee *t, int64_t rval, int6
      * record), so the call is written as unfinished */
     if (rval == -512 || rval == -513 || rval == -514 || rval == -516) {
         r->unfinished = 1;
-        tr->st->unfinished++;
+        tr->st->unfinished += (uint64_t)t->own_record;
     }
     if (r->call == IOT_CALL_CONNECT)
         fd_forget(tr, t->tgid, r->fd);
@@ -386,7 +428,10 @@ static void on_exit_stop(struct tracer *tr, struct tracee *t, int64_t rval, int6
     }
     if (r->call != IOT_CALL_CLOSE && r->call != IOT_CALL_CLOSE_RANGE)
         r->desc_id = fd_desc(tr, t, r->fd, 1);
-    push_rec(tr, r);
+    if (t->own_record)
+        push_rec(tr, r);
+    if (t->msg_addr && rval >= 0 && !r->unfinished)
+        received_fds(tr, t, r->call == IOT_CALL_RECVMMSG ? (uint64_t)rval : 1, now);
     t->in_call = 0;
 }
 
@@ -395,6 +440,9 @@ static void end_unfinished(struct tracer *tr, struct tracee *t, int64_t now, int
 {
     if (!t->in_call)
         return;
+    t->in_call = 0;
+    if (!t->own_record)
+        return;
     struct iot_rec *r = &t->rec;
     r->t_exit_ns = now;
     r->unfinished = 1;
@@ -402,7 +450,6 @@ static void end_unfinished(struct tracer *tr, struct tracee *t, int64_t now, int
     if (r->call != IOT_CALL_CLOSE)
         r->desc_id = fd_desc(tr, t, r->fd, alive);
     push_rec(tr, r);
-    t->in_call = 0;
 }
 
 /* ---- the stop loop ---- */
@@ -425,6 +472,8 @@ static void bookkeep(struct tracer *tr, struct tracee *t, int code, const uint64
 {
     if (code == IOT_BK_CLOSE)
         fd_forget(tr, t->tgid, (int)args[0]);
+    else if (code == IOT_BK_URING_SETUP)
+        tr->st->uring_setups++;
     else if (code == IOT_BK_DUP2 || code == IOT_BK_DUP3)
         fd_forget(tr, t->tgid, (int)args[1]);
     else if (code == IOT_BK_CLOSE_RANGE)
@@ -446,11 +495,11 @@ static void handle_syscall_stop(struct tracer *tr, struct tracee *t, int64_t now
         int idx = (int)(info.seccomp.ret_data & 0xffff);
         if (idx >= IOT_BOOKKEEP && idx < IOT_BOOKKEEP + IOT_NBK)
             bookkeep(tr, t, idx - IOT_BOOKKEEP, info.seccomp.args);
-        else if (idx < IOT_NCALLS && (tr->o->mask & (1u << idx)))
+        else if (iot_call_wanted(idx, tr->o->mask))
             on_entry(tr, t, idx, info.seccomp.args, now);
     } else if (info.op == PTRACE_SYSCALL_INFO_ENTRY && !tr->seccomp) {
         int idx = iot_call_by_nr((long)info.entry.nr);
-        if (idx >= 0 && (tr->o->mask & (1u << idx))) {
+        if (iot_call_wanted(idx, tr->o->mask)) {
             on_entry(tr, t, idx, info.entry.args, now);
         } else {
             int code = iot_bookkeep_by_nr((long)info.entry.nr, tr->o->mask);

@@ -3,7 +3,9 @@ the script's steps in its order, a forked child's steps before its parent goes o
 re-running the program from the next step (the descriptors survive it as the kernel decides).
 Sockets connect to a sink (`socket`) or are accepted from connections the program made to its
 own listener before the script (`accept`); each socket's local>remote is logged, so the test
-knows which stream each write should join."""
+knows which stream each write should join. The descriptors passed (`send`, `recv`) go over a unix
+datagram socket pair the program makes before the script (SCM_RIGHTS), which survives its execs;
+close-on-exec set later is fcntl F_SETFD (`setfd`) or ioctl FIOCLEX / FIONCLEX (`fioclex`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 from lifetime_scripts import Script
 
 LOG_FD, LISTENER_FD, FIRST_CLIENT_FD = 90, 91, 100
+SEND_FD, RECV_FD = 92, 93  # the unix socket pair descriptors are passed over
 
 HEAD = r"""#define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -21,6 +24,7 @@ HEAD = r"""#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,9 +47,43 @@ static void log_socket(int sock, int fd)
     dprintf(@LOG@, "%d %s:%d>%s:%d\n", sock, a, ntohs(l.sin_port), b, ntohs(r.sin_port));
 }
 
+static void send_fd(int fd, int step)
+{
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
+    char byte = 'f';
+    struct iovec iov = {&byte, 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    expect((int)sendmsg(@SEND@, &m, 0), 1, step);
+}
+
+static int recv_fd(int cloexec, int step)
+{
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
+    char byte;
+    struct iovec iov = {&byte, 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    expect((int)recvmsg(@RECV@, &m, cloexec ? MSG_CMSG_CLOEXEC : 0), 1, step);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    if (!c || c->cmsg_type != SCM_RIGHTS)
+        die(step);
+    int fd;
+    memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    return fd;
+}
+
 static void setup(const char *log, int accepts)
 {
     expect(dup2(open(log, O_WRONLY | O_CREAT | O_APPEND, 0644), @LOG@), @LOG@, -1);
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM, 0, pair))
+        die(-1);
+    expect(dup2(pair[0], @SEND@), @SEND@, -1);
+    expect(dup2(pair[1], @RECV@), @RECV@, -1);
     int ls = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof(a);
@@ -81,6 +119,8 @@ int main(int argc, char **argv)
     (void)fd;
     (void)child;
     (void)again;
+    (void)send_fd;
+    (void)recv_fd;
     switch (from) {
     case 0:
 """
@@ -90,7 +130,8 @@ def c_source(script: Script, files: Path) -> str:
     """The program of one script; its files (the `open` steps) are created in `files`."""
     accepts = sum(1 for s in script.steps if s.op == "accept")
     head = HEAD
-    for key, value in (("LOG", LOG_FD), ("LISTENER", LISTENER_FD), ("CLIENT", FIRST_CLIENT_FD), ("ACCEPTS", accepts)):
+    for key, value in (("LOG", LOG_FD), ("LISTENER", LISTENER_FD), ("CLIENT", FIRST_CLIENT_FD), ("ACCEPTS", accepts),
+                       ("SEND", SEND_FD), ("RECV", RECV_FD)):
         head = head.replace(f"@{key}@", str(value))
     out = [head]
     for i, s in enumerate(script.steps):
@@ -126,6 +167,14 @@ def c_source(script: Script, files: Path) -> str:
                        f"        die({i});\n")
         elif s.op == "write":
             out.append(f"        expect((int)write({s.fd}, buf, {s.size}), {s.size}, {i});\n")
+        elif s.op == "setfd":
+            out.append(f"        expect(fcntl({s.fd}, F_SETFD, {'FD_CLOEXEC' if s.cloexec else '0'}), 0, {i});\n")
+        elif s.op == "fioclex":
+            out.append(f"        expect(ioctl({s.fd}, {'FIOCLEX' if s.cloexec else 'FIONCLEX'}), 0, {i});\n")
+        elif s.op == "send":
+            out.append(f"        send_fd({s.fd}, {i});\n")
+        elif s.op == "recv":
+            out.append(f"        expect(recv_fd({int(s.cloexec)}, {i}), {s.new_fd}, {i});\n")
         elif s.op == "exit":
             out.append("        return 0;\n" if s.proc == 0 else f"        _exit(0);\n    after_{s.proc}:;\n")
     out.append("    }\n    return 0;\n}\n")

@@ -55,3 +55,48 @@ def test_recorded_writes_join_the_socket_their_fd_held(tmp_path: Path, backend: 
             assert row.stream == expected, (seed, step, row)
             checked += 1
     assert checked == sum(s.op == "write" for sc in scripts.values() for s in sc.steps) == 190
+
+
+LATER_SEEDS = (21, 24, 26, 31)  # 60 steps each: 325 writes, 121 of them on passed descriptors, 25 receptions
+
+
+@pytest.mark.parametrize("backend", ["tracefs", "ptrace", "preload"])
+def test_close_on_exec_set_later_and_passed_descriptors_recorded(tmp_path: Path, backend: str) -> None:
+    """The scripts with close-on-exec set and cleared later (fcntl F_SETFD, ioctl FIOCLEX and
+    FIONCLEX) and descriptors passed between the script's processes over a unix socket
+    (SCM_RIGHTS), recorded for real. ptrace and preload record each received descriptor: every
+    write joins the socket its fd held. tracefs cannot read the message: a write on a passed
+    descriptor joins its socket when a socket sample saw it (these scripts run in a few ms, the
+    sampler reads every 50 ms: mostly none) and no stream otherwise, never another socket; every
+    other write joins exactly."""
+    scripts = {seed: make_script(seed, steps=60, first_size=100 + 1000 * k, later=True)
+               for k, seed in enumerate(LATER_SEEDS)}
+    runs = [f"{build(script, tmp_path, f'later{seed}')} {SERVER} 7005 {tmp_path}/sockets{seed}.log 0"
+            for seed, script in scripts.items()]
+    with Topology(run_id="lfp", link=LinkSpec(rate="100mbit")) as topo:
+        sink = server(topo.rx_ns, ["python3", str(PROGRAMS / "sink_server.py"), SERVER, "7005", "0"])
+        try:
+            r = record(topo.tx_ns, tmp_path / "run", ["sh", "-c", " && ".join(runs)], "--syscalls", backend)
+        finally:
+            stop(sink)
+    assert r.returncode == 0, r.stderr
+    calls = Timeline.of(load_run(tmp_path / "run")).df_calls()
+    writes = calls[calls["call"] == "write"]
+    checked = passed_unjoined = 0
+    for seed, script in scripts.items():
+        names = dict(line.split(" ", 1) for line in (tmp_path / f"sockets{seed}.log").read_text().splitlines())
+        for step in (s for s in script.steps if s.op == "write"):
+            (row,) = writes[(writes["bytes"] == step.size) & (writes["fd"] == step.fd)].itertuples()
+            expected = "" if step.expect == -1 else names[str(step.expect)]
+            if backend == "tracefs" and step.passed and row.stream == "":
+                passed_unjoined += 1
+            else:
+                assert row.stream == expected, (seed, step, row)
+            checked += 1
+    received = calls[calls["call"] == "scm_rights"]
+    assert len(received) == (0 if backend == "tracefs" else 25)
+    assert set(calls.loc[calls["call"].isin(["fcntl_setfd", "ioctl"]), "pid"]) <= set(calls["pid"])
+    marks = sum(s.op in ("setfd", "fioclex") for sc in scripts.values() for s in sc.steps)
+    assert (calls["call"].isin(["fcntl_setfd", "ioctl"]) & (calls["fd"] < 16)).sum() == marks
+    assert checked == 325
+    assert passed_unjoined <= (121 if backend == "tracefs" else 0)

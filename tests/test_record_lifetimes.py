@@ -175,3 +175,53 @@ http {{
     proc = subprocess.run([sys.executable, "-m", "hostwire", "gaps", str(out)], capture_output=True, text=True,
                           timeout=300, env=env())
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("backend", ["tracefs", "ptrace", "preload"])
+def test_a_worker_pool_fed_descriptors_over_a_unix_socket(topo: Topology, tmp_path: Path, backend: str) -> None:
+    """A pre-forked pool: the parent accepts each connection and passes it to a worker over a unix
+    socket (SCM_RIGHTS), closing its own copy; the worker sends the reply. Every reply stream is
+    named with the worker that sent it (its pid and its comm, not the parent's), and its bytes from
+    the calls equal its payload on the wire. ptrace and preload record each received descriptor
+    (scm_rights); tracefs cannot read the message, and the socket samples name the workers'
+    descriptors (each held 100 ms, the sampler reads every 50 ms)."""
+    requests, chunks, chunk = 12, 6, 16384
+    pidfile = tmp_path / "workers.pid"
+    client = subprocess.Popen(in_netns(topo.rx_ns, ["python3", str(PROGRAMS / "sequential_client.py"), SENDER,
+                                                    "7004", str(requests)]),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        r = record(topo.tx_ns, tmp_path / "run", ["python3", str(PROGRAMS / "worker_pool_server.py"), SENDER, "7004",
+                                                  str(requests + 1), "2", str(chunks), str(chunk), "20", str(pidfile)],
+                   "--syscalls", backend)
+        client.wait(timeout=60)
+    finally:
+        stop(client)
+    assert r.returncode == 0, r.stderr
+    workers = {int(line) for line in pidfile.read_text().split()}
+    parent = manifest(tmp_path / "run")["command"]["pid"]
+    assert len(workers) == 2 and parent not in workers
+    tl = Timeline.of(load_run(tmp_path / "run"))
+    streams = tl.df_streams()
+    replies = streams[streams["sport"] == 7004]
+    assert len(replies) == requests, replies.to_string()
+    assert set(replies["sender_pid"]) == workers, replies.to_string()  # both workers, never the parent
+    assert set(replies["sender_role"]) == {"pool-worker"}, replies.to_string()
+    calls = tl.df_calls()
+    sent = calls[calls["stream"].isin(replies["stream"]) & calls["is_send"]]
+    for name, pid in zip(replies["stream"], replies["sender_pid"]):  # the process whose calls sent it
+        assert set(sent.loc[sent["stream"] == name, "pid"]) == {pid}, name
+    check_bytes_on_the_wire(tmp_path / "run", tl, replies["stream"])
+    assert int(tl.writes().loc[lambda w: w["stream"].isin(replies["stream"]), "bytes"].sum()) == \
+        requests * chunks * chunk
+    received = calls[calls["call"] == "scm_rights"]
+    if backend == "tracefs":  # no record can say it: the samples named them
+        assert len(received) == 0
+        epochs = tl.df_fd_epochs()
+        mine = epochs[epochs["pid"].isin(workers) & epochs["stream"].isin(replies["stream"])]
+        assert set(mine["made_by"]) == {""} and len(mine) == requests, mine.to_string()
+    else:
+        assert len(received) == requests + 1 and set(received["pid"]) <= workers, received.to_string()
+    proc = subprocess.run([sys.executable, "-m", "hostwire", "gaps", str(tmp_path / "run")], capture_output=True,
+                          text=True, timeout=300, env=env())
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr

@@ -198,3 +198,31 @@ def test_udp_sendmmsg(topo: Topology, tmp_path: Path, backend: str) -> None:
     calls = Timeline.of(load_run(run)).df_calls()
     mmsg = calls[calls["call"] == "sendmmsg"]
     assert np.array_equal(mmsg["bytes"].to_numpy(), mmsg["result"].to_numpy().astype(np.int64) * 1400)
+
+
+@pytest.mark.privileged("netns", "ptrace")
+@pytest.mark.parametrize("backend", ["ptrace", "preload"])
+def test_io_uring_under_ptrace_and_preload_is_said(topo: Topology, tmp_path: Path, backend: str) -> None:
+    """ptrace and preload cannot read a ring's operations (they are in the program's memory): the
+    run says the program used io_uring, among the tracer's misses and in one line that `hostwire
+    gaps` repeats, rather than leaving its stream's bytes out silently."""
+    run = tmp_path / "run"
+    sink = server(topo.rx_ns, [sys.executable, "-c", SINK, SERVER, str(PORT)])
+    try:
+        r = record(topo.tx_ns, run, [sender("uring-send"), SERVER, str(PORT), "1000000", CHUNK, PAUSE_US],
+                   "--syscalls", backend)
+    finally:
+        stop(sink)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    m = manifest(run)
+    assert m["status"] == "complete", m
+    assert m["losses"]["syscalls_io_uring_processes"] == 1, m["losses"]
+    if backend == "ptrace":
+        assert m["losses"]["syscalls_io_uring_setups"] == 1, m["losses"]
+    line = m["io_uring_unseen"]
+    assert f"uring-send (pid {m['command']['pid']})" in line and f"not seen by the {backend} tracer" in line, line
+    calls = Timeline.of(load_run(run)).df_calls()
+    assert not calls["call"].str.startswith("uring_").any()  # no record of the ring's sends: hence the line
+    gaps = subprocess.run([*hostwire_argv(), "gaps", str(run)], capture_output=True, text=True, timeout=300, env=env())
+    assert gaps.returncode == 0 and "Traceback" not in gaps.stderr, gaps.stderr
+    assert f"hostwire: warning: {line}" in gaps.stderr.splitlines(), gaps.stderr

@@ -20,7 +20,7 @@ TRACEFS = Path("/sys/kernel/tracing")
 TAG = f"pw{os.getpid()}"  # this file's instances: hw-<pid>-<TAG>, hw-<pid>-<TAG>-sys
 IO_CALLS = ["read", "write", "readv", "writev", "pread64", "pwrite64", "sendto", "sendmsg", "sendmmsg", "recvfrom",
             "recvmsg", "sendfile", "splice", "connect", "accept", "accept4", "close", "socket", "dup", "dup2", "dup3",
-            "fcntl", "close_range", "pwritev", "pwritev2", "vmsplice", "tee"]
+            "fcntl", "close_range", "pwritev", "pwritev2", "vmsplice", "tee", "ioctl"]
 # three sleeps of 30 ms, then a child that sleeps 40 ms while the parent waits for it
 PROGRAM = ("import os, time\nfor _ in range(3): time.sleep(0.03)\npid = os.fork()\n"
            "if pid == 0:\n    time.sleep(0.04); os._exit(0)\nos.waitpid(pid, 0)\n")

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -83,6 +84,10 @@ int main(int argc, char **argv)
     fcntl(ls, F_SETFL, O_NONBLOCK);
     if (read(cs, buf, 10) != -1 || accept4(ls, NULL, NULL, SOCK_CLOEXEC) != -1)
         DIE("EAGAIN");
+    /* close-on-exec set and cleared later; a terminal's ioctl (no record) fails on a socket */
+    struct winsize ws;
+    if (fcntl(cs, F_SETFD, FD_CLOEXEC) != 0 || ioctl(cs, TIOCGWINSZ, &ws) != -1 || ioctl(cs, FIONCLEX) != 0)
+        DIE("close-on-exec");
 
     /* a file: pwrite64, pread64, sendfile to the socket, splice from a pipe */
     int f = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);

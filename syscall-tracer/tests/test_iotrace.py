@@ -46,6 +46,8 @@ KNOWN_PARENT = [
     ("recvmsg", 5, 9, 9, "tcp"),
     ("read", 4, 10, EAGAIN, "tcp"),
     ("accept4", 3, 1, EAGAIN, "tcp"),  # SOCK_CLOEXEC
+    ("fcntl_setfd", 4, 1, 0, "tcp"),  # F_SETFD FD_CLOEXEC
+    ("ioctl", 4, 0, 0, "tcp"),  # FIONCLEX (the TIOCGWINSZ before it is no record)
     ("pwrite64", 6, 100, 100, "file"),
     ("pread64", 6, 50, 50, "file"),
     ("sendfile", 4, 100, 100, "tcp"),
@@ -65,7 +67,12 @@ KNOWN_PARENT = [
 ]
 KNOWN_CHILD = [("write", 8, 5, 5, "pipe")]
 CALLS = ("read,write,readv,writev,pread64,pwrite64,sendto,sendmsg,sendmmsg,recvfrom,recvmsg,sendfile,splice,connect,accept,"
-         "accept4,close,socket,dup,dup2,dup3,fcntl,close_range,pwritev,pwritev2,vmsplice,tee")
+         "accept4,close,socket,dup,dup2,dup3,fcntl,close_range,pwritev,pwritev2,vmsplice,tee,"
+         "fcntl_setfd,ioctl,recvmmsg,scm_rights")
+# the system calls among them (fcntl_setfd is an fcntl, scm_rights what a recvmsg received), as strace names them
+STRACE_CALLS = CALLS.replace(",fcntl_setfd", "").replace(",scm_rights", "")
+# what hw-schedtrace -s records: the system calls of hw-iotrace's default set but recvmmsg (a wait call)
+TRACEFS_CALLS = STRACE_CALLS.replace(",recvmmsg", "")
 
 
 def tools(build_dir: Path) -> tuple[Path, Path]:
@@ -237,7 +244,7 @@ def split_args(text: str) -> list[str]:
     return args
 
 
-LIFETIME_CALLS = ("socket", "accept", "accept4", "dup", "dup2", "dup3", "fcntl", "close_range")
+LIFETIME_CALLS = ("socket", "accept", "accept4", "dup", "dup2", "dup3", "fcntl", "close_range", "ioctl")
 
 
 def lifetime_record(call: str, args: list[str]) -> tuple[int, int] | None:
@@ -245,7 +252,11 @@ def lifetime_record(call: str, args: list[str]) -> tuple[int, int] | None:
     close-on-exec of what it made, close_range's last fd), from strace's arguments; None for an
     fcntl that makes nothing and a close_range that only marks close-on-exec."""
     if call == "fcntl":
+        if args[1] == "F_SETFD":
+            return 0, int("FD_CLOEXEC" in args[2])
         return (0, int(args[1] == "F_DUPFD_CLOEXEC")) if args[1] in ("F_DUPFD", "F_DUPFD_CLOEXEC") else None
+    if call == "ioctl":
+        return (0, int(args[1] == "FIOCLEX")) if args[1] in ("FIOCLEX", "FIONCLEX") else None
     if call == "close_range":
         return None if "CLOSE_RANGE_CLOEXEC" in args[2] else (0, 4294967295 if args[1] == "~0U" else int(args[1]))
     flags = {"socket": 1, "accept4": 3, "dup3": 2}.get(call)
@@ -282,6 +293,8 @@ def parse_strace(path: Path) -> pd.DataFrame:
             req = int(args[len_arg])
         res = -getattr(errno, err) if err else int(result)
         fd = res if call == "socket" else int(args[fd_arg])
+        if call == "fcntl" and args[1] == "F_SETFD":
+            call = "fcntl_setfd"  # hw-iotrace's name for it: its result is no descriptor
         rows.append((int(pid), float(t), call, fd, req, res))
     df = pd.DataFrame(rows, columns=["pid", "t", "call", "fd", "req_bytes", "result"])
     return df.assign(t_enter_ns=(df.t * 1e9).astype("int64"))
@@ -290,7 +303,7 @@ def parse_strace(path: Path) -> pd.DataFrame:
 def strace_reference(prog: Path, tmp_path: Path) -> pd.DataFrame:
     """What strace -f -ttt -T records of the known-I/O program."""
     strace_out = tmp_path / "strace.txt"
-    subprocess.run(["strace", "-f", "-ttt", "-T", "-s", "4", "-e", f"trace={CALLS}", "-o", strace_out, prog,
+    subprocess.run(["strace", "-f", "-ttt", "-T", "-s", "4", "-e", f"trace={STRACE_CALLS}", "-o", strace_out, prog,
                     tmp_path], check=True, capture_output=True, timeout=TIMEOUT)
     ref = parse_strace(strace_out)
     assert len(ref) >= len(KNOWN_PARENT) + len(KNOWN_CHILD)
@@ -331,7 +344,7 @@ def test_tracefs_backend_matches_strace(build_dir: Path, tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     df = read_syscalls(out / "syscalls.tsv")
     assert "# backend: tracefs\n" in (out / "syscalls.tsv").read_text()
-    assert "# calls: " + CALLS + "\n" in (out / "syscalls.tsv").read_text()
+    assert "# calls: " + TRACEFS_CALLS + "\n" in (out / "syscalls.tsv").read_text()
 
     def comparable(frame: pd.DataFrame) -> pd.DataFrame:
         frame = between_markers(frame)

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -33,7 +34,7 @@ static void test_calls(void)
     iot_calls_format((1u << IOT_NCALLS) - 1, buf, sizeof(buf));
     CHECK(!strcmp(buf, "read,write,readv,writev,pread64,pwrite64,sendto,sendmsg,sendmmsg,recvfrom,"
                        "recvmsg,sendfile,splice,connect,accept,accept4,close,socket,dup,dup2,dup3,fcntl,close_range,"
-                       "pwritev,pwritev2,vmsplice,tee"));
+                       "pwritev,pwritev2,vmsplice,tee,fcntl_setfd,ioctl,recvmmsg,scm_rights"));
 }
 
 /* The descriptors' calls: what their records say of the fd and of close-on-exec. */
@@ -42,23 +43,70 @@ static void test_lifetime_records(void)
     int32_t fd = 7;
     int64_t req = -1;
     uint64_t sock[6] = {AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0, 0, 0, 0};
-    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_SOCKET, sock, &fd, &req), 0);
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_SOCKET, sock, &fd, &req), IOT_CALL_SOCKET);
     CHECK_EQ_LL(fd, -1);
     CHECK_EQ_LL(req, 1);
     CHECK_EQ_LL(iot_lifetime_made(IOT_CALL_SOCKET, 5), 5);
     CHECK_EQ_LL(iot_lifetime_made(IOT_CALL_SOCKET, -24), -1);
     CHECK_EQ_LL(iot_lifetime_made(IOT_CALL_CLOSE, 0), -1);
     uint64_t dup3[6] = {3, 9, O_CLOEXEC, 0, 0, 0};
-    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_DUP3, dup3, &fd, &req), 0);
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_DUP3, dup3, &fd, &req), IOT_CALL_DUP3);
     CHECK_EQ_LL(req, 1);
     uint64_t getfl[6] = {3, F_GETFL, 0, 0, 0, 0}, dupfd[6] = {3, F_DUPFD, 10, 0, 0, 0};
     CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_FCNTL, getfl, &fd, &req), -1);
-    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_FCNTL, dupfd, &fd, &req), 0);
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_FCNTL, dupfd, &fd, &req), IOT_CALL_FCNTL);
     CHECK_EQ_LL(req, 0);
     uint64_t range[6] = {3, 40, 0, 0, 0, 0}, mark[6] = {3, 40, 1U << 2, 0, 0, 0};
-    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_CLOSE_RANGE, range, &fd, &req), 0);
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_CLOSE_RANGE, range, &fd, &req), IOT_CALL_CLOSE_RANGE);
     CHECK_EQ_LL(req, 40);
     CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_CLOSE_RANGE, mark, &fd, &req), -1);
+    /* close-on-exec set and cleared later: fcntl F_SETFD (its own record) and ioctl */
+    uint64_t setfd[6] = {4, F_SETFD, FD_CLOEXEC, 0, 0, 0}, clearfd[6] = {4, F_SETFD, 0, 0, 0, 0};
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_FCNTL, setfd, &fd, &req), IOT_CALL_FCNTL_SETFD);
+    CHECK_EQ_LL(req, 1);
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_FCNTL, clearfd, &fd, &req), IOT_CALL_FCNTL_SETFD);
+    CHECK_EQ_LL(req, 0);
+    CHECK_EQ_LL(iot_lifetime_made(IOT_CALL_FCNTL_SETFD, 0), -1);
+    uint64_t fioclex[6] = {4, FIOCLEX, 0, 0, 0, 0}, fionclex[6] = {4, FIONCLEX, 0, 0, 0, 0};
+    uint64_t tcgets[6] = {0, TCGETS, 0, 0, 0, 0};
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_IOCTL, fioclex, &fd, &req), IOT_CALL_IOCTL);
+    CHECK_EQ_LL(req, 1);
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_IOCTL, fionclex, &fd, &req), IOT_CALL_IOCTL);
+    CHECK_EQ_LL(req, 0);
+    CHECK_EQ_LL(iot_lifetime_entry(IOT_CALL_IOCTL, tcgets, &fd, &req), -1);
+    /* the selection: fcntl stops for either record, recvmsg also for the fds it receives */
+    CHECK_EQ_LL(iot_call_wanted(IOT_CALL_FCNTL, 1u << IOT_CALL_FCNTL_SETFD), 1);
+    CHECK_EQ_LL(iot_call_wanted(IOT_CALL_RECVMSG, 1u << IOT_CALL_SCM_RIGHTS), 1);
+    CHECK_EQ_LL(iot_call_wanted(IOT_CALL_RECVMSG, 1u << IOT_CALL_WRITE), 0);
+}
+
+/* Two control messages (credentials, then three descriptors) and a truncated tail. */
+static void test_scm_rights(void)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(3 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr m = {.msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_CREDENTIALS;
+    c->cmsg_len = CMSG_LEN(sizeof(struct ucred));
+    c = CMSG_NXTHDR(&m, c);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+    int sent[3] = {5, 9, 12}, got[8] = {0};
+    memcpy(CMSG_DATA(c), sent, sizeof(sent));
+    CHECK_EQ_LL(iot_scm_rights(u.buf, sizeof(u.buf), got, 8), 3);
+    CHECK_EQ_LL(got[0], 5);
+    CHECK_EQ_LL(got[2], 12);
+    CHECK_EQ_LL(iot_scm_rights(u.buf, sizeof(u.buf), got, 2), 2);
+    /* the kernel truncated the buffer (MSG_CTRUNC): only the whole descriptors inside it */
+    size_t cut = (size_t)((char *)CMSG_DATA(c) - u.buf) + sizeof(int) + 2;
+    CHECK_EQ_LL(iot_scm_rights(u.buf, cut, got, 8), 1);
+    CHECK_EQ_LL(iot_scm_rights(u.buf, 0, got, 8), 0);
 }
 
 static void test_format(void)
@@ -253,4 +301,5 @@ static void test_region_drain(void)
     unlink(path);
 }
 
-HW_TEST_MAIN(test_calls(); test_lifetime_records(); test_format(); test_describe(); test_intern(); test_region_drain();)
+HW_TEST_MAIN(test_calls(); test_lifetime_records();
+    test_scm_rights(); test_format(); test_describe(); test_intern(); test_region_drain();)

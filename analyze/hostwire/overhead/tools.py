@@ -26,7 +26,8 @@ TRACEFS = Path("/sys/kernel/tracing")
 SWITCHES_PER_RT = 2  # per round trip: parent -> child, child -> parent
 CALLS_PER_RT = 4  # per round trip: write and read in the parent, read and write in the child
 IO_CALLS = ("read,write,readv,writev,pread64,pwrite64,sendto,sendmsg,sendmmsg,recvfrom,recvmsg,sendfile,splice,"
-            "connect,accept,accept4,close,socket,dup,dup2,dup3,fcntl,close_range,pwritev,pwritev2,vmsplice,tee")  # hw-iotrace's default set
+            "connect,accept,accept4,close,socket,dup,dup2,dup3,fcntl,close_range,pwritev,pwritev2,vmsplice,tee,"
+            "ioctl,recvmmsg")  # the system calls of hw-iotrace's default set
 SCHED_EVENTS = ("sched:sched_switch", "sched:sched_wakeup", "sched:sched_wakeup_new", "sched:sched_migrate_task",
                 "sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit",
                 "net:net_dev_queue", "net:net_dev_xmit", "net:netif_receive_skb", "sock:inet_sock_set_state")

@@ -263,7 +263,13 @@ class Iotrace(Collector):
     def losses(self) -> dict[str, dict[str, Any]]:
         """Tracer misses from syscalls.json: records lost and calls left unfinished (None = unknown)."""
         meta = _load_json(self.raw / "syscalls.json") or {}
-        return {TRACER_MISSES: {"syscalls_lost": meta.get("lost"), "syscalls_unfinished": meta.get("unfinished")}}
+        misses = {"syscalls_lost": meta.get("lost"), "syscalls_unfinished": meta.get("unfinished")}
+        # io_uring instances the program made: their rings' operations were not recorded (ptrace
+        # counts io_uring_setup; preload cannot see it, -1, and the socket sampler's count stands)
+        setups = meta.get("io_uring_setups")
+        if isinstance(setups, int) and setups >= 0:
+            misses["syscalls_io_uring_setups"] = setups
+        return {TRACER_MISSES: misses}
 
 
 def for_point(raw: Path, point: Any, topology: Any | None) -> list[Collector]:

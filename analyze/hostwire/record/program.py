@@ -289,6 +289,7 @@ def _record_into(partial: Path, final: Path, req: RecordRequest, command: list[s
             manifest["losses"].update(counters)
             manifest.setdefault("loss_categories", {}).update({key: category for key in counters})
     manifest["sockets"] = sampler_stats
+    _say_io_uring_unseen(manifest, req.syscalls, sampler.rings)
     manifest["command"] = launch.summary(sampler.processes)
     if launch.exit_status is not None:
         manifest["exit"]["command"] = launch.exit_status
@@ -315,6 +316,23 @@ def _record_into(partial: Path, final: Path, req: RecordRequest, command: list[s
     if status == "failed" and req.pid is None and launch.exit_status is None:
         exit_status = 1
     return RecordResult(directory, status, reason, exit_status, manifest)
+
+
+def _say_io_uring_unseen(manifest: dict[str, Any], backend: str, rings: dict[int, str]) -> None:
+    """With ptrace or preload, the processes the sampler saw holding an io_uring instance (and the
+    io_uring_setup calls ptrace counted): their rings' operations are in the program's memory,
+    which neither tracer reads, so their I/O is in no record. Counted among the tracer's misses
+    and said in one line (`io_uring_unseen`, which `hostwire gaps` repeats)."""
+    if backend not in ("ptrace", "preload"):
+        return
+    setups = manifest["losses"].get("syscalls_io_uring_setups") or 0
+    manifest["losses"]["syscalls_io_uring_processes"] = len(rings)
+    manifest.setdefault("loss_categories", {})["syscalls_io_uring_processes"] = "tracer_misses"
+    if rings or setups:
+        who = ", ".join(f"{comm} (pid {pid})" for pid, comm in sorted(rings.items())) or "the program"
+        manifest["io_uring_unseen"] = (f"{who} used io_uring ({max(setups, len(rings))} instance(s) seen): its "
+                                       f"rings' I/O was not seen by the {backend} tracer (record with "
+                                       f"--syscalls tracefs to see it)")
 
 
 class _Interrupted(Exception):

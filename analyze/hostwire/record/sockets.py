@@ -9,7 +9,10 @@ socket's endpoints change (a connect() after bind(), a UDP socket connected late
 holds each socket's endpoints from the moment they were known; each row says when its process's
 descriptors were read (t_ns to t_read_ns: the descriptor held the socket at some moment between).
 A socket that lives less than one interval can be missed: the kernel's inet_sock_set_state events and the traced calls cover TCP
-connections and sends between rounds (docs/record.md)."""
+connections and sends between rounds (docs/record.md). The same walk notes each process seen
+holding an io_uring instance (anon_inode:[io_uring]): its ring's operations are in the program's
+memory, which the ptrace and preload tracers do not read (docs/timeline.md, "Every way a program
+sends")."""
 
 from __future__ import annotations
 
@@ -107,6 +110,7 @@ class SocketSampler:
         self.rows = 0
         self.errors = 0
         self.processes: dict[int, str] = {}  # every process and thread seen: pid or tid -> comm
+        self.rings: dict[int, str] = {}  # the processes seen holding an io_uring instance: pid -> comm
         self._known: dict[tuple[int, int], tuple[int, SocketEntry | None]] = {}  # (pid, fd) -> (inode, entry)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -145,7 +149,8 @@ class SocketSampler:
                 log.warning("sockets: failed to write %s: %s", self.path, err.strerror)
             self._out = None
         return {"rounds": self.rounds, "rows": self.rows, "errors": self.errors,
-                "interval_ns": round(self.interval_s * 1e9), "processes": len(self.processes)}
+                "interval_ns": round(self.interval_s * 1e9), "processes": len(self.processes),
+                "io_uring_processes": len(self.rings)}
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -164,7 +169,7 @@ class SocketSampler:
             self.processes[pid] = comm  # the latest: a process that exec'd is named by what it runs now
             self._threads(pid)
             t_read = time.monotonic_ns()  # the descriptors are read in [t_read, done]: what they held then
-            held = self._socket_fds(pid)
+            held = self._socket_fds(pid, comm)
             done = time.monotonic_ns()
             for fd, inode in held:
                 known = self._known.get((pid, fd))
@@ -206,7 +211,7 @@ class SocketSampler:
         except OSError:
             return None
 
-    def _socket_fds(self, pid: int) -> list[tuple[int, int]]:
+    def _socket_fds(self, pid: int, comm: str) -> list[tuple[int, int]]:
         out = []
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
@@ -219,6 +224,8 @@ class SocketSampler:
                 continue
             if target.startswith("socket:["):
                 out.append((int(name), int(target[8:-1])))
+            elif target == "anon_inode:[io_uring]":
+                self.rings[pid] = comm
         return out
 
     def _lookup(self, pid: int, inode: int, tables: dict[str, dict[int, SocketEntry]]) -> SocketEntry | None:

@@ -1,7 +1,9 @@
 """Sockets by their lifetimes (docs/timeline.md, "Descriptors by their lifetimes"): each binding of
 a process's descriptor number to an open file is an epoch [t_start_ns, t_end_ns) of (pid, fd),
 made, copied and ended by the calls that do so (socket, accept, accept4, dup, dup2, dup3, fcntl
-F_DUPFD, close, close_range) and by the processes' forks, execs and exits (the kernel trace), and
+F_DUPFD, a descriptor received over a unix socket, close, close_range), marked close-on-exec later
+(fcntl F_SETFD, ioctl FIOCLEX / FIONCLEX) and by the processes' forks, execs and exits (the kernel
+trace), and
 named by what saw it: the socket samples (raw/sockets.tsv: the inode an fd held), the tracer's
 description of the fd (ptrace, preload), the kernel's connection events (the connect that sent the
 SYN, the accepts in the order their connections were established). Epochs that share an open file
@@ -16,19 +18,23 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hostwire.timeline.socket_states import socket_states
+from hostwire.timeline.socket_states import connections, listens  # noqa: F401  (build.py takes them from here)
 from hostwire.timeline.tables import as_int, is_event
 
 # the calls that make, copy or end a descriptor (docs/formats.md, "System calls")
-MAKERS = ("socket", "accept", "accept4")
+MAKERS = ("socket", "accept", "accept4", "scm_rights")  # scm_rights: a descriptor recvmsg/recvmmsg received
 COPIERS = ("dup", "dup2", "dup3", "fcntl")
 ENDERS = ("close", "close_range")
-LIFETIME_CALLS = (*MAKERS, *COPIERS, *ENDERS, "connect")
+MARKERS = ("fcntl_setfd", "ioctl")  # close-on-exec set (req_bytes 1) or cleared (0) on a descriptor made before
+LIFETIME_CALLS = (*MAKERS, *COPIERS, *ENDERS, *MARKERS, "connect")
 EPOCH_COLUMNS = ["pid", "fd", "t_start_ns", "t_end_ns", "socket", "stream", "kind", "made_by", "pid_start_ns"]
 FOREVER = np.iinfo(np.int64).max
 NEVER = np.iinfo(np.int64).min
 NOT_INET = ("file", "pipe", "unix", "other")
-TCP_SYN_SENT, TCP_ESTABLISHED, TCP_CLOSE, TCP_LISTEN = 2, 1, 7, 10
+# an epoch's close-on-exec flag: 1, 0, -1 (a traced call that did not give it: kept at exec, as the
+# kernel keeps a descriptor without it) or UNTRACED (made by no traced call, or a fork's copy of
+# one: whether it lived through an exec is not known, so it is not taken to)
+UNTRACED = -2
 
 
 class _Sockets:
@@ -98,6 +104,7 @@ class _Tables:
         self.open: dict[int, dict[int, int]] = {}  # pid -> fd -> row
         self.started: dict[int, int] = {}  # pid -> the stamp of the fork that made it
         self.ended: dict[tuple[int, int], int] = {}  # (pid, fd) -> when its last epoch ended
+        self.execs: dict[int, list[int]] = {}  # pid -> its execs' stamps
 
     def _start(self, pid: int, fd: int, t: int, socket: int, made_by: str, cloexec: int) -> int:
         self.end(pid, fd, t)
@@ -116,13 +123,19 @@ class _Tables:
         none is known: a descriptor made by a call not traced."""
         row = self.open.get(pid, {}).get(fd)
         if row is None:
-            start = max(self.started.get(pid, NEVER), self._last_end(pid, fd))
-            row = self._start(pid, fd, t, self.sockets.new(), "", -1)
+            start = max(self.started.get(pid, NEVER), self._last_end(pid, fd), self.last_exec(pid, t))
+            row = self._start(pid, fd, t, self.sockets.new(), "", UNTRACED)
             self.rows[row][2] = start
         return row
 
     def _last_end(self, pid: int, fd: int) -> int:
         return self.ended.get((pid, fd), NEVER)
+
+    def last_exec(self, pid: int, t: int) -> int:
+        """The process's last exec at or before t: a descriptor no traced call made is not known to
+        have lived through it (opened with O_CLOEXEC, or made in the image before: not known)."""
+        before = [e for e in self.execs.get(pid, ()) if e <= t]
+        return before[-1] if before else NEVER
 
     def make(self, pid: int, fd: int, t: int, kind: str, made_by: str, cloexec: int) -> int:
         return self._start(pid, fd, t, self.sockets.new(kind), made_by, cloexec)
@@ -137,9 +150,15 @@ class _Tables:
         for fd, row in list(self.open.get(parent, {}).items()):
             self._start(child, fd, t, self.rows[row][4], "fork", self.rows[row][6])
 
+    def mark(self, pid: int, fd: int, t: int, cloexec: int) -> None:
+        """Close-on-exec set or cleared on the descriptor (pid, fd) holds: a flag of the number, not of
+        the open file (a dup or a fork's copy keeps its own)."""
+        self.rows[self.current(pid, fd, t)][6] = cloexec
+
     def exec(self, pid: int, t: int) -> None:
+        self.execs.setdefault(pid, []).append(t)
         for fd, row in list(self.open.get(pid, {}).items()):
-            if self.rows[row][6] == 1:
+            if self.rows[row][6] in (1, UNTRACED):
                 self.end(pid, fd, t)
 
     def exit(self, pid: int, t: int) -> None:
@@ -198,6 +217,11 @@ def _ops(calls: pd.DataFrame, processes: pd.DataFrame, threads: set[int]) -> Ite
             ops.append((int(t_out), 1, "make:socket", pid, res, -1, kind, int(req[i])))
         elif call in ("accept", "accept4") and res >= 0:
             ops.append((int(t_out), 1, "make:" + call, pid, res, fd, "socket", int(req[i])))
+        elif call == "scm_rights" and res >= 0:  # written after recvmsg returned: its description names it
+            ops.append((int(t_in), 1, "make:scm_rights", pid, res, -1, kinds[i] if kinds[i] != "unknown" else "",
+                        int(req[i])))
+        elif call in MARKERS and res >= 0:
+            ops.append((int(t_out), 1, "mark", pid, fd, -1, "", int(req[i])))
     for t, event, pid, child, dead in processes[["t_ns", "event", "pid", "child", "group_dead"]].itertuples(
             index=False, name=None):
         if event == "fork" and int(child) not in threads:
@@ -236,6 +260,8 @@ def fd_epochs(calls: pd.DataFrame, samples: pd.DataFrame | None = None, processe
             tables.close_range(pid, fd, arg if arg >= 0 else FOREVER, t)
         elif what.startswith("copy:"):
             tables.copy(pid, fd, arg, t, what[5:], cloexec)
+        elif what == "mark":
+            tables.mark(pid, fd, t, cloexec)
         elif what.startswith("make:"):
             listener = tables.current(pid, arg, t) if arg >= 0 else -1
             row = tables.make(pid, fd, t, kind, what[5:], cloexec)
@@ -277,8 +303,13 @@ def _cover_the_rest(tables: _Tables, calls: pd.DataFrame, samples: pd.DataFrame 
         return
     started = pd.Series(tables.started, dtype=np.int64)
     floor = started.reindex(loose["pid"].to_numpy()).fillna(NEVER).to_numpy().astype(np.int64)
+    # each exec of the process bounds a stretch too: a descriptor no traced call made may have been
+    # close-on-exec (open with O_CLOEXEC, pipe2, socketpair are not traced), its number free after it
+    keys = loose[["pid", "fd"]].drop_duplicates()
+    execs = pd.DataFrame([(p, e) for p, ts in tables.execs.items() for e in ts], columns=["pid", "b"], dtype=np.int64)
     bounds = pd.concat([known[["pid", "fd", "t_start"]].set_axis(["pid", "fd", "b"], axis=1),
-                        known[["pid", "fd", "t_end"]].set_axis(["pid", "fd", "b"], axis=1)], ignore_index=True)
+                        known[["pid", "fd", "t_end"]].set_axis(["pid", "fd", "b"], axis=1),
+                        keys.merge(execs, on="pid")[["pid", "fd", "b"]]], ignore_index=True).astype(np.int64)
     bounds = bounds.sort_values("b", kind="stable").assign(value=lambda d: d["b"].astype("Int64"))
     probe = loose.assign(floor=floor).sort_values("t", kind="stable")
     lo = pd.merge_asof(probe, bounds, left_on="t", right_on="b", by=["pid", "fd"], direction="backward")
@@ -289,7 +320,7 @@ def _cover_the_rest(tables: _Tables, calls: pd.DataFrame, samples: pd.DataFrame 
                          "hi": hi["value"].fillna(FOREVER).to_numpy(np.int64)}).drop_duplicates()
     for pid, fd, a, b in gaps.itertuples(index=False, name=None):
         start = tables.started.get(int(pid), -1)
-        tables.rows.append([int(pid), int(fd), int(a), int(b), tables.sockets.new(), "", -1, start])
+        tables.rows.append([int(pid), int(fd), int(a), int(b), tables.sockets.new(), "", UNTRACED, start])
 
 
 def epoch_index(pid: np.ndarray, fd: np.ndarray, t: np.ndarray, epochs: pd.DataFrame) -> np.ndarray:
@@ -310,46 +341,6 @@ def epoch_index(pid: np.ndarray, fd: np.ndarray, t: np.ndarray, epochs: pd.DataF
     ok = hit["row"].notna().to_numpy() & (hit["t"].to_numpy() < hit["end"].fillna(NEVER).to_numpy(np.int64))
     out[hit["point"].to_numpy()[ok]] = hit["row"].fillna(-1).to_numpy(np.int64)[ok]
     return out
-
-
-def connections(sched: pd.DataFrame | None) -> pd.DataFrame:
-    """The TCP connections of the kernel trace (socket_states.socket_states): local, remote,
-    active (it went through SYN_SENT), syn_tid and t_syn_ns (the task that moved it to SYN_SENT,
-    in its connect(); -1 for a passive one) and t_established_ns (when it first reached
-    ESTABLISHED; -1 never). A socket address serves one connection after another: a connection
-    begins with its address's first event, a SYN_SENT, or the first event after a CLOSE; its
-    endpoints are those of its first event with both ports (connect() moves the socket to
-    SYN_SENT before it picks the local port)."""
-
-    cols = ["local", "remote", "active", "syn_tid", "t_syn_ns", "t_established_ns"]
-    states = socket_states(sched) if sched is not None else pd.DataFrame()
-    if len(states) == 0:
-        return pd.DataFrame(columns=cols)
-    st = states.sort_values(["skaddr", "t_ns"], kind="stable").reset_index(drop=True)
-    state = st["newstate"].to_numpy()
-    sk = st["skaddr"].to_numpy()
-    first = np.r_[True, sk[1:] != sk[:-1]]
-    after_close = np.r_[False, state[:-1] == TCP_CLOSE] & ~first
-    conn = np.cumsum(first | after_close | ((state == TCP_SYN_SENT) & ~first & ~after_close))
-    st = st.assign(conn=conn)
-    named = st[st["ports"].to_numpy()].groupby("conn")[["local", "remote"]].first()
-    syn = st[state == TCP_SYN_SENT].groupby("conn").agg(t_syn_ns=("t_ns", "first"), syn_tid=("pid", "first"))
-    est = st[state == TCP_ESTABLISHED].groupby("conn").agg(t_established_ns=("t_ns", "first"))
-    out = named.join(syn).join(est).reset_index(drop=True)
-    out = out.fillna({"syn_tid": -1, "t_syn_ns": -1, "t_established_ns": -1})
-    out["active"] = out["t_syn_ns"].to_numpy() >= 0
-    return out.astype({"syn_tid": np.int64, "t_syn_ns": np.int64, "t_established_ns": np.int64})[cols]
-
-
-def listens(sched: pd.DataFrame | None) -> pd.DataFrame:
-    """The kernel trace's listen() calls: t_ns, tid (the task that called it: the change to LISTEN
-    runs in it) and local (the endpoint it listens on, 0.0.0.0:port for any address)."""
-
-    states = socket_states(sched) if sched is not None else pd.DataFrame()
-    if len(states) == 0:
-        return pd.DataFrame(columns=["t_ns", "tid", "local"])
-    on = states[states["newstate"].to_numpy() == TCP_LISTEN]
-    return pd.DataFrame({"t_ns": on["t_ns"].to_numpy(), "tid": on["pid"].to_numpy(), "local": on["local"].to_numpy()})
 
 
 def _learn_listeners(sockets: _Sockets, rows: pd.DataFrame, calls: pd.DataFrame, listens: pd.DataFrame) -> None:

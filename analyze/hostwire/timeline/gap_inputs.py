@@ -57,6 +57,8 @@ class GapInputs:
     cpu_quota: bool = False
     # the receivers' states on a host of their own (hostwire.timeline.receiver_host), or None
     receiver_host: ReceiverHost | None = None
+    # what the recording could not see, one sentence each (hostwire.timeline.recording_notes)
+    notes: list[str] = field(default_factory=list)
 
     def transmitters(self) -> list[int]:
         if self.transmit_pids is not None:
@@ -87,4 +89,4 @@ class GapInputs:
         if self.window is None or not np.isfinite(pd.to_numeric(self.window["window_bytes"],
                                                                 errors="coerce")).any():
             out.append("the receiver's window is unknown (no handshake captured): receiver-window is never told")
-        return out
+        return out + list(self.notes)

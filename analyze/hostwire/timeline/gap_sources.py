@@ -13,7 +13,7 @@ import pandas as pd
 from hostwire.errors import InputError
 from hostwire.heap import give_back
 from hostwire.metrics.streams import FRAME_COLUMNS
-from hostwire.timeline import stream_tables
+from hostwire.timeline import recording_notes, stream_tables
 from hostwire.timeline.build import Timeline, link_rate_bps, send_writes_on_disk
 from hostwire.timeline.receiver_host import RECEIVER_TRACE, receiver_host
 from hostwire.timeline.sequence import late_acknowledgements, sequence_steps, usable_window
@@ -62,6 +62,9 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
     chunked = lean or long_capture(run)
     on_disk = send_writes_on_disk(tl) if chunked else None
     writes = on_disk if on_disk is not None else tl.writes()
+    notes = recording_notes.io_uring_note(run)
+    if on_disk is None and run.has("raw/syscalls.tsv"):  # the calls are held for the writes already
+        notes += recording_notes.unmade_sends_note(tl.df_calls(), tl.df_fd_epochs())
     if lean:
         run.forget("syscalls", ("syscalls", stream_tables.SEND_CALLS))
         tl.forget("calls")
@@ -110,7 +113,8 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
                      qdisc_holds=below[0], send_paths=below[1], no_probes=below[2],
                      comms=process_names(tl, set(senders.values()), not lean), frozen=frozen, waits=waits,
                      cpu_quota=float(run.point_value("sender_cpu_share")) > 0, sources=sources,
-                     transmit_pids=None if not lean else kernel.transmit_pids, receiver_host=on_own_host)
+                     transmit_pids=None if not lean else kernel.transmit_pids, receiver_host=on_own_host,
+                     notes=notes)
 
 
 def sequence_bases(data: pd.DataFrame) -> dict[str, int]:
@@ -171,7 +175,8 @@ def sender_waits(run: Run, tl: Timeline, senders: dict[str, int], writes: pd.Dat
 # the calls hostwire's tracers write (docs/formats.md), for a file whose header does not list its own
 ALL_CALLS = ("read", "write", "readv", "writev", "pread64", "pwrite64", "sendto", "sendmsg", "sendmmsg", "recvfrom",
              "recvmsg", "sendfile", "splice", "connect", "accept", "accept4", "close", "socket", "dup", "dup2", "dup3",
-             "fcntl", "close_range", "pwritev", "pwritev2", "vmsplice", "tee", "epoll_wait", "epoll_pwait",
+             "fcntl", "close_range", "pwritev", "pwritev2", "vmsplice", "tee", "fcntl_setfd", "ioctl", "scm_rights",
+             "epoll_wait", "epoll_pwait",
              "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "nanosleep", "clock_nanosleep", "futex",
              "futex_waitv", "wait4", "waitid", "pause", "rt_sigsuspend", "rt_sigtimedwait", "recvmmsg", "io_getevents",
              "io_pgetevents", "io_uring_enter", "msgrcv", "semop", "semtimedop", "mq_timedreceive", "flock", "fsync",

@@ -1,6 +1,8 @@
 """The kernel trace's TCP connections (inet_sock_set_state): each socket's state changes with its
-endpoints, and the process that connected it. Read by the streams table (stream_tables) and by the
-descriptors' lifetimes (fd_lifetimes), which names a connect()'s socket by the SYN its thread sent."""
+endpoints, and the process that connected it; its connections one after another on one socket
+address, and the listen() calls. Read by the streams table (stream_tables) and by the
+descriptors' lifetimes (fd_lifetimes), which names a connect()'s socket by the SYN its thread sent
+and an accept()'s by the order its listener's connections were established."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import numpy as np
 import pandas as pd
 
 from hostwire.timeline.tables import as_int, is_event
+
+TCP_SYN_SENT, TCP_ESTABLISHED, TCP_CLOSE, TCP_LISTEN = 2, 1, 7, 10
 
 
 def _hex_ip(values: pd.Series) -> np.ndarray:
@@ -80,3 +84,43 @@ def socket_owners(sched: pd.DataFrame) -> pd.DataFrame:
     out = named.join(owner.rename("owner_pid")).join(active.rename("active")).reset_index()
     out["owner_pid"] = out["owner_pid"].fillna(-1).astype("int64")
     return out[cols]
+
+
+def connections(sched: pd.DataFrame | None) -> pd.DataFrame:
+    """The TCP connections of the kernel trace (socket_states.socket_states): local, remote,
+    active (it went through SYN_SENT), syn_tid and t_syn_ns (the task that moved it to SYN_SENT,
+    in its connect(); -1 for a passive one) and t_established_ns (when it first reached
+    ESTABLISHED; -1 never). A socket address serves one connection after another: a connection
+    begins with its address's first event, a SYN_SENT, or the first event after a CLOSE; its
+    endpoints are those of its first event with both ports (connect() moves the socket to
+    SYN_SENT before it picks the local port)."""
+
+    cols = ["local", "remote", "active", "syn_tid", "t_syn_ns", "t_established_ns"]
+    states = socket_states(sched) if sched is not None else pd.DataFrame()
+    if len(states) == 0:
+        return pd.DataFrame(columns=cols)
+    st = states.sort_values(["skaddr", "t_ns"], kind="stable").reset_index(drop=True)
+    state = st["newstate"].to_numpy()
+    sk = st["skaddr"].to_numpy()
+    first = np.r_[True, sk[1:] != sk[:-1]]
+    after_close = np.r_[False, state[:-1] == TCP_CLOSE] & ~first
+    conn = np.cumsum(first | after_close | ((state == TCP_SYN_SENT) & ~first & ~after_close))
+    st = st.assign(conn=conn)
+    named = st[st["ports"].to_numpy()].groupby("conn")[["local", "remote"]].first()
+    syn = st[state == TCP_SYN_SENT].groupby("conn").agg(t_syn_ns=("t_ns", "first"), syn_tid=("pid", "first"))
+    est = st[state == TCP_ESTABLISHED].groupby("conn").agg(t_established_ns=("t_ns", "first"))
+    out = named.join(syn).join(est).reset_index(drop=True)
+    out = out.fillna({"syn_tid": -1, "t_syn_ns": -1, "t_established_ns": -1})
+    out["active"] = out["t_syn_ns"].to_numpy() >= 0
+    return out.astype({"syn_tid": np.int64, "t_syn_ns": np.int64, "t_established_ns": np.int64})[cols]
+
+
+def listens(sched: pd.DataFrame | None) -> pd.DataFrame:
+    """The kernel trace's listen() calls: t_ns, tid (the task that called it: the change to LISTEN
+    runs in it) and local (the endpoint it listens on, 0.0.0.0:port for any address)."""
+
+    states = socket_states(sched) if sched is not None else pd.DataFrame()
+    if len(states) == 0:
+        return pd.DataFrame(columns=["t_ns", "tid", "local"])
+    on = states[states["newstate"].to_numpy() == TCP_LISTEN]
+    return pd.DataFrame({"t_ns": on["t_ns"].to_numpy(), "tid": on["pid"].to_numpy(), "local": on["local"].to_numpy()})
