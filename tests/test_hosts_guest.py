@@ -61,7 +61,6 @@ def test_a_guest_clock_that_drifts_is_recovered_by_both_methods(guest_lab: Guest
     assert [r["status"] for r in book["runs"]] == ["complete"] * 2, book["runs"]
     facts = book["hosts"]["receiver"]["facts"]
     assert facts["kernel_release"].endswith("-hostwire"), facts
-    found = []
     for entry in book["runs"]:
         clocks = json.loads((out / entry["run_id"] / "manifest.json").read_text())["clocks"]["receiver"]
         udp, traffic = clocks["udp"], clocks["traffic"]
@@ -73,15 +72,18 @@ def test_a_guest_clock_that_drifts_is_recovered_by_both_methods(guest_lab: Guest
         for t in (middle - DURATION_S / 2 * 1e9, middle, middle + DURATION_S / 2 * 1e9):
             gap = at(udp, t, "offset_us") - at(traffic, t, "monotonic_offset_us")
             assert abs(gap) <= bound_ns, (t, gap, udp, traffic)
-        found.append((udp["drift_ppm"], traffic["drift_ppm"], udp["bound_us"], traffic["bound_us"]))
-    for udp_ppm, traffic_ppm, *_ in found:
-        # the guest's clock runs DRIFT_PPM fast by its NTP frequency, on top of its emulated
-        # clock's own calibration error (measured: see the comment on TCG_ERROR_PPM)
-        assert abs(traffic_ppm - DRIFT_PPM) <= TCG_ERROR_PPM, found
-        assert abs(udp_ppm - DRIFT_PPM) <= TCG_ERROR_PPM, found
+        # the drift is the guest's: a line that stays within its bound of the truth at both ends
+        # of the run has its slope within 2 x bound / duration of the true one. The truth is
+        # DRIFT_PPM plus the emulated clock's own rate error, which the traffic's line put at
+        # -2.7 and -1.3 ppm in the first two runs (udp: 201.6 ppm +- 113, 178.6 +- 203; traffic:
+        # 197.3 +- 21.7, 198.7 +- 26.1, its bound 87-104 us against udp's 452-812 us, emulated)
+        for line in (udp, traffic):
+            slack_ppm = 2 * line["bound_us"] / (DURATION_S * 1e6) * 1e6
+            assert abs(line["drift_ppm"] - DRIFT_PPM) <= slack_ppm + EMULATED_RATE_PPM, (line, slack_ppm)
     assert hostlab.wait_nothing_left(lab) == {"tx": []}
     assert lab.guest_tools_running() == []
     assert {alias: lab.listing(alias) for alias in ("tx", "guest")} == before
 
 
-TCG_ERROR_PPM = 100.0
+# what the emulated clock's own rate may add to the slew it was given (its TSC's calibration at boot)
+EMULATED_RATE_PPM = 10.0
