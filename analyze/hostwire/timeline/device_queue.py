@@ -15,7 +15,7 @@ k-th transmitted one, with two exceptions this pairing handles:
 - Buffers never transmitted (a qdisc drop, skb:kfree_skb; or still queued when the capture
   stopped) and frames whose enqueue the trace lacks (a ring buffer's lost events): when the next
   buffer does not fit the next frame, the pairing re-synchronises on the smallest skip of either
-  side (at most RESYNC_WINDOW) after which they fit again, and counts what it skipped.
+  side (at most RESYNC_WINDOW in all) after which they fit again, and counts what it skipped.
 
 A frame is never paired with a buffer enqueued more than CLOCK_SLACK_NS after it (the capture's
 stamps are put on the trace's clock from two clock pairs, a few microseconds apart at most).
@@ -40,7 +40,7 @@ TRACE_COLUMNS = ("len", "name")  # what the kernel trace's reader must keep of a
 FIFO_KINDS = frozenset({"tbf", "pfifo", "bfifo", "pfifo_fast", "pfifo_head_drop", "noqueue"})
 LINK_HEADERS = (14, 0)  # Ethernet (veth, lo, NICs), then none (tun, wireguard): the one that pairs more wins
 CLOCK_SLACK_NS = 20_000
-RESYNC_WINDOW = 64
+RESYNC_WINDOW = 32
 PROBE_BUFFERS = 400  # the buffers the link header is chosen on
 
 
@@ -115,21 +115,18 @@ def pair(queue_t: np.ndarray, queue_len: np.ndarray, frame_t: np.ndarray, ip_len
          payload: np.ndarray, flow: np.ndarray) -> Pairing:
     """Pairs one device's enqueued buffers (stamps and lengths, in trace order) with the frames it
     transmitted (stamps, IP lengths, payloads and a flow code each, in capture order): the module
-    doc's rule, with the link header that pairs more of the first PROBE_BUFFERS buffers."""
-    best = None
-    for header in LINK_HEADERS:
-        n = min(len(queue_t), PROBE_BUFFERS)
-        trial = _walk(queue_t[:n], queue_len[:n] - header, frame_t, ip_len, payload, flow, stop_frames_at_end=False)
-        if best is None or trial.paired_buffers > best[1]:
-            best = (header, trial.paired_buffers)
-    header = best[0] if best is not None else LINK_HEADERS[0]
-    out = _walk(queue_t, queue_len - header, frame_t, ip_len, payload, flow, stop_frames_at_end=True)
+    doc's rule, with the link header that makes more of the first PROBE_BUFFERS buffers' lengths
+    the IP length of some frame."""
+    lengths = np.unique(ip_len)
+    hits = [int(np.isin(queue_len[:PROBE_BUFFERS] - h, lengths).sum()) for h in LINK_HEADERS]
+    header = LINK_HEADERS[int(np.argmax(hits))]  # the first of equals: Ethernet
+    out = _walk(queue_t, queue_len - header, frame_t, ip_len, payload, flow)
     out.link_header = header
     return out
 
 
 def _walk(queue_t: np.ndarray, need: np.ndarray, frame_t: np.ndarray, ip_len: np.ndarray, payload: np.ndarray,
-          flow: np.ndarray, stop_frames_at_end: bool) -> Pairing:
+          flow: np.ndarray) -> Pairing:
     qt, nd = queue_t.tolist(), need.tolist()
     ft, il, pl, fl = frame_t.tolist(), ip_len.tolist(), payload.tolist(), flow.tolist()
     n, m = len(qt), len(ft)
@@ -170,8 +167,7 @@ def _walk(queue_t: np.ndarray, need: np.ndarray, frame_t: np.ndarray, ip_len: np
         out.segmented_buffers += k > 1
         i, j = i + 1, j + k
     out.unsent_buffers += n - i
-    if stop_frames_at_end:
-        out.unpaired_frames += m - j
+    out.unpaired_frames += m - j
     return out
 
 
