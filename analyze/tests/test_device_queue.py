@@ -56,6 +56,7 @@ def paired(q: pd.DataFrame, f: pd.DataFrame) -> device_queue.Pairing:
 def test_each_frame_pairs_with_its_buffer_through_gso_a_drop_and_a_lost_enqueue() -> None:
     got = paired(queued(), frames())
     assert got.enqueued_ns.tolist() == EXPECTED_ENQUEUED
+    assert got.buffer_of.tolist() == [0, 1, 1, 2, 4, -1, 5]  # b3 dropped
     assert got.summary() == {"buffers": 6, "frames": 7, "paired_buffers": 5, "segmented_buffers": 1,
                              "unsent_buffers": 1, "unpaired_frames": 1, "link_header": 14}
 
@@ -102,10 +103,11 @@ def test_stream_names_are_the_timelines() -> None:
 
 
 def test_only_fifo_shaped_devices_other_than_loopback_are_paired() -> None:
-    link = {"interfaces": [{"name": "lo", "loopback": True}, {"name": "a"}, {"name": "b"}, {"name": "c"}],
+    link = {"interfaces": [{"name": "lo", "loopback": True}, {"name": "a"}, {"name": "b"}, {"name": "c"},
+                           {"name": "d"}, {"name": "e"}],
             "qdiscs": {"a": {"kinds": ["tbf"]}, "b": {"kinds": ["fq_codel"]}, "c": {"kinds": ["tbf", "sfq"]},
-                       "lo": {"kinds": ["noqueue"]}}}
-    assert fifo_devices(link) == ["a"]
+                       "d": {"kinds": ["noqueue"]}, "e": {"kinds": ["pfifo"]}, "lo": {"kinds": ["pfifo"]}}}
+    assert fifo_devices(link) == ["a", "e"]  # noqueue holds nothing; loopback is never paired
     assert fifo_devices({}) == []
 
 

@@ -4,7 +4,7 @@ events (a buffer handed to the device's qdisc: its stamp, `len` with the link he
 `name`) and the capture on that device (libpcap taps each frame as the qdisc hands it to the
 driver, after the dequeue).
 
-A FIFO qdisc (tbf over its default bfifo, pfifo, bfifo, pfifo_fast within a band, noqueue)
+A FIFO qdisc (tbf over its default bfifo, pfifo, bfifo, pfifo_fast within a band)
 hands its buffers on in the order they came in, so per device the k-th enqueued buffer is the
 k-th transmitted one, with two exceptions this pairing handles:
 
@@ -36,8 +36,10 @@ from hostwire.spill import Columns
 
 QUEUE_COLUMNS = ["t_ns", "len", "device"]
 TRACE_COLUMNS = ("len", "name")  # what the kernel trace's reader must keep of a net_dev_queue event
-# qdisc kinds that hand their buffers on in the order they came (a tbf's child is its bfifo)
-FIFO_KINDS = frozenset({"tbf", "pfifo", "bfifo", "pfifo_fast", "pfifo_head_drop", "noqueue"})
+# qdisc kinds that hand their buffers on in the order they came (a tbf's child is its bfifo); not
+# noqueue: a device without a queue hands each buffer straight to its driver, and the time from
+# dev_queue_xmit to the driver is the stack's own send path, not a queue's
+FIFO_KINDS = frozenset({"tbf", "pfifo", "bfifo", "pfifo_fast", "pfifo_head_drop"})
 LINK_HEADERS = (14, 0)  # Ethernet (veth, lo, NICs), then none (tun, wireguard): the one that pairs more wins
 CLOCK_SLACK_NS = 20_000
 RESYNC_WINDOW = 32
@@ -93,10 +95,11 @@ def joined_enqueues(pieces: Iterable[pd.DataFrame]) -> pd.DataFrame:
 
 @dataclass
 class Pairing:
-    """What the pairing of one device found: per frame the stamp of its buffer's enqueue (-1:
-    unpaired), and the counts."""
+    """What the pairing of one device found: per frame the stamp of its buffer's enqueue and that
+    buffer's place among the device's enqueues (-1 both: unpaired), and the counts."""
 
     enqueued_ns: np.ndarray
+    buffer_of: np.ndarray
     link_header: int = 14
     buffers: int = 0
     paired_buffers: int = 0
@@ -131,7 +134,8 @@ def _walk(queue_t: np.ndarray, need: np.ndarray, frame_t: np.ndarray, ip_len: np
     ft, il, pl, fl = frame_t.tolist(), ip_len.tolist(), payload.tolist(), flow.tolist()
     n, m = len(qt), len(ft)
     got = np.full(m, -1, np.int64)
-    out = Pairing(enqueued_ns=got, buffers=n)
+    which = np.full(m, -1, np.int64)
+    out = Pairing(enqueued_ns=got, buffer_of=which, buffers=n)
 
     def fits(i: int, j: int) -> int:
         """How many frames from j make buffer i (0: they do not)."""
@@ -163,6 +167,7 @@ def _walk(queue_t: np.ndarray, need: np.ndarray, frame_t: np.ndarray, ip_len: np
             i, j = i + di, j + dj
             k = fits(i, j)
         got[j:j + k] = qt[i]
+        which[j:j + k] = i
         out.paired_buffers += 1
         out.segmented_buffers += k > 1
         i, j = i + 1, j + k

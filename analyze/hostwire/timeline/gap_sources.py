@@ -171,7 +171,7 @@ def device_holds(run: Run, kernel: FirstPass | None, local: set[str]) -> tuple[p
     if not local:
         return empty, "not paired: no stream has a process of this host, so its addresses are unknown"
     queued = kernel.enqueues if kernel is not None else device_queue.enqueues(run.df_sched())
-    frames = _leaving_frames(run, local, chunked=kernel is not None)
+    frames = leaving_frames(run, local, chunked=kernel is not None)
     holds, found = device_queue.queue_holds(queued, devices[0], frames)
     c = found.summary()
     return holds, (f"{devices[0]}: {c['buffers']} buffers enqueued (net_dev_queue), {c['frames']} frames sent; "
@@ -179,7 +179,7 @@ def device_holds(run: Run, kernel: FirstPass | None, local: set[str]) -> tuple[p
                    f"{c['unsent_buffers']} buffers never sent, {c['unpaired_frames']} frames without a buffer")
 
 
-def _leaving_frames(run: Run, local: set[str], chunked: bool) -> pd.DataFrame:
+def leaving_frames(run: Run, local: set[str], chunked: bool) -> pd.DataFrame:
     """The frames from a local address to another, in stable time order (FRAME_FIELDS): the same
     rows whether read whole or in chunks."""
     from hostwire.timeline.capture_pass import open_capture
