@@ -122,3 +122,14 @@ def test_the_enqueues_of_a_trace_read_in_slabs_are_the_whole_traces(piece_bytes:
     first = kernel_slabs.first_pass(path, piece_bytes)
     pd.testing.assert_frame_equal(first.enqueues, whole, check_dtype=False)
     assert first.enqueues["t_ns"].dtype == np.int64
+
+
+@pytest.mark.parametrize("note, warned", [
+    ("not paired: the capture holds 2 devices besides loopback (a, b), whose frames it does not tell apart", True),
+    ("partly paired: a: 6 buffers enqueued (net_dev_queue), 7 frames sent; ... 1 frames without a buffer", True),
+    ("a: 6 buffers enqueued (net_dev_queue), 7 frames sent; ... 0 frames without a buffer", False)])
+def test_a_device_not_or_partly_paired_is_a_warning(note: str, warned: bool) -> None:
+    from hostwire.timeline.gap_inputs import GapInputs
+
+    sentences = GapInputs(data=pd.DataFrame(), rate_bps=1e8, sources={"qdisc_queue": note}).cannot_tell()
+    assert any(note in s for s in sentences) == warned

@@ -174,7 +174,8 @@ def device_holds(run: Run, kernel: FirstPass | None, local: set[str]) -> tuple[p
     frames = leaving_frames(run, local, chunked=kernel is not None)
     holds, found = device_queue.queue_holds(queued, devices[0], frames)
     c = found.summary()
-    return holds, (f"{devices[0]}: {c['buffers']} buffers enqueued (net_dev_queue), {c['frames']} frames sent; "
+    partly = "partly paired: " if c["unpaired_frames"] else ""  # what then holds is tcp_probe's alone
+    return holds, (f"{partly}{devices[0]}: {c['buffers']} buffers enqueued (net_dev_queue), {c['frames']} frames sent; "
                    f"{c['paired_buffers']} buffers paired ({c['segmented_buffers']} segmented); "
                    f"{c['unsent_buffers']} buffers never sent, {c['unpaired_frames']} frames without a buffer")
 
