@@ -99,7 +99,8 @@ def test_data_frames_are_in_the_qdisc_from_their_buffers_enqueue() -> None:
 def test_stream_names_are_the_timelines() -> None:
     f = pd.DataFrame({"src": ["2001:db8::1", "198.18.0.1"], "sport": [1, 2], "dst": ["2001:db8::2", "198.18.0.2"],
                       "dport": [3, 4], "proto": [6, 17]})
-    assert device_queue.frame_streams(f).tolist() == ["[2001:db8::1]:1>[2001:db8::2]:3", "198.18.0.1:2>198.18.0.2:4 udp"]
+    assert device_queue.frame_streams(f).tolist() == ["[2001:db8::1]:1>[2001:db8::2]:3",
+                                                      "198.18.0.1:2>198.18.0.2:4 udp"]
 
 
 def test_only_fifo_shaped_devices_other_than_loopback_are_paired() -> None:
