@@ -329,10 +329,12 @@ def check_device_queue(v: Verdict, run: Path, most_unsent: int) -> None:
     got = device_queue.pair(queued["t_ns"].to_numpy(np.int64), q_len, frames["t_ns"].to_numpy(np.int64),
                             frames["ip_len"].to_numpy(np.int64), frames["payload_len"].to_numpy(np.int64),
                             pd.factorize(device_queue.frame_streams(frames))[0])
-    v.numbers["device queue"] = got.summary()
-    if got.unpaired_frames or got.unsent_buffers > most_unsent:
-        v.problems.append(f"device queue: {got.unpaired_frames} frames without a buffer, {got.unsent_buffers} "
-                          f"buffers never sent (at most {most_unsent})")
+    # frames the capture saw after the kernel trace ended (the collectors stop one after the other)
+    late = device_queue.outside(got, frames["t_ns"].to_numpy(), (int(sched["t_ns"].min()), int(sched["t_ns"].max())))
+    v.numbers["device queue"] = {**got.summary(), "outside the trace": late}
+    if got.unpaired_frames - late or got.unsent_buffers > most_unsent:
+        v.problems.append(f"device queue: {got.unpaired_frames - late} frames without a buffer, "
+                          f"{got.unsent_buffers} buffers never sent (at most {most_unsent})")
     b = got.buffer_of
     whole = (b >= 0) & (q_len[np.maximum(b, 0)] - got.link_header == frames["ip_len"].to_numpy(np.int64))
     mine = pd.DataFrame({"t_enq": queued["t_ns"].to_numpy(np.int64)[b[whole]],

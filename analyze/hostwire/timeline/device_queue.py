@@ -186,6 +186,12 @@ def _resync(fits, i: int, j: int, n: int, m: int) -> tuple[int, int] | None:  # 
     return None
 
 
+def outside(found: Pairing, frame_t: np.ndarray, span: tuple[int, int]) -> int:
+    """The unpaired frames the capture saw before the kernel trace began or after it ended (the
+    collectors stop one after the other): they have no enqueue to pair with."""
+    return int(((found.buffer_of < 0) & ((frame_t < span[0]) | (frame_t > span[1]))).sum())
+
+
 def fifo_devices(link: dict) -> list[str]:  # type: ignore[type-arg]
     """The captured devices other than loopback whose queueing disciplines are all FIFO (the
     manifest's link facts)."""

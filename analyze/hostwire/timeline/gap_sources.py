@@ -170,14 +170,22 @@ def device_holds(run: Run, kernel: FirstPass | None, local: set[str]) -> tuple[p
                        f"({', '.join(wired)}), whose frames it does not tell apart")
     if not local:
         return empty, "not paired: no stream has a process of this host, so its addresses are unknown"
-    queued = kernel.enqueues if kernel is not None else device_queue.enqueues(run.df_sched())
+    if kernel is not None:
+        queued, span = kernel.enqueues, (kernel.first_ns, kernel.last_ns)
+    else:
+        sched = run.df_sched()
+        queued, span = device_queue.enqueues(sched), (int(sched["t_ns"].min()), int(sched["t_ns"].max()))
     frames = leaving_frames(run, local, chunked=kernel is not None)
     holds, found = device_queue.queue_holds(queued, devices[0], frames)
     c = found.summary()
-    partly = "partly paired: " if c["unpaired_frames"] else ""  # what then holds is tcp_probe's alone
+    # a frame the capture saw before the kernel trace began or after it ended has no enqueue to pair with
+    outside = device_queue.outside(found, frames["t_ns"].to_numpy(), span)
+    lacking = c["unpaired_frames"] - outside
+    partly = "partly paired: " if lacking else ""  # what then holds is tcp_probe's alone
     return holds, (f"{partly}{devices[0]}: {c['buffers']} buffers enqueued (net_dev_queue), {c['frames']} frames sent; "
                    f"{c['paired_buffers']} buffers paired ({c['segmented_buffers']} segmented); "
-                   f"{c['unsent_buffers']} buffers never sent, {c['unpaired_frames']} frames without a buffer")
+                   f"{c['unsent_buffers']} buffers never sent, {lacking} frames without a buffer, "
+                   f"{outside} outside the kernel trace")
 
 
 def leaving_frames(run: Run, local: set[str], chunked: bool) -> pd.DataFrame:
