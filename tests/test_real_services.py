@@ -17,8 +17,8 @@ import pytest
 from hostwire.record.topology import Topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
-from program_matrix import (PEER, SERVED, comm, examine, finish, needs_qdisc, one_process, record_command,
-                            record_pid, run_in, spawn, topology, wait_listening)
+from program_matrix import (MOST_UNSENT, PEER, SERVED, check_device_queue, comm, examine, finish, one_process,
+                            record_command, record_pid, run_in, spawn, topology, wait_listening)
 from record_helpers import manifest, stop
 
 pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.timeout(600), pytest.mark.long]
@@ -30,12 +30,7 @@ def topo() -> Iterator[Topology]:
         yield t
 
 
-@pytest.mark.parametrize("pipeline", [1, pytest.param(16, marks=pytest.mark.xfail(strict=False, reason=needs_qdisc(
-    "sixteen answers in flight per client: one client's 16 KiB at a time leaves the 100 Mbit/s tbf-peak, whose "
-    "one-frame bucket loses its timer's lateness (frames 145-150 us apart for 121 us on the wire), while the other "
-    "clients' answers wait in its queue with no tcp_probe of their sockets to show TCP had sent them (no segment "
-    "comes in until they reach the client): 10.9-15.6 % of the long gaps' time unexplained in 5 of 5 runs, the rest "
-    "wire_busy 78-84 %")))])
+@pytest.mark.parametrize("pipeline", [1, 16])
 def test_redis_under_redis_benchmark(topo: Topology, tmp_path: Path, pipeline: int) -> None:
     """SET and GET of 1 KiB values from four clients, each request answered before the next (-P 1)
     or sixteen in flight (-P 16)."""
@@ -55,6 +50,13 @@ def test_redis_under_redis_benchmark(topo: Topology, tmp_path: Path, pipeline: i
     finally:
         stop(server)
     verdict = examine(tmp_path / "run", one_process(server.pid, name))
+    # -P 16: sixteen answers in flight per client wait in the 100 Mbit/s tbf-peak behind the other
+    # clients' (no segment comes in on their sockets meanwhile, so no tcp_probe shows them): the
+    # device's own queue names that wait qdisc. Unexplained share of the server's long gaps' time
+    # (MOST_UNEXPLAINED 5 %), ten recordings on a machine loaded by other work (a kernel build,
+    # other test suites): 0.00 % in all ten (qdisc 2.9-7.3 %, wire_busy 27-90 %); it was
+    # 10.9-15.6 % in 5 of 5 runs with the tcp_probe rule alone
+    check_device_queue(verdict, tmp_path / "run", MOST_UNSENT)
     assert verdict.problems == [], str(verdict)
 
 

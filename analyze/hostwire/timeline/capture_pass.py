@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,9 +75,10 @@ def long_capture(run: Run) -> bool:
     return pcap.is_file() and pcap.stat().st_size >= AUTO_BYTES
 
 
-def open_capture(run: Run, progress: Callable[[int, int], None] | None = None) -> CaptureChunks:
-    """The run's capture read in chunks on the run's clock, refused as Run.df_frames refuses it
-    (damaged, or different from its recorded digest)."""
+def open_capture(run: Run, progress: Callable[[int, int], None] | None = None,
+                 columns: Sequence[str] = COLUMNS) -> CaptureChunks:
+    """The run's capture read in chunks on the run's clock (those of its columns), refused as
+    Run.df_frames refuses it (damaged, or different from its recorded digest)."""
     from hostwire.metrics.chunked.runs import clock_pairs, digest_problem
 
     pcap = run.path / "raw" / "wire.pcap"
@@ -86,7 +87,7 @@ def open_capture(run: Run, progress: Callable[[int, int], None] | None = None) -
     differs = digest_problem(run)
     if differs is not None:
         raise InputError(differs[1])
-    return CaptureChunks(pcap, clock_pairs(run), columns=COLUMNS, progress=progress,
+    return CaptureChunks(pcap, clock_pairs(run), columns=columns, progress=progress,
                          chunk_rows=int(os.environ.get("HOSTWIRE_CHUNK_ROWS") or PASS_ROWS))
 
 

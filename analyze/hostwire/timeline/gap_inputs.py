@@ -79,6 +79,9 @@ class GapInputs:
         if self.no_probes:
             out.append("the kernel trace has no tcp_probe event (a kernel before 4.16, or an event list without it): "
                        "qdisc is never told and send-path holds only after a send call")
+        if self.sources.get("qdisc_queue", "").startswith(("not paired", "partly paired")):
+            out.append(f"the shaped device's queue is {self.sources['qdisc_queue']}: qdisc holds only where "
+                       "tcp_probe shows TCP had sent a frame for the frames without a buffer")
         if self.sends is None:
             out.append("without system calls or the benchmark's writes blocked-in-call cannot be told apart "
                        "from app-idle")

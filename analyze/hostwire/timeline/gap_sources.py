@@ -88,7 +88,7 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
         sources["sends"] = "raw/syscalls.tsv" if "source" not in writes.columns or (writes["source"] == "syscalls").all() \
             else "raw/bench/send-*.tsv"
     if run.has("raw/sched.tsv"):
-        below = below_tcp(run, kernel, data, bases, sends, "tcp" in protos.values())
+        below = below_tcp(run, kernel, data, bases, sends, "tcp" in protos.values(), local_addresses(streams), sources)
     # the capture side's tables are on disk already (capture_pass): a selection, not a copy
     data = compact(data, DATA_COLUMNS) if side is None else data[list(DATA_COLUMNS)]
     waits = sender_waits(run, tl, senders, writes, data, lean)
@@ -127,15 +127,91 @@ def sequence_bases(data: pd.DataFrame) -> dict[str, int]:
 
 
 def below_tcp(run: Run, kernel: FirstPass | None, data: pd.DataFrame, bases: dict[str, int],
-              sends: pd.DataFrame | None, has_tcp: bool) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+              sends: pd.DataFrame | None, has_tcp: bool, local: set[str],
+              sources: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
     """The qdisc and send_path intervals (hostwire.timeline.qdisc_waits) from the kernel trace's
-    tcp_probe events (the first pass's of a trace read in slabs, else the whole trace's), and
-    whether the trace had none though the capture has TCP streams (whose acknowledgements fire it)."""
+    tcp_probe events (the first pass's of a trace read in slabs, else the whole trace's), with the
+    qdisc intervals of the shaped device's own queue (device_holds; what its pairing found goes
+    into sources["qdisc_queue"]), and whether the trace had none though the capture has TCP
+    streams (whose acknowledgements fire it)."""
     from hostwire.timeline import qdisc_waits
 
     probe_rows = kernel.probes if kernel is not None else qdisc_waits.probes(run.df_sched())[0]
-    return (qdisc_waits.qdisc_holds(probe_rows, data, bases), qdisc_waits.send_paths(probe_rows, data, sends),
-            has_tcp and len(probe_rows) == 0)
+    holds = qdisc_waits.qdisc_holds(probe_rows, data, bases)
+    queued = device_holds(run, kernel, local)
+    if queued is not None:
+        holds = pd.concat([holds, queued[0]], ignore_index=True)
+        sources["qdisc_queue"] = queued[1]
+    return holds, qdisc_waits.send_paths(probe_rows, data, sends), has_tcp and len(probe_rows) == 0
+
+
+def local_addresses(streams: pd.DataFrame) -> set[str]:
+    """This host's addresses: the sources of the streams a recorded process sent, the
+    destinations of those one received (a process named by its role: the kernel trace of the
+    whole machine also names the peer's processes in another namespace, without a role)."""
+    sent = (streams["sender_pid"].to_numpy() > 0) & (streams["sender_role"].astype(str).to_numpy() != "")
+    got = (streams["receiver_pid"].to_numpy() > 0) & (streams["receiver_role"].astype(str).to_numpy() != "")
+    return set(streams["src"].astype(str)[sent]) | set(streams["dst"].astype(str)[got])
+
+
+FRAME_FIELDS = ("t_ns", "proto", "src", "dst", "sport", "dport", "payload_len", "ip_len")
+
+
+def device_holds(run: Run, kernel: FirstPass | None, local: set[str]) -> tuple[pd.DataFrame, str] | None:
+    """The qdisc intervals of the shaped device's own queue (hostwire.timeline.device_queue) and
+    one line of what its pairing found (or why there is none); None when the run has no FIFO
+    shaped device. The frames it transmitted: those from this host's addresses to another's."""
+    from hostwire.timeline import device_queue, qdisc_waits
+
+    devices = device_queue.fifo_devices(run.manifest.get("link") or {})
+    if not devices:
+        return None
+    wired = [str(i.get("name")) for i in (run.manifest.get("link") or {}).get("interfaces", [])
+             if not i.get("loopback")]
+    empty = qdisc_waits.empty_intervals()
+    if len(devices) != 1 or wired != devices:
+        return empty, (f"not paired: the capture holds {len(wired)} devices besides loopback "
+                       f"({', '.join(wired)}), whose frames it does not tell apart")
+    if not local:
+        return empty, "not paired: no stream has a process of this host, so its addresses are unknown"
+    if kernel is not None:
+        queued, span = kernel.enqueues, (kernel.first_ns, kernel.last_ns)
+    else:
+        sched = run.df_sched()
+        queued, span = device_queue.enqueues(sched), (int(sched["t_ns"].min()), int(sched["t_ns"].max()))
+    frames = leaving_frames(run, local, chunked=kernel is not None)
+    holds, found = device_queue.queue_holds(queued, devices[0], frames)
+    c = found.summary()
+    # a frame the capture saw before the kernel trace began or after it ended has no enqueue to pair with
+    outside = device_queue.outside(found, frames["t_ns"].to_numpy(), span)
+    lacking = c["unpaired_frames"] - outside
+    partly = "partly paired: " if lacking else ""  # what then holds is tcp_probe's alone
+    return holds, (f"{partly}{devices[0]}: {c['buffers']} buffers enqueued (net_dev_queue), {c['frames']} frames sent; "
+                   f"{c['paired_buffers']} buffers paired ({c['segmented_buffers']} segmented); "
+                   f"{c['unsent_buffers']} buffers never sent, {lacking} frames without a buffer, "
+                   f"{outside} outside the kernel trace")
+
+
+def leaving_frames(run: Run, local: set[str], chunked: bool) -> pd.DataFrame:
+    """The frames from a local address to another, in stable time order (FRAME_FIELDS): the same
+    rows whether read whole or in chunks."""
+    from hostwire.timeline.capture_pass import open_capture
+
+    if not chunked:
+        f = run.df_frames()
+        src, dst = f["src"].astype(str), f["dst"].astype(str)
+        out = f.loc[(src.isin(local) & ~dst.isin(local)).to_numpy(), list(FRAME_FIELDS)]
+        return out.sort_values("t_ns", kind="stable").reset_index(drop=True)
+    parts = []
+    with open_capture(run, columns=FRAME_FIELDS) as capture:
+        names = np.asarray(capture.addresses, dtype=object)
+        mine = np.asarray([a in local for a in capture.addresses], dtype=bool)
+        keep = (lambda c: mine[c["src"]] & ~mine[c["dst"]]) if len(names) else None
+        for chunk in capture.time_ordered(FRAME_FIELDS, keep):
+            parts.append(pd.DataFrame({k: names[v] if k in ("src", "dst") else v for k, v in chunk.items()}))
+    if not parts:
+        return pd.DataFrame({k: pd.Series(dtype=object if k in ("src", "dst") else np.int64) for k in FRAME_FIELDS})
+    return pd.concat(parts, ignore_index=True)
 
 
 def sender_waits(run: Run, tl: Timeline, senders: dict[str, int], writes: pd.DataFrame, data: pd.DataFrame,

@@ -20,7 +20,8 @@ CPU in the state the whole trace has them in at the slab's bounds:
 Two passes read the trace. The first keeps what the whole-trace readers need and is small: the
 rare events (forks, execs, socket state changes: the run's roles and streams), the kind of each
 task's first switch in each slab, the kernel's transmit threads (ksoftirqd), TCP's probes
-(hostwire.timeline.qdisc_waits.probes, for the qdisc and send-path causes), the trace's silences
+(hostwire.timeline.qdisc_waits.probes, for the qdisc and send-path causes), the devices' enqueued
+buffers (hostwire.timeline.device_queue.enqueues, for the qdisc cause), the trace's silences
 of stolen.MIN_SILENCE_NS or more (hostwire.timeline.stolen) and its first and last stamps. The second
 gives the slabs."""
 
@@ -39,7 +40,7 @@ from hostwire.errors import InputError
 from hostwire.heap import give_back
 from hostwire.read.sched import iter_sched_tsv
 from hostwire.read.tsv import open_tsv
-from hostwire.timeline import qdisc_waits, tables
+from hostwire.timeline import device_queue, qdisc_waits, tables
 from hostwire.timeline.stolen import OPEN, silences
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ class FirstPass:
     # each CPU's task before its first switch (tables.running's rule), up to the stamp of that switch
     cpu_heads: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CPU_HEAD_COLUMNS))
     probes: pd.DataFrame = field(default_factory=qdisc_waits.empty_probes)  # qdisc_waits.probes of the trace
+    enqueues: pd.DataFrame = field(default_factory=device_queue.empty_enqueues)  # device_queue.enqueues of it
 
 
 def _pieces(path: Path, columns: list[str] | None, piece_bytes: int,
@@ -136,8 +138,10 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
     seen_tasks: set[int] = set()
     first_ns = last_ns = None
     slab = 0
-    columns = _present(path, tuple(dict.fromkeys(SCHED_COLUMNS + RARE_COLUMNS + qdisc_waits.TRACE_COLUMNS)))
+    columns = _present(path, tuple(dict.fromkeys(SCHED_COLUMNS + RARE_COLUMNS + qdisc_waits.TRACE_COLUMNS
+                                                      + device_queue.TRACE_COLUMNS)))
     probes, received = qdisc_waits.SpilledProbes(), None
+    queued = device_queue.SpilledEnqueues()
     for slab, (lo, _, events) in enumerate(_pieces(path, columns, piece_bytes, progress)):
         t = events["t_ns"].to_numpy().astype(np.int64)
         if first_ns is None:
@@ -152,6 +156,7 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
         # freed ones, and what is held after this pass grew with the trace (docs/performance.md).
         found, received = qdisc_waits.probes(events, received)
         probes.add(found)
+        queued.add(device_queue.enqueues(events))
         del found
         is_rare = tables.is_event(events, *RARE_EVENTS)
         if is_rare.any() or not rare:
@@ -193,7 +198,7 @@ def first_pass(path: Path, piece_bytes: int, progress: Callable[[int, int], None
                      switch_kind=(np.concatenate(kinds) if kinds else np.zeros(0, np.int64))[order], slabs=slabs,
                      piece_bytes=piece_bytes, heads=_firsts_of(heads),
                      cpu_heads=pd.concat([pd.DataFrame(columns=CPU_HEAD_COLUMNS), *cpu_heads], ignore_index=True),
-                     probes=probes.table())
+                     probes=probes.table(), enqueues=queued.table())
 
 
 def _task_events(sw: pd.DataFrame, wk: pd.DataFrame | None = None, mg: pd.DataFrame | None = None
