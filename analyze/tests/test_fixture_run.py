@@ -15,7 +15,7 @@ import hostwire
 from hostwire.campaign.analyze import analyze_campaign
 from hostwire.metrics.compute import table
 from hostwire.paths import REPO_ROOT
-from hostwire.campaign.report import build_report
+from hostwire.report.campaign_report import build_report
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "run-small"
 

@@ -200,7 +200,7 @@ def test_the_one_run_report_of_a_long_run_reads_it_in_slabs_and_chunks(tmp_path:
     """hostwire report RUN on a long run (thresholds at 0 bytes): the same sections, word for word,
     as on the run read whole, the kernel trace never read whole, the process trace's CPUs from the
     slabs."""
-    from hostwire.campaign import run_report
+    from hostwire.report import run_report
 
     whole_dir, long_dir = tmp_path / "whole", tmp_path / "long"
     shutil.copytree(FIXTURE, whole_dir)
