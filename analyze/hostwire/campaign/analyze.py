@@ -135,7 +135,7 @@ def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
             row = cached_row(run)
             if row is not None:
                 return row
-        row, tables = _compute(run)
+        row, tables = compute_row(run)
         digests: dict[str, dict[str, Any]] = {}
         from hostwire.manifest import file_digest
 
@@ -182,7 +182,7 @@ def _analyze_or_skip(run_dir: str, force: bool) -> dict[str, Any]:
         return {"_skipped": f"{run_dir}: left out: {err}"}
 
 
-def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+def compute_row(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """The summary row and tables of one run: the run is opened once and every metric reads the
     same Run (its capture decoded once). A raw file missing or differing from the digest its
     runner recorded marks the run, named in `errors`."""
@@ -301,8 +301,8 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
             attempt(name, fn)
     else:
         attempt("sanity", sanity)
-    row.update(_host_load(run))
-    row.update(_limit(run, row))
+    row.update(host_load(run))
+    row.update(limit_columns(run, row))
     row.update(_receiver_clock(run))
     errors.extend(f"source: {problem}" for problem in run.source_problems())
     row["errors"] = "; ".join(errors)
@@ -331,7 +331,7 @@ def _gap_causes(run: Any) -> dict[str, Any]:
     return out
 
 
-def _host_load(run: Any) -> dict[str, Any]:
+def host_load(run: Any) -> dict[str, Any]:
     """Busy share of the sender's and the receiver's CPUs and the host's context switches per
     second, over the /proc samples that fall in the logging window."""
     try:
@@ -358,7 +358,7 @@ def _host_load(run: Any) -> dict[str, Any]:
     return out
 
 
-def _limit(run: Any, row: dict[str, Any]) -> dict[str, Any]:
+def limit_columns(run: Any, row: dict[str, Any]) -> dict[str, Any]:
     """What limited the run (hostwire.metrics.regime), with the figures it was decided from; the
     wire's rate and where it came from (hostwire.linkrate)."""
     from hostwire.linkrate import link_rate

@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hostwire.commands.common import write_pieces, write_table
-    from hostwire.metrics.streams import _has_port
+    from hostwire.metrics.streams import has_port
     from hostwire.metrics.window import Window, narrow
     from hostwire.errors import InputError
     from hostwire.run import load_run
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if args.stream:
         wanted = []
         for item in args.stream:
-            matched = [n for n in names if n == item or (item.isdigit() and _has_port(n, int(item)))]
+            matched = [n for n in names if n == item or (item.isdigit() and has_port(n, int(item)))]
             if not matched:
                 raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(names) or 'none'}")
             wanted += matched

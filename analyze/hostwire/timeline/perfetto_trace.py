@@ -122,7 +122,7 @@ def build_trace(t: TraceTables) -> bytes:
         uid = track(f"CPU {cpu}")
         names = r["comm"].astype(str) + " " + r["pid"].astype(str) + " (" + r["role"].astype(str) + ")"
         slices(uid, r["t_start_ns"].to_numpy(), r["t_end_ns"].to_numpy(), names)
-    flow_of, frame_flows, write_at = _flows(t)
+    flow_of, frame_flows, write_at = flow_links(t)
     for (pid, role), c in t.calls.groupby(["pid", "role"], sort=True) if len(t.calls) else []:  # processes' calls
         uid = track(f"{role} {pid} calls")
         names = c["call"].astype(str) + "(" + c["fd"].astype(str) + ") = " + c["result"].astype(str)
@@ -151,7 +151,7 @@ def build_trace(t: TraceTables) -> bytes:
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
 
 
-def _flows(t: TraceTables) -> tuple[dict[int, int], dict[tuple[str, int], list[int]], dict[tuple[int, int], int]]:
+def flow_links(t: TraceTables) -> tuple[dict[int, int], dict[tuple[str, int], list[int]], dict[tuple[int, int], int]]:
     """A flow id per write that carries bytes in the window; the flows of each frame (stream,
     stamp); the flow of each write by (pid, its call's entry stamp)."""
     flow_of: dict[int, int] = {}
