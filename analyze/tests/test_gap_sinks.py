@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from hostwire.commands.common import write_pieces, write_table
-from hostwire.run import load_run
+from hostwire.run_directory import load_run
 from hostwire.timeline import gap_sources, gap_tables, gaps
 from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS
 from hostwire.timeline.waits import WAIT_COLUMNS

@@ -15,7 +15,7 @@ import pytest
 
 from hostwire.errors import InputError
 from hostwire.read.sched import iter_sched_tsv, read_sched_tsv
-from hostwire.run import load_run
+from hostwire.run_directory import load_run
 from hostwire.timeline import gap_sources, gaps, kernel_slabs, stolen, tables
 from hostwire.timeline.build import Timeline
 

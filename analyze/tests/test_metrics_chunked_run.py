@@ -24,7 +24,7 @@ from hostwire.manifest import seal
 from hostwire.metrics import synth, table
 from hostwire.metrics.chunked import engine
 from hostwire.metrics.options import default_options
-from hostwire.run import load_run
+from hostwire.run_directory import load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
 from test_metrics_chunked import FIXTURE_PCAP, MS, assert_same, write_pcap  # noqa: E402

@@ -434,7 +434,7 @@ def interrupted_run(directory: Path) -> Path:
 
 
 def test_the_window_of_an_interrupted_run_is_what_it_recorded(tmp_path: Path) -> None:
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
 
     run = load_run(interrupted_run(tmp_path / "run"))
     assert run.planned_window_ns() == (BASE, BASE + 20 * S)

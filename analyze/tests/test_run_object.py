@@ -29,7 +29,7 @@ from hostwire.metrics import synth
 from hostwire.metrics.compute import table
 from hostwire.metrics.needs import needs_of
 from hostwire.read.needs import Need, Needs
-from hostwire.run import Run, load_run
+from hostwire.run_directory import Run, load_run
 
 S = 10**9
 MS = 10**6
@@ -148,17 +148,17 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 # Everything under hostwire.record records, and so do the campaign's batch, the CLI and the
 # commands that record.
-RECORDING = ("hostwire.campaign.batch", "hostwire.cli", "hostwire.commands.demo", "hostwire.commands.run",
+RECORDING = ("hostwire.campaign.batch", "hostwire.cli", "hostwire.commands.demo", "hostwire.commands.record_campaign",
              "hostwire.commands.doctor")
 
 
 def test_reading_and_analysing_a_run_imports_nothing_of_the_recording_side(run_dir: Path, build_dir: Path) -> None:
     code = f"""
 import json, sys
-import hostwire.campaign.analyze, hostwire.metrics.compute, hostwire.run, hostwire.campaign.summary
+import hostwire.campaign.analyze, hostwire.metrics.compute, hostwire.run_directory, hostwire.campaign.summary
 from hostwire.metrics.needs import needs_of
 
-run = hostwire.run.load_run({str(run_dir)!r})
+run = hostwire.run_directory.load_run({str(run_dir)!r})
 row, tables = hostwire.campaign.analyze.compute_row(run.path)
 text = hostwire.campaign.summary.format_run_metrics(run)
 idc = hostwire.metrics.compute.table("idc", run)
@@ -388,7 +388,7 @@ def test_a_recorded_run_is_decoded_once_by_the_summary_and_once_by_the_analysis(
 def test_a_readers_run_point_defaults_are_the_recording_sides() -> None:
     """One rule per fact: a field an old manifest lacks reads as RunPoint's own default."""
     from hostwire.record.point import RunPoint
-    from hostwire.run import POINT_DEFAULTS
+    from hostwire.run_directory import POINT_DEFAULTS
 
     assert POINT_DEFAULTS == {name: getattr(RunPoint(), name) for name in POINT_DEFAULTS}
     run = Run(Path("."), {"point": {"sender_cpus": "1"}})

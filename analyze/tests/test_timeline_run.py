@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hostwire.run import Run
+from hostwire.run_directory import Run
 from hostwire.timeline import cache
 from hostwire.timeline.build import Timeline
 

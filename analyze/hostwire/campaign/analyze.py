@@ -126,7 +126,7 @@ def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
     cached_row; `force` recomputes). Writes metrics.json and tables/*.parquet while holding the
     run directory's lock (hostwire.locks). Never raises for a damaged run: its row says why.
     Raises LockedError when the run is being recorded."""
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
 
     run_dir = Path(run_dir)
     with _run_lock(run_dir):
@@ -189,7 +189,7 @@ def compute_row(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     from hostwire.metrics.chunked.engine import metrics_input
     from hostwire.metrics.compute import table as metric_table
     from hostwire.metrics.needs import needs_of
-    from hostwire.run import Run, load_run
+    from hostwire.run_directory import Run, load_run
 
     if not isinstance(run, Run):
         run = load_run(run)

@@ -28,7 +28,7 @@ def light_summary(directory: Path) -> pd.DataFrame:
     from hostwire.campaign.analyze import host_load, limit_columns, run_directories
     from hostwire.errors import HostwireError
     from hostwire.metrics import table
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
     from hostwire.safewrite import write_with
 
     rows = []

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from hostwire.metrics.streams import has_port
     from hostwire.metrics.window import Window, narrow
     from hostwire.errors import InputError
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
     from hostwire.timeline import gap_sources, gap_tables, gaps
     from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS
     from hostwire.timeline.intervals import names_in

@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from hostwire.errors import InputError, UsageError
     from hostwire.metrics.window import Window, narrow
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
     from hostwire.safewrite import write_bytes
     from hostwire.timeline import gap_sources, perfetto_trace
 

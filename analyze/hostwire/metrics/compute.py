@@ -1,6 +1,6 @@
 """Glue between `hostwire metrics KIND INPUT` and the metric functions: check that the input has
 what the kind needs, take a view of it, label the streams, apply the window and the stream filter,
-compute one table. INPUT may be a hostwire.run.Run: every metric computed on one Run shares what it
+compute one table. INPUT may be a hostwire.run_directory.Run: every metric computed on one Run shares what it
 read (the capture is decoded once)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from hostwire.metrics.options import default_options
 from hostwire.metrics.run_streams import app_bytes, logs_name_streams, run_streams, run_writes, sanity_context
 from hostwire.metrics.streams import data_frames, delivered_bytes, label_streams, select_streams, stream_names
 from hostwire.metrics.window import Window, clip, narrow, require_rows
-from hostwire.run import Run
+from hostwire.run_directory import Run
 
 log = logging.getLogger(__name__)
 

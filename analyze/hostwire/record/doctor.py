@@ -141,7 +141,7 @@ def mark_killed_run(run_dir: Path) -> str | None:
         return None
     data["status"], data["reason"] = status, reason
     try:
-        from hostwire.run import Run
+        from hostwire.run_directory import Run
 
         start, end = Run(run_dir, data).window_ns()
         data["window_ns_recorded"] = [int(start), int(end)]

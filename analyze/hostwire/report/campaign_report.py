@@ -342,7 +342,7 @@ class ReportBuilder:
         self.sections.append(Section("Process trace (paper figure 2)", caption, [name]))
 
     def _process_trace_figure(self) -> tuple[Any, str]:
-        from hostwire.run import load_run
+        from hostwire.run_directory import load_run
         from hostwire.timeline.excerpt import longest_off_period
 
         s = self.summary[(self.summary["senders"] > 0) & (self.summary["status"] == "complete")]

@@ -26,7 +26,7 @@ from hostwire.report.page import Section, save_figure, write_page
 from hostwire.errors import HostwireError
 from hostwire.linkrate import link_rate
 from hostwire.metrics.compute import table
-from hostwire.run import Run, load_run
+from hostwire.run_directory import Run, load_run
 from hostwire.timeline.gaps import CAUSES
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Parquet copies of a run's timeline tables under the run's tables/ (timeline-<name>-v<N>.parquet).
 
 A copy records, in its Parquet metadata (`hostwire.sources`), the fingerprint of the sources it
-was made from (hostwire.run.Run.sources_fingerprint: the sha256 of every raw file and of the
+was made from (hostwire.run_directory.Run.sources_fingerprint: the sha256 of every raw file and of the
 manifest). It is used only while the run's fingerprint is the same, and never when a raw file
 differs from the digest its runner recorded; a copy that does not read back whole is rebuilt with
 a warning naming it. A run directory that cannot be written to is read all the same: the table

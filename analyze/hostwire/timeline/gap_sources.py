@@ -19,7 +19,7 @@ from hostwire.timeline.receiver_host import RECEIVER_TRACE, receiver_host
 from hostwire.timeline.sequence import late_acknowledgements, sequence_steps, usable_window
 
 if TYPE_CHECKING:
-    from hostwire.run import Run
+    from hostwire.run_directory import Run
     from hostwire.timeline.capture_pass import CaptureSide
     from hostwire.timeline.gap_tables import Sink
     from hostwire.timeline.gap_inputs import GapInputs

@@ -21,7 +21,7 @@ from hostwire.timeline import protowire
 from hostwire.timeline.build import Timeline
 
 if TYPE_CHECKING:
-    from hostwire.run import Run
+    from hostwire.run_directory import Run
     from hostwire.timeline.kernel_slabs import KernelSlabs
 
 SEQ_ID = 7341

@@ -51,7 +51,7 @@ from hostwire.metrics.needs import needs_of
 from hostwire.metrics.run_streams import app_bytes, logs_name_streams, run_streams, run_writes
 from hostwire.metrics.window import Window, narrow
 from hostwire.read.pcapchunks import CaptureChunks
-from hostwire.run import load_run
+from hostwire.run_directory import load_run
 
 log = logging.getLogger(__name__)
 
