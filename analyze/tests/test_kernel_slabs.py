@@ -18,6 +18,7 @@ from hostwire.read.sched import iter_sched_tsv, read_sched_tsv
 from hostwire.run_directory import load_run
 from hostwire.timeline import gap_sources, gaps, kernel_slabs, stolen, tables
 from hostwire.timeline.build import Timeline
+from hostwire.window import Window
 
 FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "run-small"
 SCHED = FIXTURE / "raw" / "sched.tsv"
@@ -242,11 +243,11 @@ def test_the_timeline_of_a_long_trace_from_its_slabs(tmp_path: Path, window: tup
     run_dir = tmp_path / "run"
     shutil.copytree(FIXTURE, run_dir)
     start, end = window
-    whole = perfetto_trace.tables_of(load_run(run_dir), window)
+    whole = perfetto_trace.tables_of(load_run(run_dir), Window(start, end))
     run = load_run(run_dir)
     monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", "500")
     first = gap_sources.kernel_first_pass(run)
-    sliced = perfetto_trace.tables_of(run, window, kernel_slabs.KernelSlabs(run_dir / "raw" / "sched.tsv", first,
+    sliced = perfetto_trace.tables_of(run, Window(start, end), kernel_slabs.KernelSlabs(run_dir / "raw" / "sched.tsv", first,
                                                                             Timeline.of(run).roles()))
     key = ["cpu", "t_start_ns", "t_end_ns", "pid", "comm", "role"]
     expected = kernel_slabs._clip(whole.running, start, end)[key].sort_values(["cpu", "t_start_ns"])
@@ -304,7 +305,7 @@ def _as_long_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", "3000")
     calls: list[str] = []
     compute, slabbed, whole_trace = engine.compute, gap_sources.slabbed_gap_inputs, sched_reader.read_sched_tsv
-    monkeypatch.setattr(engine, "compute", lambda kind, args: calls.append(kind) or compute(kind, args))
+    monkeypatch.setattr(engine, "compute", lambda request: calls.append(request.kind) or compute(request))
     monkeypatch.setattr(gap_sources, "slabbed_gap_inputs", lambda *a: calls.append("gaps") or slabbed(*a))
     monkeypatch.setattr(sched_reader, "read_sched_tsv",
                         lambda *a, **k: calls.append("whole trace") or whole_trace(*a, **k))

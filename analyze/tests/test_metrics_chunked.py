@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from hostwire.errors import InputError, UsageError
+from hostwire.linkrate import given_rate
 from hostwire.metrics import synth, table
 from hostwire.metrics.chunked.quantiles import FirstPass, order_statistics
 from hostwire.procmem import Sampler, anon_bytes, tree
@@ -85,12 +86,12 @@ def assert_same(memory: pd.DataFrame, chunked: pd.DataFrame) -> None:
 
 
 CASES = [("idc", {}), ("idc", {"bytes": True}), ("hurst", {}), ("intervals", {}), ("intervals", {"hist": True}),
-         ("contract", {"link_rate": "10mbit"}), ("contract", {"link_rate": "10mbit", "points": 7}),
+         ("contract", {"link_rate": given_rate("10mbit")}), ("contract", {"link_rate": given_rate("10mbit"), "points": 7}),
          ("idc", {"stream": ["40001"], "from_s": 0.2, "to_s": 1.5}), ("bursts", {}), ("bursts", {"theta": 5 * MS}),
          ("bursts", {"theta_factor": 3.0, "stream": ["40002"]}), ("goodput", {}), ("fairness", {}),
          ("goodput", {"stream": ["40001"], "from_s": 0.2, "to_s": 1.5}), ("fairness", {"from_s": 0.7}),
-         ("sanity", {}), ("sanity", {"link_rate": "10mbit"}),
-         ("sanity", {"link_rate": "10mbit", "from_s": 0.7, "to_s": 1.6, "frame_overhead": 24, "tolerance": 0.2}),
+         ("sanity", {}), ("sanity", {"link_rate": given_rate("10mbit")}),
+         ("sanity", {"link_rate": given_rate("10mbit"), "from_s": 0.7, "to_s": 1.6, "frame_overhead": 24, "tolerance": 0.2}),
          ("sanity", {"stream": ["40001"], "max_retransmit_share": 0.5})]
 
 
@@ -131,9 +132,9 @@ def test_chunked_equals_memory_across_chunk_bounds(mixed: Path, kind: str, optio
 
 @pytest.mark.parametrize("kind, options", [("idc", {}), ("idc", {"bytes": True}), ("intervals", {}),
                                            ("intervals", {"hist": True}), ("bursts", {}),
-                                           ("contract", {"link_rate": "10mbit"}), ("goodput", {}),
+                                           ("contract", {"link_rate": given_rate("10mbit")}), ("goodput", {}),
                                            ("goodput", {"from_s": 0.5, "to_s": 1.2}), ("fairness", {"from_s": 0.3}),
-                                           ("sanity", {}), ("sanity", {"link_rate": "10mbit", "from_s": 0.4})])
+                                           ("sanity", {}), ("sanity", {"link_rate": given_rate("10mbit"), "from_s": 0.4})])
 def test_chunked_equals_memory_on_the_recorded_fixture(kind: str, options: dict,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "1000")
@@ -185,7 +186,7 @@ def test_engine_chunked_refuses_what_it_does_not_serve(mixed: Path) -> None:
     with pytest.raises(UsageError, match="--engine chunked: the chunked path reads a capture file"):
         table("idc", FIXTURE_PCAP.parents[2], engine="chunked")
     with pytest.raises(UsageError, match="--mbs"):
-        table("contract", mixed, engine="chunked", link_rate="10mbit", mbs=4)
+        table("contract", mixed, engine="chunked", link_rate=given_rate("10mbit"), mbs=4)
 
 
 def test_chunked_errors_as_in_memory(tmp_path: Path) -> None:
@@ -474,14 +475,14 @@ def counters(out: pd.DataFrame) -> dict[str, float]:
 # (options, the hand-worked counters): the whole capture, and a window from 2200 µs on. Gaps:
 # SENDER>RECEIVER (A and C), B's and D's directions; D's 554-byte frames take 443.2 µs.
 BY_HAND = [
-    ({"link_rate": "10mbit"},
+    ({"link_rate": given_rate("10mbit")},
      {"frames": 27, "frame_gaps": 9 + 3 + 2, "impossible_intervals": 1, "data_frames": 13,
       "tcp_retransmissions": 2, "min_advertised_window": 3200, "window_scale_unknown_streams": 2,
       "zero_window_advertisements": 2, "max_bytes_in_flight": 1000, "window_ns": 5200 * US,
       "goodput_wire_bit_s": 1900 * 8 * 1e9 / (5200 * US)}),
     # the resend at 4000 µs starts below the first data byte of A in the window (1201): 100 bytes
     # below it, not 2**32 - 100 above (A's flight tops at 200); D's 1000 bytes stay the largest
-    ({"link_rate": "10mbit", "from_s": 0.0022},
+    ({"link_rate": given_rate("10mbit"), "from_s": 0.0022},
      {"frames": 18, "frame_gaps": 4 + 2 + 2, "impossible_intervals": 1, "data_frames": 10,
       "tcp_retransmissions": 2, "min_advertised_window": 3200, "window_scale_unknown_streams": 2,
       "zero_window_advertisements": 1, "max_bytes_in_flight": 1000, "window_ns": 3000 * US,
@@ -510,9 +511,9 @@ def test_sanity_by_hand_across_chunk_bounds(sanity_by_hand: Path, options: dict,
 
 
 @pytest.mark.parametrize("rows", ["1", "2", "4", "5", "7", "1000"])
-@pytest.mark.parametrize("options", [{}, {"link_rate": "10mbit", "from_s": 0.0022},
-                                     {"link_rate": "10mbit", "from_s": 0.0011, "to_s": 0.0043},
-                                     {"link_rate": "1gbit", "tolerance": 0.0, "frame_overhead": 24,
+@pytest.mark.parametrize("options", [{}, {"link_rate": given_rate("10mbit"), "from_s": 0.0022},
+                                     {"link_rate": given_rate("10mbit"), "from_s": 0.0011, "to_s": 0.0043},
+                                     {"link_rate": given_rate("1gbit"), "tolerance": 0.0, "frame_overhead": 24,
                                       "max_retransmit_share": 0.5, "stream": ["40001"]}])
 def test_sanity_by_hand_at_every_chunk_size(sanity_by_hand: Path, rows: str, options: dict,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
@@ -525,7 +526,7 @@ def test_sanity_options_as_in_memory(sanity_by_hand: Path, monkeypatch: pytest.M
     sanity's; --max-retransmit-share above the share leaves only the zero windows marking; the
     link rate unknown (no --link-rate): no maximum; bad options: the same errors."""
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "4")
-    memory, chunked = both("sanity", sanity_by_hand, link_rate="10mbit", tolerance=0.2, stream=["40001"],
+    memory, chunked = both("sanity", sanity_by_hand, link_rate=given_rate("10mbit"), tolerance=0.2, stream=["40001"],
                            max_retransmit_share=0.2)
     assert_same(memory, chunked)
     got = counters(chunked)
@@ -534,7 +535,7 @@ def test_sanity_options_as_in_memory(sanity_by_hand: Path, monkeypatch: pytest.M
     # from 2200 µs: 4.267 Mbit/s of goodput; the maximum 2200 / 2740 of the rate, the slack two
     # 500-byte payloads over 3 ms (2.667 Mbit/s): above it at 1 Mbit/s, within it at 3 Mbit/s
     for rate, above in (("1mbit", 1), ("3mbit", 0)):
-        memory, chunked = both("sanity", sanity_by_hand, link_rate=rate, from_s=0.0022)
+        memory, chunked = both("sanity", sanity_by_hand, link_rate=given_rate(rate), from_s=0.0022)
         assert_same(memory, chunked)
         assert counters(chunked)["goodput_above_max"] == above
     memory, chunked = both("sanity", sanity_by_hand)
@@ -556,7 +557,7 @@ def test_sanity_of_a_damaged_capture_counts_the_damage(tmp_path: Path, monkeypat
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "1000")
     cut = tmp_path / "cut.pcap"
     cut.write_bytes(FIXTURE_PCAP.read_bytes()[:-30])
-    memory, chunked = both("sanity", cut, link_rate="10mbit")
+    memory, chunked = both("sanity", cut, link_rate=given_rate("10mbit"))
     assert_same(memory, chunked)
     got = counters(chunked)
     assert got["damaged_sources"] == 1 and got["marked"] == 1 and f"damage.{cut}.byte_offset" in got
@@ -574,7 +575,7 @@ def test_sanity_of_a_capture_without_tcp(tmp_path: Path, monkeypatch: pytest.Mon
                              synth.RECEIVER, synth.SENDER, 4001, 4000).assign(proto=np.uint8(17))
     path = tmp_path / "udp.pcap"
     write_pcap(synth.concat([flow, back]), path)
-    for options in ({"link_rate": "10mbit"}, {"link_rate": "10mbit", "from_s": 0.0007}):
+    for options in ({"link_rate": given_rate("10mbit")}, {"link_rate": given_rate("10mbit"), "from_s": 0.0007}):
         memory, chunked = both("sanity", path, **options)
         assert_same(memory, chunked)
         got = counters(chunked)

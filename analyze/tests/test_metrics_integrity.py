@@ -20,11 +20,12 @@ import pytest
 from hostwire.cli import main
 from hostwire.metrics import compute, synth
 from hostwire.metrics.damage import from_attrs
-from hostwire.metrics.goodput import df_goodput, max_payload_bps, wire_bytes_per_stream
+from hostwire.metrics.goodput import df_goodput, max_payload_bit_s, wire_bytes_per_stream
 from hostwire.metrics.inputs import Source
 from hostwire.metrics.sanity import Context, df_sanity, manifest_counters
 from hostwire.metrics.streams import delivered_bytes, label_streams
-from hostwire.metrics.window import Window, frame_window
+from hostwire.metrics.window import frame_window
+from hostwire.window import Window
 
 S = 10**9
 MS = 10**6
@@ -349,13 +350,13 @@ def test_unique_bytes_of_a_lossy_poisson_stream_against_brute_force(seed: int) -
 
 def test_max_payload_rate_of_the_link_by_hand() -> None:
     # full frames with TCP timestamps: 1448 payload bytes in 1514 counted by the shaper
-    assert max_payload_bps(np.full(3, 1514), np.full(3, 1448), 10**7) == pytest.approx(9_564_068.692)
+    assert max_payload_bit_s(np.full(3, 1514), np.full(3, 1448), 10**7) == pytest.approx(9_564_068.692)
     # a real Ethernet: + preamble/SFD 8, FCS 4, inter-frame gap 12
-    assert max_payload_bps(np.full(3, 1514), np.full(3, 1448), 10**7, 24) == pytest.approx(1e7 * 1448 / 1538)
+    assert max_payload_bit_s(np.full(3, 1514), np.full(3, 1448), 10**7, 24) == pytest.approx(1e7 * 1448 / 1538)
     # a mix: (1448 + 616) / (1514 + 682)
-    assert max_payload_bps(np.array([1514, 682]), np.array([1448, 616]), 10**7) == pytest.approx(9_398_907.104)
+    assert max_payload_bit_s(np.array([1514, 682]), np.array([1448, 616]), 10**7) == pytest.approx(9_398_907.104)
     # no frame: a full frame without TCP options, 1460 / 1514
-    assert max_payload_bps(np.zeros(0), np.zeros(0), 10**7) == pytest.approx(9_643_328.930)
+    assert max_payload_bit_s(np.zeros(0), np.zeros(0), 10**7) == pytest.approx(9_643_328.930)
 
 
 FRAME_NS = 1_211_200  # 1514 bytes at 10 Mbit/s

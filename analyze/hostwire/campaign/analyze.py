@@ -319,7 +319,7 @@ def _gap_causes(run: Any) -> dict[str, Any]:
     from hostwire.timeline import gap_sources, gap_tables, gaps
 
     sums = gap_tables.Totals()  # the sums alone: a long run's gaps are not held
-    gap_sources.explain_run(run, run.window_ns(), sums)
+    gap_sources.explain_run(run, run.window(), sums)
     total = sums.summary()
     out: dict[str, Any] = {"gaps": 0, "gap_time_ns": 0}
     whole = total[total["stream"] == "all"]
@@ -367,7 +367,7 @@ def limit_columns(run: Any, row: dict[str, Any]) -> dict[str, Any]:
     link = link_rate(run.manifest)
     capped = float(run.point_value("sender_cpu_share")) > 0
     throttled = throttled_share(run.manifest.get("cpu_cap"))
-    return {"setup": setup_label(run.point), "cpu_throttled_share": throttled, "link_rate_bit_s": link.bps,
+    return {"setup": setup_label(run.point), "cpu_throttled_share": throttled, "link_rate_bit_s": link.bit_s,
             "link_rate_source": link.source, "link_rate_enforced": int(link.enforced),
             "limit": limit_of(capped, throttled, row.get("sender_cpu_busy", math.nan),
                               row.get("wire_busy_share", math.nan))}

@@ -23,7 +23,8 @@ import pandas as pd
 
 from hostwire.errors import HostwireError, InputError
 from hostwire.metrics.damage import DamagedSource, damage_entries, partial_hint
-from hostwire.metrics.window import Window, frame_window
+from hostwire.metrics.window import frame_window
+from hostwire.window import Window
 from hostwire.read.needs import Needs
 from hostwire.run_directory import Run, load_run
 

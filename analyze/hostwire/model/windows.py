@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hostwire.metrics.window import Window
+from hostwire.window import Window
 
 
 def jain(values: np.ndarray) -> float:

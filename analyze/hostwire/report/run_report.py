@@ -268,7 +268,7 @@ class RunReport:
         if (why := self.lacks()) is not None:
             return Section(title, f"<p>Not explained: {html.escape(why)}.</p>")
         digest = gap_tables.Digest(LONGEST_GAPS)  # what the section shows: a long run's gaps are not held
-        gap_sources.explain_run(self.run, self.run.window_ns(), digest)
+        gap_sources.explain_run(self.run, self.run.window(), digest)
         self.preempters = digest.per_task()
         text = ("<p>Every gap between two data frames of a stream longer than twice the first frame's time on the "
                 "wire, split into causes that add up to it (<code>hostwire gaps RUN --summary</code>; the rules in "

@@ -302,13 +302,6 @@ def backlog(tl: Timeline) -> pd.DataFrame:
     return stream_tables.backlog(tl.data_frames(), tl.writes())
 
 
-def link_rate_bps(run: Run, text: str | None = None) -> int:
-    """The link rate by hostwire.linkrate's one rule (`text`: --link-rate, e.g. 10mbit)."""
-    from hostwire.linkrate import link_rate
-
-    return link_rate(run.manifest, text).bps
-
-
 def receiver_reads(run: Run, received: pd.DataFrame | None = None) -> pd.DataFrame:
     """The receivers' logged reads with upto_bytes, the stream's bytes read through each (the bytes
     read before the first logged one from the tracer's reads of the receiver when it traced them,

@@ -19,6 +19,7 @@ import pandas as pd
 from hostwire.errors import InputError
 from hostwire.timeline import protowire
 from hostwire.timeline.build import Timeline
+from hostwire.window import Window
 
 if TYPE_CHECKING:
     from hostwire.run_directory import Run
@@ -50,12 +51,12 @@ def _cut(df: pd.DataFrame, start: int, end: int, t0: str, t1: str | None = None)
     return df[(df[t1].to_numpy() > start) & (df[t0].to_numpy() < end)]
 
 
-def tables_of(run: Run, window: tuple[int, int], slabs: KernelSlabs | None = None) -> TraceTables:
-    """The run's tables for the trace, cut to window (start, end ns); the sources the run lacks
+def tables_of(run: Run, window: Window, slabs: KernelSlabs | None = None) -> TraceTables:
+    """The run's tables for the trace, cut to the window; the sources the run lacks
     are left empty. slabs: a long kernel trace read in slabs up to the window's end
     (hostwire.timeline.kernel_slabs), whose CPU intervals are then cut at the window's bounds and
     whose run-queue counters start at its start with the value then."""
-    start, end = window
+    start, end = window.start_ns, window.end_ns
     out = TraceTables()
     tl = Timeline.of(run)
     if run.has("raw/sched.tsv") and slabs is not None:

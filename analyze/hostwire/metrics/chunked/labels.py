@@ -15,7 +15,7 @@ import pandas as pd
 
 from hostwire.errors import InputError
 from hostwire.metrics.streams import TCP, host_label, selected_names
-from hostwire.metrics.window import Window
+from hostwire.window import Window
 from hostwire.read.pcapchunks import CaptureChunks, Chunk
 
 LABEL_COLUMNS = ("t_ns", "proto", "src", "dst", "sport", "dport", "payload_len")
