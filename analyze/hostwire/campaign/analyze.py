@@ -2,10 +2,11 @@
 the run directory (`metrics.json`, `tables/*.parquet`), and one row per run with every grid
 parameter and metric in the campaign's `summary.parquet` and `summary.csv`.
 
-The same function, `analyze_run`, runs on a local process pool or on a Dask distributed
-cluster (`--dask ADDRESS`); a run's cache is valid only while the sha256 of every raw file and the
-manifest are those it recorded (metrics.json's `sources`) and the run's raw files match the
-digests in its manifest; a cache that does not read back whole is recomputed with a warning."""
+The same function, `analyze_run`, runs on a local process pool or on a Dask distributed cluster (`--dask ADDRESS`);
+a run's cache is valid only while the sha256 of every raw file and the manifest are those it recorded (metrics.json's
+`sources`), the code that computes the row is the code that computed it (`code`: hostwire.code_digest of this module
+and all it imports, so an upgrade recomputes) and the run's raw files match the digests in its manifest; a cache that
+does not read back whole is recomputed with a warning."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hostwire.code_digest import code_digest
 from hostwire.safewrite import write_with
 from hostwire.errors import HostwireError, InputError
 from hostwire.lifeline import held_signals, pool_worker_init, sigterm_unwinds
@@ -32,7 +34,7 @@ from hostwire.paths import require_utf8_name
 
 log = logging.getLogger(__name__)
 
-METRICS_FORMAT = "hostwire-metrics 4"  # 3: the gap causes awaiting-ack and retransmit-timeout; 4: qdisc, send-path
+METRICS_FORMAT = "hostwire-metrics 5"  # the file's layout (5: `code`); what computed a row is its `code`
 METRICS_FILE = "metrics.json"
 TABLES = ("intervals_hist", "idc", "contract")
 IDC_AT_NS = 100_000_000  # the bin length quoted in the summary (100 ms)
@@ -100,7 +102,7 @@ def cached_row(run: Any) -> dict[str, Any] | None:
     if not isinstance(row, dict) or not isinstance(sources, dict) or not isinstance(tables, dict):
         log.warning("%s: damaged cache (row, sources or tables missing); recomputed", path)
         return None
-    if run.source_problems() or sources != run.sources():
+    if run.source_problems() or sources != run.sources() or data.get("code") != code_digest(__name__):
         return None
     from hostwire.manifest import file_digest
 
@@ -148,8 +150,8 @@ def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
             write_with(path, lambda handle, table=table: table.to_parquet(handle, index=False),
                        below=run_dir.parent, create=True)
             digests[name] = {"sha256": file_digest(path), "bytes": path.stat().st_size}
-        write_json_atomic(run_dir / METRICS_FILE, seal({"format": METRICS_FORMAT, "row": row,
-                                                        "sources": run.sources(), "tables": digests}))
+        write_json_atomic(run_dir / METRICS_FILE, seal({"format": METRICS_FORMAT, "row": row, "sources": run.sources(),
+                                                        "code": code_digest(__name__), "tables": digests}))
         return row
 
 
