@@ -7,6 +7,7 @@ migration of a waiting task, a task and a CPU first seen late)."""
 from __future__ import annotations
 
 import shutil
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -305,7 +306,13 @@ def _as_long_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", "3000")
     calls: list[str] = []
     compute, slabbed, whole_trace = engine.compute, gap_sources.slabbed_gap_inputs, sched_reader.read_sched_tsv
-    monkeypatch.setattr(engine, "compute", lambda request: calls.append(request.kind) or compute(request))
+
+    def served(request: Any) -> Any:  # named once the chunked engine has served it (a decline raises first)
+        out = compute(request)
+        calls.append(request.kind)
+        return out
+
+    monkeypatch.setattr(engine, "compute", served)
     monkeypatch.setattr(gap_sources, "slabbed_gap_inputs", lambda *a: calls.append("gaps") or slabbed(*a))
     monkeypatch.setattr(sched_reader, "read_sched_tsv",
                         lambda *a, **k: calls.append("whole trace") or whole_trace(*a, **k))

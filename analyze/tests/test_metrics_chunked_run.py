@@ -28,7 +28,7 @@ from hostwire.metrics.options import metrics_request
 from hostwire.run_directory import load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
-from test_metrics_chunked import FIXTURE_PCAP, MS, assert_same, write_pcap  # noqa: E402
+from chunked_helpers import FIXTURE_PCAP, MS, assert_same, by_engine, chunked_table, write_pcap  # noqa: E402
 
 FIXTURE_RUN = FIXTURE_PCAP.parents[1]
 W0, W1 = 3860757907822, 3861157907822  # the fixture's logging window (manifest window_ns)
@@ -113,7 +113,8 @@ def run(frames: pd.DataFrame, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def both(kind: str, path: Path, **options: object) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return table(kind, path, engine="memory", **options), table(kind, path, engine="chunked", **options)
+    """Both engines' tables, the chunked one from the chunked path itself (never its fallback)."""
+    return table(kind, path, engine="memory", **options), chunked_table(kind, path, **options)
 
 
 def assert_same_run(memory: pd.DataFrame, chunked: pd.DataFrame) -> None:
@@ -151,7 +152,7 @@ def test_the_run_window_and_clock(run: Path, frames: pd.DataFrame, monkeypatch: 
     """Frame counts by hand: the data frames of each TCP stream whose mapped stamp lies in the
     logging window, no UDP flow; the writes' rows after the frames' as in memory."""
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "101")
-    out = table("intervals", run, engine="chunked")
+    out = chunked_table("intervals", run)
     t = mapped(to_realtime(frames["t_ns"].to_numpy()))
     inside = (t >= W0) & (t <= W1) & (frames["payload_len"].to_numpy() > 0) & (frames["proto"].to_numpy() == 6)
     sport = frames["sport"].to_numpy()
@@ -170,7 +171,7 @@ def test_stream_must_be_the_runs_as_in_memory(run: Path) -> None:
         errors = []
         for engine_name in ("memory", "chunked"):
             with pytest.raises(InputError) as err:
-                table(kind, run, engine=engine_name, stream=["40001"])
+                by_engine(engine_name, kind, run, stream=["40001"])
             errors.append(str(err.value))
         assert errors[0] == errors[1] and "--stream 40001" in errors[0]
 
@@ -202,7 +203,7 @@ def test_damaged_run_capture_as_in_memory(run: Path, tmp_path: Path, monkeypatch
         errors = []
         for engine_name in ("memory", "chunked"):
             with pytest.raises(InputError) as err:
-                table("idc", damaged, engine=engine_name)
+                by_engine(engine_name, "idc", damaged)
             errors.append(str(err.value))
         assert errors[0] == errors[1] and "--partial" in errors[0]
         for kind in ("idc", "intervals", "goodput", "fairness"):
@@ -322,8 +323,7 @@ def clock_run(frames: pd.DataFrame, tmp_path_factory: pytest.TempPathFactory) ->
 def sanity_both(path: Path, **options: object) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both engines' sanity tables, the chunked one from the chunked path itself (never its
     fallback to memory)."""
-    chunked = engine.compute(metrics_request("sanity", path, engine="chunked", **options))
-    return table("sanity", path, engine="memory", **options), chunked
+    return table("sanity", path, engine="memory", **options), chunked_table("sanity", path, **options)
 
 
 def counters(sanity_table: pd.DataFrame) -> dict[str, float]:

@@ -8,7 +8,7 @@ window, one pass over every data frame up to the window's end, hostwire.metrics.
 and sanity (the counters of a bare capture: no manifest, receivers' logs or clock exchange;
 hostwire.metrics.chunked.sanity; like the in-memory path it reads a damaged capture up to the
 damage without --partial, counts the damage and marks the table); its results equal the in-memory
-path's (analyze/tests/test_metrics_chunked.py).
+path's (analyze/tests/test_metrics_chunked*.py, which call the chunked path itself: a decline fails them).
 
 On a run directory it reads raw/wire.pcap for every kind above with the in-memory path's run
 semantics: stamps on the run's clock (wirecap.json's clock pairs), the run's window, damage,
