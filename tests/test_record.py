@@ -41,8 +41,8 @@ def connections(names: list[str]) -> set[frozenset[str]]:
 
 
 def check_gaps(run: Path, most_unexplained: float = 0.05) -> pd.DataFrame:
-    """Every gap's causes sum to it; the unexplained share of all gap time at most 5 %; the kernel
-    trace read in slabs (a hundredth of it each) gives the same table."""
+    """There are gaps, every gap's causes sum to it, the unexplained share of all gap time is at
+    most 5 %, and the kernel trace read in slabs (a hundredth of it each) gives the same table."""
     gaps = gaps_table(run)
     trace = run / "raw" / "sched.tsv"
     if trace.is_file():
@@ -50,9 +50,9 @@ def check_gaps(run: Path, most_unexplained: float = 0.05) -> pd.DataFrame:
         pd.testing.assert_frame_equal(gaps_table(run, "--engine", "slabs", HOSTWIRE_SLAB_BYTES=slab), gaps)
     causes = [c for c in gaps.columns if c.endswith(CAUSE_SUFFIX) and c not in NOT_CAUSES]
     assert "unexplained_ns" in causes and {"pid", "comm"} <= set(gaps.columns)
-    if len(gaps):
-        assert (gaps[causes].sum(axis=1) == gaps["gap_ns"]).all()
-        assert gaps["unexplained_ns"].sum() <= most_unexplained * gaps["gap_ns"].sum(), gaps.to_string()
+    assert len(gaps) > 0, f"{run}: no gap longer than the threshold, so nothing of the causes was checked"
+    assert (gaps[causes].sum(axis=1) == gaps["gap_ns"]).all()
+    assert gaps["unexplained_ns"].sum() <= most_unexplained * gaps["gap_ns"].sum(), gaps.to_string()
     return gaps
 
 
