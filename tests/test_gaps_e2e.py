@@ -235,7 +235,6 @@ def test_receiver_clock_rewritten_is_realigned(runs: dict[str, Path], which: str
 @pytest.mark.privileged("netns", "tracefs")
 @pytest.mark.slow
 def test_cli_timeline_trace_matches_tables(runs: dict[str, Path], tmp_path: Path) -> None:
-    pytest.importorskip("perfetto")
     from collections import Counter
 
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent

@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
+
 from hostwire.timeline.perfetto_trace import TraceTables, build_trace, text_lines
 
-pytest.importorskip("perfetto")
-from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent  # noqa: E402
 
 
 def _tables() -> TraceTables:
