@@ -24,7 +24,8 @@ from hostwire.metrics.chunked.quantiles import FirstPass, order_statistics
 from hostwire.procmem import Sampler, anon_bytes, tree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chunked_helpers import BASE, FIXTURE_PCAP, MS, S, assert_same, both, by_engine, chunked_table, write_pcap  # noqa: E402
+from chunked_helpers import (BASE, FIXTURE_PCAP, MS, S, assert_same, both, by_engine, chunked_table,  # noqa: E402
+                             write_pcap)
 
 
 CASES = [("idc", {}), ("idc", {"bytes": True}), ("hurst", {}), ("intervals", {}), ("intervals", {"hist": True}),

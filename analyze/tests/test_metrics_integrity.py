@@ -17,7 +17,8 @@ from hostwire.metrics import compute, synth
 from hostwire.metrics.damage import from_attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
-from integrity_helpers import A, BASE, MS, RECORD_HEADER, S, counters_of, make_run, metrics, steady_run, write_pcap  # noqa: E402
+from integrity_helpers import (A, BASE, MS, RECORD_HEADER, S, counters_of, make_run, metrics, steady_run,  # noqa: E402
+                               write_pcap)
 
 
 def test_the_run_summary_shows_both_goodput_figures_and_the_link_maximum(tmp_path: Path, build_dir: Path) -> None:
