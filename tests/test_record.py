@@ -209,9 +209,12 @@ def test_http_server_serving_curl(topo: Topology, tmp_path: Path) -> None:
     data = flows[flows["sport"] == 8000]
     assert int(data["bytes"].sum()) > 50 * 2**20
     # The server's side of the veth is not shaped: at its nominal 10 Gbit/s every silence over
-    # 2.4 us is a long gap, and 2-5.5 % of those microseconds are the stack's own (measured over
-    # six runs), 11.2 % once in CI (docs/record.md): held to 15 % here, the 5 % of the issue is not
-    # met reliably; a gap without its causes is unexplained as a whole.
+    # 2.4 us is a long gap, and a gap without its causes is unexplained as a whole. Measured: 2-5.5 %
+    # unexplained over six runs, then 11.2 % once in CI (docs/record.md), the threshold raised from
+    # 5 % to 10 % and to 15 % after single runs; then ten runs on 2026-12-01 on a loaded machine
+    # (other work on both CPUs): 0.03, 0.11, 0.17, 0.21, 0.71, 0.78, 1.05, 1.48, 1.92, 2.43 %
+    # (median 0.75 %; an eleventh run timed out under the load and gave no figure). 15 % stays: it
+    # covers the one CI run of 11.2 %, which no run since has come near.
     check_gaps(out, most_unexplained=0.15)
 
 
