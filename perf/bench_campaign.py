@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyze"))
 import pandas as pd  # noqa: E402
 
 from hostwire.campaign.analyze import analyze_campaign  # noqa: E402
-from hostwire.campaign.report import build_report  # noqa: E402
+from hostwire.report.campaign_report import build_report  # noqa: E402
 from hostwire.record.runner import RunPoint, record_run  # noqa: E402
 
 TARGET_RUNNER_S = 1.5

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyze"))
 
 from hostwire.metrics import cells, contract, synth  # noqa: E402
 from hostwire.metrics.idc import idc_curve, t_grid  # noqa: E402
-from hostwire.metrics.window import Window  # noqa: E402
+from hostwire.window import Window  # noqa: E402
 
 S = 10**9
 

@@ -39,9 +39,9 @@ def main() -> int:
         return 1
     data = json.loads(proc.stdout)
     sys.path.insert(0, str(ROOT / "analyze"))
-    from hostwire.overhead.tools import _sched_events
+    from hostwire.overhead.tools import sched_events
 
-    print(f"scheduler events (hw-schedtrace, trace-cmd record): {' '.join(_sched_events())}")
+    print(f"scheduler events (hw-schedtrace, trace-cmd record): {' '.join(sched_events())}")
     print((out / "overhead.md").read_text())
     rows = {r["name"]: r for r in data["rows"]}
     tc = rows.get("trace-cmd record")

@@ -59,7 +59,7 @@ def synthetic_gaps(m: int, rng: np.random.Generator) -> GapInputs:
                           "t_exit_ns": cuts + rng.integers(1_000, 30_000, k)})
     backlog = pd.DataFrame({"stream": rng.choice(streams, k), "t_ns": cuts, "backlog_bytes": rng.integers(0, 2, k) * 9000})
     window = pd.DataFrame({"stream": rng.choice(streams, k), "t_ns": cuts, "window_bytes": rng.choice([100.0, 6e4], k)})
-    return GapInputs(data=data, rate_bps=1e9, senders={s: 1000 + i for i, s in enumerate(streams)}, states=states,
+    return GapInputs(data=data, rate_bit_s=1e9, senders={s: 1000 + i for i, s in enumerate(streams)}, states=states,
                      running=running, sends=sends, backlog=backlog, window=window, transmit_pids=[])
 
 

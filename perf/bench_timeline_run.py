@@ -27,6 +27,7 @@ from hostwire.record.runner import record_run  # noqa: E402
 from hostwire.procmem import Sampler  # noqa: E402
 from hostwire.timeline import cache, gap_sources, gaps, perfetto_trace  # noqa: E402
 from hostwire.timeline.build import Timeline  # noqa: E402
+from hostwire.window import Window  # noqa: E402
 
 
 def record(root: Path, duration_s: float, link_rate: str) -> Path:
@@ -99,7 +100,7 @@ def main() -> int:
         rows.append((f"gaps ({len(table)} gaps)", int(len(Timeline.of(run).data_frames())), t3 - t2))
         assert (table[[f"{c}_ns" for c in gaps.CAUSES]].sum(axis=1) == table["gap_ns"]).all()
         load_join_gaps = t3 - t0
-        tables = perfetto_trace.tables_of(run, (start, end))
+        tables = perfetto_trace.tables_of(run, Window(start, end))
         t4, c4 = time.perf_counter(), time.process_time()
         trace = perfetto_trace.build_trace(tables)
         t5, c5 = time.perf_counter(), time.process_time()

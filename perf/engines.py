@@ -87,7 +87,7 @@ def run_numpy(path: Path, job: str, n: int) -> None:
     import pyarrow.parquet as pq
 
     from hostwire.metrics.chunked import idc, intervals
-    from hostwire.metrics.window import Window
+    from hostwire.window import Window
 
     names = [f"s{i:02d}" for i in range(STREAMS)]
     window = Window(0, (n - 1) * GAP_NS)

@@ -185,7 +185,7 @@ def unique_payload(frames: pd.DataFrame) -> pd.Series:
 def examine(run: Path, owner: Owner, local: str = SERVED) -> Verdict:
     """The matrix's checks on one recorded run; `owner` names the expected sender of each stream
     whose source address is `local` (the recorded side)."""
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
     from hostwire.timeline.build import Timeline
 
     v = Verdict()

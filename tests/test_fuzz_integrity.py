@@ -44,7 +44,7 @@ def _metric_results(run_dir: Path) -> dict[str, object]:
 def _reader_results(run_dir: Path) -> dict[str, object]:
     """What a Run gives for the files no metric reads (the kernel timeline, its counters, the
     host's samples, a background process's log), or the error it raised."""
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
 
     readers: dict[str, Callable[[object], object]] = {
         "raw/sched.tsv": lambda run: run.df_sched(),  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from hostwire.record.runner import record_run
 from hostwire.timeline import build, gap_sources, gaps
 from hostwire.timeline.build import Timeline
 from hostwire.timeline.intervals import restrict, union
+from hostwire.window import Window
 
 PARTS = [f"{c}_ns" for c in gaps.CAUSES]
 
@@ -38,7 +39,7 @@ def _gaps_above_p99(run: hostwire.Run) -> tuple[pd.DataFrame, pd.DataFrame, int]
     data = inputs.data[(inputs.data["t_ns"] >= start) & (inputs.data["t_ns"] <= end)]
     spacing = data.sort_values("t_ns").groupby("stream")["t_ns"].diff().dropna().to_numpy()
     p99 = int(np.percentile(spacing, 99))
-    table, pre = gaps.explain(inputs, min_gap_ns=p99, window_ns=(start, end))
+    table, pre = gaps.explain(inputs, min_gap_ns=p99, window=Window(start, end))
     assert (table[PARTS].sum(axis=1) == table["gap_ns"]).all()
     return table, pre, p99
 
@@ -234,7 +235,6 @@ def test_receiver_clock_rewritten_is_realigned(runs: dict[str, Path], which: str
 @pytest.mark.privileged("netns", "tracefs")
 @pytest.mark.slow
 def test_cli_timeline_trace_matches_tables(runs: dict[str, Path], tmp_path: Path) -> None:
-    pytest.importorskip("perfetto")
     from collections import Counter
 
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
@@ -271,7 +271,7 @@ def test_a_run_without_kernel_trace_or_syscalls_says_what_it_cannot_tell(runs: d
     run = hostwire.load_run(runs["bare"])
     inputs = gap_sources.gap_inputs(run)
     assert inputs.states is None and inputs.sources["sends"] == "raw/bench/send-*.tsv"
-    table, pre = gaps.explain(inputs, window_ns=run.window_ns())
+    table, pre = gaps.explain(inputs, window=run.window())
     assert len(table) and (table[PARTS].sum(axis=1) == table["gap_ns"]).all()
     assert table["preempted_ns"].sum() == 0 and len(pre) == 0
     proc = subprocess.run([sys.executable, "-m", "hostwire", "gaps", str(runs["bare"]), "--summary"],

@@ -21,6 +21,7 @@ import pytest
 import hostwire
 from hostwire.timeline import gap_sources, gaps
 from hostwire.timeline.build import Timeline
+from hostwire.window import Window
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
 import hostlab  # noqa: E402
@@ -68,7 +69,7 @@ def test_sieves_on_the_receivers_cpu_are_named_in_its_window_gaps(lab: "hostlab.
     start, end = run.window_ns()
     data = inputs.data[(inputs.data["t_ns"] >= start) & (inputs.data["t_ns"] <= end)]
     p99 = int(np.percentile(data.sort_values("t_ns").groupby("stream")["t_ns"].diff().dropna().to_numpy(), 99))
-    table, _ = gaps.explain(inputs, min_gap_ns=p99, window_ns=(start, end))
+    table, _ = gaps.explain(inputs, min_gap_ns=p99, window=Window(start, end))
     report = gaps.summary(table).to_string()
     assert len(table) >= 10, report
     assert (table[PARTS].sum(axis=1) == table["gap_ns"]).all()

@@ -15,7 +15,7 @@ import pytest
 
 from hostwire.record.link import LinkSpec
 from hostwire.record.topology import Topology
-from hostwire.run import load_run
+from hostwire.run_directory import load_run
 from hostwire.timeline.build import Timeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)

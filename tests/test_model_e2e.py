@@ -37,7 +37,7 @@ def test_model_calibrates_predicts_and_compares(tmp_path: Path) -> None:
     for step in (["run", str(config), "--out", str(campaign)],
                  ["analyze", str(campaign)]):
         proc = subprocess.run([*HOSTWIRE, *step], capture_output=True, text=True, timeout=900)
-        assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # a starved capped run may be marked
+        assert proc.returncode == 0, proc.stdout + proc.stderr  # a marked run is recorded and analysed all the same
     proc = subprocess.run([*HOSTWIRE, "model", str(campaign), "--calibration-window", "3", "--points",
                            "--predict", "senders=8,background=4"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr

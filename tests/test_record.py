@@ -18,7 +18,7 @@ import pytest
 from hostwire.read.sockets import attribute_frames
 from hostwire.record.link import LinkSpec
 from hostwire.record.topology import Topology
-from hostwire.run import load_run
+from hostwire.run_directory import load_run
 from hostwire.timeline.build import Timeline
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
 from record_helpers import (SERVER, endpoint, env, gaps_table, hostwire_argv, in_netns, left_behind, manifest, record,
@@ -41,8 +41,8 @@ def connections(names: list[str]) -> set[frozenset[str]]:
 
 
 def check_gaps(run: Path, most_unexplained: float = 0.05) -> pd.DataFrame:
-    """Every gap's causes sum to it; the unexplained share of all gap time at most 5 %; the kernel
-    trace read in slabs (a hundredth of it each) gives the same table."""
+    """There are gaps, every gap's causes sum to it, the unexplained share of all gap time is at
+    most 5 %, and the kernel trace read in slabs (a hundredth of it each) gives the same table."""
     gaps = gaps_table(run)
     trace = run / "raw" / "sched.tsv"
     if trace.is_file():
@@ -50,9 +50,9 @@ def check_gaps(run: Path, most_unexplained: float = 0.05) -> pd.DataFrame:
         pd.testing.assert_frame_equal(gaps_table(run, "--engine", "slabs", HOSTWIRE_SLAB_BYTES=slab), gaps)
     causes = [c for c in gaps.columns if c.endswith(CAUSE_SUFFIX) and c not in NOT_CAUSES]
     assert "unexplained_ns" in causes and {"pid", "comm"} <= set(gaps.columns)
-    if len(gaps):
-        assert (gaps[causes].sum(axis=1) == gaps["gap_ns"]).all()
-        assert gaps["unexplained_ns"].sum() <= most_unexplained * gaps["gap_ns"].sum(), gaps.to_string()
+    assert len(gaps) > 0, f"{run}: no gap longer than the threshold, so nothing of the causes was checked"
+    assert (gaps[causes].sum(axis=1) == gaps["gap_ns"]).all()
+    assert gaps["unexplained_ns"].sum() <= most_unexplained * gaps["gap_ns"].sum(), gaps.to_string()
     return gaps
 
 
@@ -209,9 +209,12 @@ def test_http_server_serving_curl(topo: Topology, tmp_path: Path) -> None:
     data = flows[flows["sport"] == 8000]
     assert int(data["bytes"].sum()) > 50 * 2**20
     # The server's side of the veth is not shaped: at its nominal 10 Gbit/s every silence over
-    # 2.4 us is a long gap, and 2-5.5 % of those microseconds are the stack's own (measured over
-    # six runs), 11.2 % once in CI (docs/record.md): held to 15 % here, the 5 % of the issue is not
-    # met reliably; a gap without its causes is unexplained as a whole.
+    # 2.4 us is a long gap, and a gap without its causes is unexplained as a whole. Measured: 2-5.5 %
+    # unexplained over six runs, then 11.2 % once in CI (docs/record.md), the threshold raised from
+    # 5 % to 10 % and to 15 % after single runs; then ten runs on 2026-12-01 on a loaded machine
+    # (other work on both CPUs): 0.03, 0.11, 0.17, 0.21, 0.71, 0.78, 1.05, 1.48, 1.92, 2.43 %
+    # (median 0.75 %; an eleventh run timed out under the load and gave no figure). 15 % stays: it
+    # covers the one CI run of 11.2 %, which no run since has come near.
     check_gaps(out, most_unexplained=0.15)
 
 

@@ -19,7 +19,7 @@ import hostwire
 
 from hostwire.metrics.clockcheck import df_wire_clock_check
 from hostwire.metrics.streams import label_streams
-from hostwire.metrics.window import Window
+from hostwire.window import Window
 from hostwire.read.resources import df_cpu_use
 from hostwire.record.topology import list_namespaces
 

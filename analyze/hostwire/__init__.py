@@ -9,8 +9,8 @@ __all__ = ["__version__", "HostwireError", "InputError", "UsageError", "load_run
 
 
 def load_run(path: "str | object") -> "object":
-    """Opens a run directory: see hostwire.run.Run."""
-    from hostwire.run import load_run as _load_run
+    """Opens a run directory: see hostwire.run_directory.Run."""
+    from hostwire.run_directory import load_run as _load_run
 
     return _load_run(path)  # type: ignore[arg-type]
 

@@ -10,10 +10,11 @@ import signal
 import sys
 
 import hostwire
-from hostwire.commands import analyze, demo, doctor, gaps, metrics, model, overhead, pcapcols, record, report, run, timeline
+from hostwire.commands import (analyze, demo, doctor, gaps, metrics, model, overhead, pcapcols, record, record_campaign,
+                               report, timeline)
 from hostwire.errors import HostwireError, Terminated
 
-COMMANDS = (analyze, demo, doctor, gaps, metrics, model, overhead, pcapcols, record, report, run, timeline)
+COMMANDS = (analyze, demo, doctor, gaps, metrics, model, overhead, pcapcols, record, report, record_campaign, timeline)
 
 
 class _VersionAction(argparse.Action):

@@ -1,7 +1,7 @@
 """The rate that bounds a recorded run's wire: one rule for every reader (the metrics, the sanity
 checks, the gap causes, the campaign summary), from the run's manifest.
 
-- A rate given on the command line (`--link-rate`) wins.
+- A rate given on the command line (`--link-rate`, parsed once by `given_rate`) wins.
 - A shaped link (`link_qdisc` tbf, tbf-peak or htb): the point's `link_rate`, enforced.
 - No shaper (`link_qdisc = "none"`): the interface's own speed, as the runner recorded it in the
   host facts. A veth pair has only a nominal speed (10 Gbit/s) and moves frames as fast as the
@@ -13,7 +13,8 @@ checks, the gap causes, the campaign summary), from the run's manifest.
   not enforced.
 
 Where a number is needed although nothing enforces it (a frame's time on the wire in the gap
-rules), `bps` is the best figure there is; `enforced` says whether checks may use it."""
+rules), `bit_s` is the best figure there is; `enforced` says whether checks may use it. A rate
+travels as a LinkRate from where it is found to every rule that uses it; its unit is bit/s."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ NOMINAL_ONLY_DRIVERS = ("veth",)  # interfaces whose speed is a label, not a lin
 
 @dataclass(frozen=True)
 class LinkRate:
-    bps: int
-    enforced: bool  # something on the path holds the wire to bps: checks may judge against it
+    bit_s: int
+    enforced: bool  # something on the path holds the wire to bit_s: checks may judge against it
     source: str     # "option", "shaper", "interface", "interface-nominal", "unshaped", "guess"
 
     @property
@@ -44,21 +45,27 @@ class LinkRate:
         what = {"option": "given with --link-rate", "shaper": "the run's shaper",
                 "interface": "the interface's speed", "interface-nominal": "the interface's nominal speed",
                 "unshaped": "no shaper, the point's rate", "guess": "a guess"}[self.source]
-        return f"{self.bps / 1e6:g} Mbit/s ({what}{'' if self.enforced else ', not enforced'})"
+        return f"{self.bit_s / 1e6:g} Mbit/s ({what}{'' if self.enforced else ', not enforced'})"
 
 
-def link_rate(manifest: Mapping[str, Any] | None, given: str | None = None) -> LinkRate:
-    """The run's link rate by the rules above (`given`: the command line's --link-rate)."""
+def given_rate(text: str) -> LinkRate:
+    """The rate the command line gives (--link-rate 10mbit): enforced, from the option."""
+    return LinkRate(parse_rate(text), True, "option")
+
+
+def link_rate(manifest: Mapping[str, Any] | None, given: LinkRate | None = None) -> LinkRate:
+    """The run's link rate by the rules above (`given`: the command line's --link-rate, which
+    wins). A manifest that holds only a point (a set-up of the model) takes the point's rules."""
     if given is not None:
-        return LinkRate(parse_rate(str(given)), True, "option")
+        return given
     point = manifest.get("point") if isinstance(manifest, Mapping) else None
     if not isinstance(point, Mapping):
         return LinkRate(parse_rate(GUESSED_RATE), False, "guess")
     if point.get("kind") == "program":  # hostwire record: the rate it found (hostwire.record.netlink_facts)
-        bps, source = point.get("link_rate_bps"), str(point.get("link_rate_source", "unknown"))
-        if not isinstance(bps, int) or bps <= 0:
+        bit_s, source = point.get("link_rate_bps"), str(point.get("link_rate_source", "unknown"))
+        if not isinstance(bit_s, int) or bit_s <= 0:
             return LinkRate(parse_rate(GUESSED_RATE), False, "guess")
-        return LinkRate(bps, source in ("option", "shaper", "interface"),
+        return LinkRate(bit_s, source in ("option", "shaper", "interface"),
                         source if source in ("option", "shaper", "interface", "interface-nominal") else "guess")
     configured = point.get("link_rate")
     rate = parse_rate(str(configured)) if configured else parse_rate(GUESSED_RATE)

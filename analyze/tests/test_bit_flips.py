@@ -13,7 +13,7 @@ import pytest
 from hostwire.errors import InputError
 from hostwire.paths import REPO_ROOT
 from hostwire.read.sched import read_sched_json
-from hostwire.run import load_run
+from hostwire.run_directory import load_run
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "run-small"
 

@@ -77,7 +77,7 @@ def test_a_damaged_cache_is_recomputed_with_a_line(campaign: Path, damage: str,
 
 def test_report_recomputes_an_empty_table_instead_of_a_traceback(campaign: Path,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
-    from hostwire.campaign.report import build_report
+    from hostwire.report.campaign_report import build_report
 
     analyze_campaign(campaign, workers=1)
     table = campaign / "run-small" / "tables" / "idc.parquet"

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from hostwire.metrics import synth
-from hostwire.run import Run, load_run
+from hostwire.run_directory import Run, load_run
 from hostwire.timeline import gap_sources, stolen
 from hostwire.timeline.build import data_frames
 from hostwire.timeline.capture_pass import capture_side, open_capture

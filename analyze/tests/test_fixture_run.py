@@ -15,7 +15,7 @@ import hostwire
 from hostwire.campaign.analyze import analyze_campaign
 from hostwire.metrics.compute import table
 from hostwire.paths import REPO_ROOT
-from hostwire.campaign.report import build_report
+from hostwire.report.campaign_report import build_report
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "run-small"
 
@@ -78,7 +78,7 @@ def test_analysis_and_report_of_the_fixture(campaign: Path, build_dir: Path) -> 
     from hostwire.timeline.build import Timeline
 
     run = hostwire.load_run(campaign / "run-small")
-    table_, _ = gaps.explain(gap_sources.gap_inputs(run), None, run.window_ns())
+    table_, _ = gaps.explain(gap_sources.gap_inputs(run), None, run.window())
     whole = gaps.summary(table_).set_index("stream").loc["all"]
     assert row["gaps"] == whole["gaps"] > 0 and row["gap_time_ns"] == whole["gap_ns"]
     shares = [row[f"gap_{c}_share"] for c in gaps.CAUSES]

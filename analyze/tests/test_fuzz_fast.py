@@ -36,7 +36,7 @@ def _readers() -> dict[str, tuple[Callable[[Path], Any], Callable[[Path], Any]]]
     from hostwire.read.sched import read_sched_json, read_sched_tsv
     from hostwire.read.syscalls import read_syscalls
     from hostwire.read.tsv import read_tsv
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
     from hostwire.versioned import read_json
 
     def manifest(run: Path) -> Any:

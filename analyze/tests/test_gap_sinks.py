@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from hostwire.commands.common import write_pieces, write_table
-from hostwire.run import load_run
+from hostwire.run_directory import load_run
 from hostwire.timeline import gap_sources, gap_tables, gaps
 from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS
 from hostwire.timeline.waits import WAIT_COLUMNS
@@ -37,7 +37,7 @@ def _inputs() -> GapInputs:
     running = pd.DataFrame([(0, 0, 3_000, 0, "swapper/0", "idle"), (0, 3_000, 4_000, BG0, "hw-bench", "bg-0"),
                             (0, 4_000, 5_000, BG1, "hw-bench", "bg-1"), (0, 5_000, 20_000, SENDER, "hw-bench", "send-0")],
                            columns=["cpu", "t_start_ns", "t_end_ns", "pid", "comm", "role"])
-    return GapInputs(data=data, rate_bps=1e9, senders={S: SENDER}, states=states, running=running,
+    return GapInputs(data=data, rate_bit_s=1e9, senders={S: SENDER}, states=states, running=running,
                      sends=pd.DataFrame({"stream": [S], "t_enter_ns": [5_500], "t_exit_ns": [7_000]}),
                      backlog=pd.DataFrame({"stream": [S, S], "t_ns": [0, 2_000], "backlog_bytes": [1000, 0]}),
                      transmit_pids=[])
@@ -94,9 +94,9 @@ def test_sinks_give_the_whole_tables_of_a_recorded_run(tmp_path: Path, slab_byte
     run_dir = tmp_path / "run"
     shutil.copytree(FIXTURE, run_dir)
     monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", str(slab_bytes))
-    whole_at_once = gaps.explain(gap_sources.gap_inputs(load_run(run_dir)), 1_000, load_run(run_dir).window_ns())
+    whole_at_once = gaps.explain(gap_sources.gap_inputs(load_run(run_dir)), 1_000, load_run(run_dir).window())
     monkeypatch.setattr(gaps, "EMIT_GAPS", batch)
-    window = load_run(run_dir).window_ns()
+    window = load_run(run_dir).window()
     whole_sink, totals, on_disk = gap_tables.Whole(), gap_tables.Totals(), gap_tables.OnDisk()
     digest = gap_tables.Digest(40)
     bounds: list[int] = []
@@ -166,7 +166,7 @@ def test_the_command_streams_rows_as_the_whole_table(tmp_path: Path) -> None:
 
     run_dir = tmp_path / "run"
     shutil.copytree(FIXTURE, run_dir)
-    table, pre = gaps.explain(gap_sources.gap_inputs(load_run(run_dir)), 1_000, load_run(run_dir).window_ns())
+    table, pre = gaps.explain(gap_sources.gap_inputs(load_run(run_dir)), 1_000, load_run(run_dir).window())
     for extra, expected in (([], table), (["--preempters"], pre), (["--summary"], gaps.summary(table))):
         for as_json in (False, True):
             text = io.StringIO()

@@ -107,7 +107,7 @@ def _explain(proto: str, **over: object) -> pd.Series:
                                            _acks([500_000], [2])]))
     awaiting, timeouts = sender_waits(sequence.sequence_steps(labelled))
     data = labelled[labelled["is_data"].to_numpy()].assign(stream=NAME)
-    args: dict = dict(data=data[["t_ns", "stream", "wire_len", "payload_len"]], rate_bps=8e9,
+    args: dict = dict(data=data[["t_ns", "stream", "wire_len", "payload_len"]], rate_bit_s=8e9,
                       senders={NAME: 42}, comms={42: "iperf3"}, protos={NAME: proto},
                       backlog=pd.DataFrame({"stream": [NAME], "t_ns": [0], "backlog_bytes": [50_000]}),
                       sends=pd.DataFrame({"stream": [NAME], "t_enter_ns": [0], "t_exit_ns": [1]}),

@@ -7,6 +7,7 @@ migration of a waiting task, a task and a CPU first seen late)."""
 from __future__ import annotations
 
 import shutil
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,10 @@ import pytest
 
 from hostwire.errors import InputError
 from hostwire.read.sched import iter_sched_tsv, read_sched_tsv
-from hostwire.run import load_run
+from hostwire.run_directory import load_run
 from hostwire.timeline import gap_sources, gaps, kernel_slabs, stolen, tables
 from hostwire.timeline.build import Timeline
+from hostwire.window import Window
 
 FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "run-small"
 SCHED = FIXTURE / "raw" / "sched.tsv"
@@ -200,7 +202,7 @@ def test_the_one_run_report_of_a_long_run_reads_it_in_slabs_and_chunks(tmp_path:
     """hostwire report RUN on a long run (thresholds at 0 bytes): the same sections, word for word,
     as on the run read whole, the kernel trace never read whole, the process trace's CPUs from the
     slabs."""
-    from hostwire.campaign import run_report
+    from hostwire.report import run_report
 
     whole_dir, long_dir = tmp_path / "whole", tmp_path / "long"
     shutil.copytree(FIXTURE, whole_dir)
@@ -242,11 +244,11 @@ def test_the_timeline_of_a_long_trace_from_its_slabs(tmp_path: Path, window: tup
     run_dir = tmp_path / "run"
     shutil.copytree(FIXTURE, run_dir)
     start, end = window
-    whole = perfetto_trace.tables_of(load_run(run_dir), window)
+    whole = perfetto_trace.tables_of(load_run(run_dir), Window(start, end))
     run = load_run(run_dir)
     monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", "500")
     first = gap_sources.kernel_first_pass(run)
-    sliced = perfetto_trace.tables_of(run, window, kernel_slabs.KernelSlabs(run_dir / "raw" / "sched.tsv", first,
+    sliced = perfetto_trace.tables_of(run, Window(start, end), kernel_slabs.KernelSlabs(run_dir / "raw" / "sched.tsv", first,
                                                                             Timeline.of(run).roles()))
     key = ["cpu", "t_start_ns", "t_end_ns", "pid", "comm", "role"]
     expected = kernel_slabs._clip(whole.running, start, end)[key].sort_values(["cpu", "t_start_ns"])
@@ -304,7 +306,13 @@ def _as_long_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setenv("HOSTWIRE_SLAB_BYTES", "3000")
     calls: list[str] = []
     compute, slabbed, whole_trace = engine.compute, gap_sources.slabbed_gap_inputs, sched_reader.read_sched_tsv
-    monkeypatch.setattr(engine, "compute", lambda kind, args: calls.append(kind) or compute(kind, args))
+
+    def served(request: Any) -> Any:  # named once the chunked engine has served it (a decline raises first)
+        out = compute(request)
+        calls.append(request.kind)
+        return out
+
+    monkeypatch.setattr(engine, "compute", served)
     monkeypatch.setattr(gap_sources, "slabbed_gap_inputs", lambda *a: calls.append("gaps") or slabbed(*a))
     monkeypatch.setattr(sched_reader, "read_sched_tsv",
                         lambda *a, **k: calls.append("whole trace") or whole_trace(*a, **k))

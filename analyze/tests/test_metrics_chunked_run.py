@@ -23,11 +23,12 @@ from hostwire.errors import InputError, UsageError
 from hostwire.manifest import seal
 from hostwire.metrics import synth, table
 from hostwire.metrics.chunked import engine
-from hostwire.metrics.options import default_options
-from hostwire.run import load_run
+from hostwire.linkrate import given_rate
+from hostwire.metrics.options import metrics_request
+from hostwire.run_directory import load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
-from test_metrics_chunked import FIXTURE_PCAP, MS, assert_same, write_pcap  # noqa: E402
+from chunked_helpers import FIXTURE_PCAP, MS, assert_same, by_engine, chunked_table, write_pcap  # noqa: E402
 
 FIXTURE_RUN = FIXTURE_PCAP.parents[1]
 W0, W1 = 3860757907822, 3861157907822  # the fixture's logging window (manifest window_ns)
@@ -112,7 +113,8 @@ def run(frames: pd.DataFrame, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def both(kind: str, path: Path, **options: object) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return table(kind, path, engine="memory", **options), table(kind, path, engine="chunked", **options)
+    """Both engines' tables, the chunked one from the chunked path itself (never its fallback)."""
+    return table(kind, path, engine="memory", **options), chunked_table(kind, path, **options)
 
 
 def assert_same_run(memory: pd.DataFrame, chunked: pd.DataFrame) -> None:
@@ -122,7 +124,7 @@ def assert_same_run(memory: pd.DataFrame, chunked: pd.DataFrame) -> None:
 
 RUN_CASES = [("idc", {}), ("idc", {"bytes": True}), ("hurst", {}), ("intervals", {}), ("intervals", {"hist": True}),
              ("intervals", {"stream": ["43546"], "per_decade": 4, "hist": True}), ("bursts", {}),
-             ("bursts", {"theta": 3 * MS}), ("contract", {}), ("contract", {"link_rate": "1gbit", "points": 7}),
+             ("bursts", {"theta": 3 * MS}), ("contract", {}), ("contract", {"link_rate": given_rate("1gbit"), "points": 7}),
              ("idc", {"stream": ["43546"], "from_s": 0.05, "to_s": 0.3}), ("intervals", {"from_s": 0.1}),
              ("goodput", {}), ("fairness", {}), ("goodput", {"stream": ["43546"], "from_s": 0.05, "to_s": 0.3}),
              ("fairness", {"from_s": 0.1}), ("goodput", {"to_s": 0.2})]
@@ -150,7 +152,7 @@ def test_the_run_window_and_clock(run: Path, frames: pd.DataFrame, monkeypatch: 
     """Frame counts by hand: the data frames of each TCP stream whose mapped stamp lies in the
     logging window, no UDP flow; the writes' rows after the frames' as in memory."""
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "101")
-    out = table("intervals", run, engine="chunked")
+    out = chunked_table("intervals", run)
     t = mapped(to_realtime(frames["t_ns"].to_numpy()))
     inside = (t >= W0) & (t <= W1) & (frames["payload_len"].to_numpy() > 0) & (frames["proto"].to_numpy() == 6)
     sport = frames["sport"].to_numpy()
@@ -169,7 +171,7 @@ def test_stream_must_be_the_runs_as_in_memory(run: Path) -> None:
         errors = []
         for engine_name in ("memory", "chunked"):
             with pytest.raises(InputError) as err:
-                table(kind, run, engine=engine_name, stream=["40001"])
+                by_engine(engine_name, kind, run, stream=["40001"])
             errors.append(str(err.value))
         assert errors[0] == errors[1] and "--stream 40001" in errors[0]
 
@@ -201,7 +203,7 @@ def test_damaged_run_capture_as_in_memory(run: Path, tmp_path: Path, monkeypatch
         errors = []
         for engine_name in ("memory", "chunked"):
             with pytest.raises(InputError) as err:
-                table("idc", damaged, engine=engine_name)
+                by_engine(engine_name, "idc", damaged)
             errors.append(str(err.value))
         assert errors[0] == errors[1] and "--partial" in errors[0]
         for kind in ("idc", "intervals", "goodput", "fairness"):
@@ -213,15 +215,12 @@ def test_damaged_run_capture_as_in_memory(run: Path, tmp_path: Path, monkeypatch
 def test_engine_on_a_run(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """auto measures the run's capture, sanity too; what a run does not serve stays in memory
     (auto) or is refused in one line (--engine chunked)."""
-    args = default_options("idc")
-    args.input = run
-    assert not engine.wanted("idc", args)
+    request = metrics_request("idc", run)
+    assert not engine.wanted(request)
     monkeypatch.setattr(engine, "AUTO_BYTES", (run / "raw" / "wire.pcap").stat().st_size)
-    assert engine.wanted("idc", args)
+    assert engine.wanted(request)
     for kind in ("goodput", "fairness", "sanity"):
-        other = default_options(kind)
-        other.input, other.engine = run, "auto"
-        assert engine.wanted(kind, other)
+        assert engine.wanted(metrics_request(kind, run, engine="auto"))
     with pytest.raises(UsageError, match="--mbs"):
         table("contract", run, engine="chunked", mbs=4)
 
@@ -324,22 +323,16 @@ def clock_run(frames: pd.DataFrame, tmp_path_factory: pytest.TempPathFactory) ->
 def sanity_both(path: Path, **options: object) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both engines' sanity tables, the chunked one from the chunked path itself (never its
     fallback to memory)."""
-    args = default_options("sanity")
-    for key, value in options.items():
-        setattr(args, key, value)
-    args.input, args.engine = path, "chunked"
-    chunked = engine.compute("sanity", args)
-    assert chunked is not None
-    return table("sanity", path, engine="memory", **options), chunked
+    return table("sanity", path, engine="memory", **options), chunked_table("sanity", path, **options)
 
 
 def counters(sanity_table: pd.DataFrame) -> dict[str, float]:
     return dict(zip(sanity_table["counter"], sanity_table["value"]))
 
 
-SANITY_CASES = [{}, {"link_rate": "1gbit"}, {"link_rate": "10mbit"}, {"tolerance": 0.5},
+SANITY_CASES = [{}, {"link_rate": given_rate("1gbit")}, {"link_rate": given_rate("10mbit")}, {"tolerance": 0.5},
                 {"max_retransmit_share": 0.0}, {"max_retransmit_share": 0.5, "frame_overhead": 24},
-                {"from_s": 0.05, "to_s": 0.3}, {"from_s": 0.1, "link_rate": "40mbit", "tolerance": 0.0},
+                {"from_s": 0.05, "to_s": 0.3}, {"from_s": 0.1, "link_rate": given_rate("40mbit"), "tolerance": 0.0},
                 {"stream": ["43546"]}]
 
 
@@ -369,7 +362,7 @@ def test_sanity_of_a_run_counts_its_streams(clock_run: Path, monkeypatch: pytest
     assert got["frames"] > got["data_frames"]  # the other flows' and the UDP frames count as frames
 
 
-@pytest.mark.parametrize("options", [{}, {"link_rate": "10mbit", "from_s": 0.1}])
+@pytest.mark.parametrize("options", [{}, {"link_rate": given_rate("10mbit"), "from_s": 0.1}])
 def test_sanity_of_the_recorded_fixture_run(options: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """The recorded run with its clock exchange: the wire clock check's rows in both tables."""
     monkeypatch.setenv("HOSTWIRE_CHUNK_ROWS", "300")
@@ -389,7 +382,7 @@ def test_sanity_of_an_incomplete_run(frames: pd.DataFrame, tmp_path: Path, monke
     both_phases = with_clock_exchange(frames)
     cut = both_phases[both_phases["t_ns"].to_numpy() < W0 + 250 * MS]
     run = make_run(tmp_path, cut, status="partial", logs=False)
-    for options in ({}, {"link_rate": "1gbit", "to_s": 0.1}):
+    for options in ({}, {"link_rate": given_rate("1gbit"), "to_s": 0.1}):
         memory, chunked = sanity_both(run, **options)
         assert_same_run(memory, chunked)
     got = counters(chunked)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from hostwire.metrics.clockcheck import df_wire_clock_check
-from hostwire.metrics.window import Window
+from hostwire.window import Window
 
 PORT = 38920
 WINDOW = Window(10**9, 2 * 10**9)

@@ -11,7 +11,7 @@ from hostwire.metrics import synth
 from hostwire.metrics.fairness import bytes_per_stream, df_fairness, jain_index
 from hostwire.metrics.goodput import df_goodput, goodput_against_mix, goodput_bps
 from hostwire.metrics.streams import delivered_bytes, label_streams
-from hostwire.metrics.window import Window
+from hostwire.window import Window
 
 A = "198.18.0.1:40000>198.18.0.2:5001"
 B = "198.18.0.1:40001>198.18.0.2:5001"

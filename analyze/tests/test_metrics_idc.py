@@ -9,7 +9,7 @@ from hostwire.errors import InputError
 from hostwire.metrics import synth
 from hostwire.metrics.hurst import variance_time_fit
 from hostwire.metrics.idc import MIN_BINS, bin_counts, idc_curve, t_grid
-from hostwire.metrics.window import Window
+from hostwire.window import Window
 
 S = 10**9
 

@@ -12,7 +12,8 @@ from hostwire.metrics.bursts import df_bursts, split_bursts
 from hostwire.metrics.intervals import Gaps, df_interval_histogram, df_intervals, log_histogram
 from hostwire.metrics.sanity import df_sanity, impossible_intervals, manifest_counters
 from hostwire.metrics.streams import label_streams, select_streams
-from hostwire.metrics.window import Window, frame_window
+from hostwire.metrics.window import frame_window
+from hostwire.window import Window
 
 A = "198.18.0.1:40000>198.18.0.2:5001"
 B = "198.18.0.1:40001>198.18.0.2:5001"

@@ -80,7 +80,7 @@ def test_on_a_run_the_logs_name_the_streams_not_the_capture(monkeypatch: pytest.
 
     from hostwire.metrics import compute, synth
     from hostwire.metrics.inputs import Source
-    from hostwire.metrics.window import Window
+    from hostwire.window import Window
 
     a = "198.18.0.1:40000>198.18.0.2:5001"
     b = "198.18.0.1:40001>198.18.0.2:5001"

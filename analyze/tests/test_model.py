@@ -255,7 +255,7 @@ def test_capacity_and_weight_between_calibrated_sender_counts() -> None:
 
 
 def test_report_section_marks_the_misses(tmp_path: Path) -> None:
-    from hostwire.campaign.model_section import plot_predicted_against_measured, read_model_table, section_text
+    from hostwire.report.model_section import plot_predicted_against_measured, read_model_table, section_text
 
     text, shown, classes = section_text(read_model_table(tmp_path), tmp_path)
     assert shown is None and "hostwire model" in text  # not modelled yet: says how

@@ -111,6 +111,6 @@ def test_a_trace_without_probes_says_what_it_cannot_tell() -> None:
     from hostwire.timeline.gap_inputs import GapInputs
 
     data = frames([100, 200], [1_000, 2_000]).assign(wire_len=100)
-    told = GapInputs(data=data, rate_bps=1e9, no_probes=True).cannot_tell()
+    told = GapInputs(data=data, rate_bit_s=1e9, no_probes=True).cannot_tell()
     assert any("no tcp_probe event" in line and "qdisc is never told" in line for line in told)
-    assert not any("tcp_probe event" in line for line in GapInputs(data=data, rate_bps=1e9).cannot_tell())
+    assert not any("tcp_probe event" in line for line in GapInputs(data=data, rate_bit_s=1e9).cannot_tell())

@@ -9,13 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hostwire.linkrate import link_rate
+from hostwire.linkrate import given_rate, link_rate
 from hostwire.metrics import synth
 from hostwire.metrics.goodput import wire_busy_share
 from hostwire.metrics.regime import df_goodput_fit_by_limit, limit_of, limits, throttled_share
 from hostwire.metrics.sanity import Context, df_sanity
 from hostwire.metrics.streams import label_streams
-from hostwire.metrics.window import Window, frame_window
+from hostwire.metrics.window import frame_window
+from hostwire.window import Window
 
 NAN = math.nan
 
@@ -98,8 +99,8 @@ def test_wire_busy_share_by_hand() -> None:
     (None, None, (10**7, False, "guess")),
 ])
 def test_one_link_rate_rule(manifest: dict | None, given: str | None, expected: tuple) -> None:
-    rate = link_rate(manifest, given)
-    assert (rate.bps, rate.enforced, rate.source) == expected
+    rate = link_rate(manifest, None if given is None else given_rate(given))
+    assert (rate.bit_s, rate.enforced, rate.source) == expected
     assert rate.unbounded == (expected[2] in ("interface-nominal", "unshaped"))
 
 

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from hostwire.campaign import figure, plots
+from hostwire.report import figure, plots
 from hostwire.metrics.intervals import Gaps, log_histogram
 from hostwire.timeline.gaps import CAUSES
 
@@ -179,7 +179,7 @@ FIGURES: dict[str, Callable[[str], Figure]] = {
     "idc": lambda grid: plots.plot_idc_curves(idc_tables(grid)),
     "contracts": lambda grid: plots.plot_contract_curves(contract_tables(grid)),
     "process trace": lambda grid: _trace_figure(*((20, 20) if grid == "36 points" else (2, 2))),
-    # the one-run report (hostwire.campaign.run_report): the same figures keyed by one run's streams
+    # the one-run report (hostwire.report.run_report): the same figures keyed by one run's streams
     "run gap causes": lambda grid: plots.plot_gap_causes(pd.DataFrame(
         {key: gap_shares(grid).iloc[k] for k, key in enumerate(run_series(idc_tables(grid), grid, 2))}).T),
     "run intervals": lambda grid: plots.plot_interval_distributions(run_series(interval_hists(grid), grid)),
@@ -239,7 +239,7 @@ def test_saved_png_fits_the_page(name: str, tmp_path: Path) -> None:
     """What the report writes (ReportBuilder.save) is at most as wide as the page."""
     import matplotlib.image
 
-    from hostwire.campaign.report import ReportBuilder
+    from hostwire.report.campaign_report import ReportBuilder
 
     ReportBuilder.save(SimpleNamespace(plots=tmp_path / "plots"), FIGURES[name]("36 points"), "figure")
     height, width = matplotlib.image.imread(tmp_path / "plots" / "figure.png").shape[:2]

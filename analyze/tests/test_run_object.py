@@ -29,7 +29,7 @@ from hostwire.metrics import synth
 from hostwire.metrics.compute import table
 from hostwire.metrics.needs import needs_of
 from hostwire.read.needs import Need, Needs
-from hostwire.run import Run, load_run
+from hostwire.run_directory import Run, load_run
 
 S = 10**9
 MS = 10**6
@@ -148,18 +148,18 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 # Everything under hostwire.record records, and so do the campaign's batch, the CLI and the
 # commands that record.
-RECORDING = ("hostwire.campaign.batch", "hostwire.cli", "hostwire.commands.demo", "hostwire.commands.run",
+RECORDING = ("hostwire.campaign.batch", "hostwire.cli", "hostwire.commands.demo", "hostwire.commands.record_campaign",
              "hostwire.commands.doctor")
 
 
 def test_reading_and_analysing_a_run_imports_nothing_of_the_recording_side(run_dir: Path, build_dir: Path) -> None:
     code = f"""
 import json, sys
-import hostwire.campaign.analyze, hostwire.metrics.compute, hostwire.run, hostwire.campaign.summary
+import hostwire.campaign.analyze, hostwire.metrics.compute, hostwire.run_directory, hostwire.campaign.summary
 from hostwire.metrics.needs import needs_of
 
-run = hostwire.run.load_run({str(run_dir)!r})
-row, tables = hostwire.campaign.analyze._compute(run.path)
+run = hostwire.run_directory.load_run({str(run_dir)!r})
+row, tables = hostwire.campaign.analyze.compute_row(run.path)
 text = hostwire.campaign.summary.format_run_metrics(run)
 idc = hostwire.metrics.compute.table("idc", run)
 print(json.dumps({{"modules": sorted(m for m in sys.modules if m.startswith("hostwire")), "row": row,
@@ -207,10 +207,10 @@ def test_the_demo_summary_decodes_the_capture_once_and_reads_each_log_once(
 
 def test_the_analysis_step_decodes_the_capture_once(run_dir: Path, build_dir: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from hostwire.campaign.analyze import _compute
+    from hostwire.campaign.analyze import compute_row
 
     decodes = counting(monkeypatch, hostwire.read.pcap, "read_pcap")
-    row, tables = _compute(run_dir)
+    row, tables = compute_row(run_dir)
     assert row["errors"] == "" and row["marked"] == 0
     assert row["goodput_bit_s"] == pytest.approx(8.02e6) and row["jain"] == pytest.approx(1.0, abs=1e-4)
     assert row["frame_gap_p50_ns"] == MS  # the two streams' frames merged: one every millisecond
@@ -371,7 +371,7 @@ def test_a_report_declares_its_own_needs(run_dir: Path) -> None:
 @pytest.mark.slow
 def test_a_recorded_run_is_decoded_once_by_the_summary_and_once_by_the_analysis(
         tmp_path: Path, build_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hostwire.campaign.analyze import _compute
+    from hostwire.campaign.analyze import compute_row
     from hostwire.record.runner import RunPoint, record_run
     from hostwire.campaign.summary import format_run_metrics
 
@@ -381,14 +381,14 @@ def test_a_recorded_run_is_decoded_once_by_the_summary_and_once_by_the_analysis(
     decodes = counting(monkeypatch, hostwire.read.pcap, "read_pcap")
     text = format_run_metrics(done.directory)
     assert "goodput" in text and "Jain's fairness index" in text and len(decodes) == 1
-    row, _ = _compute(done.directory)
+    row, _ = compute_row(done.directory)
     assert row["errors"] == "" and row["frames"] > 500 and len(decodes) == 2
 
 
 def test_a_readers_run_point_defaults_are_the_recording_sides() -> None:
     """One rule per fact: a field an old manifest lacks reads as RunPoint's own default."""
     from hostwire.record.point import RunPoint
-    from hostwire.run import POINT_DEFAULTS
+    from hostwire.run_directory import POINT_DEFAULTS
 
     assert POINT_DEFAULTS == {name: getattr(RunPoint(), name) for name in POINT_DEFAULTS}
     run = Run(Path("."), {"point": {"sender_cpus": "1"}})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hostwire.campaign.run_report import build_run_report
+from hostwire.report.run_report import build_run_report
 from hostwire.paths import REPO_ROOT
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
 from report_pages import SECTIONS, WIRE_SECTIONS, figures_on_disk, parse

@@ -15,7 +15,6 @@ import pytest
 
 from hostwire.errors import HostwireError
 from hostwire.safewrite import write_text, write_with
-from hostwire.timeline.cache import VERSION as CACHE_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "run-small"
@@ -51,7 +50,7 @@ def test_links_at_every_output_name_are_replaced_not_followed(campaign: Path, vi
         (campaign / run / "tables").mkdir()
         names += [campaign / run / n for n in ("metrics.json", ".metrics.json.tmp")]
         names += [campaign / run / "tables" / n for n in ("idc.parquet", "contract.parquet", "intervals_hist.parquet",
-                                                          f"timeline-switches-v{CACHE_VERSION}.parquet")]
+                                                          "timeline-switches.parquet")]
     (campaign / "plots").mkdir()
     names += [campaign / "plots" / n for n in ("idc.png", "idc.svg")]
     for name in names:

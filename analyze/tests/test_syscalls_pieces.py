@@ -80,7 +80,7 @@ def test_a_damaged_file_is_refused_in_pieces_as_whole(tmp_path: Path, damage: st
 def test_a_run_reads_a_long_file_in_pieces_and_holds_only_the_kept_calls(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import hostwire.read.syscalls as syscalls
-    from hostwire.run import Run
+    from hostwire.run_directory import Run
 
     (tmp_path / "raw").mkdir()
     path = write_log(tmp_path / "raw" / "syscalls.tsv", records(3_000))
@@ -126,7 +126,7 @@ def test_the_writes_held_on_disk_are_the_writes_of_the_whole_file(tmp_path: Path
     """send_writes_on_disk (a long run's gap inputs) gives every stream the writes stream_writes
     gives it (each stream's rows in the file's order, not by entry), without holding the calls."""
     import hostwire.read.syscalls as syscalls
-    from hostwire.run import Run
+    from hostwire.run_directory import Run
     from hostwire.timeline.build import Timeline, send_writes_on_disk
 
     (tmp_path / "raw").mkdir()

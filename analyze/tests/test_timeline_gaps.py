@@ -16,6 +16,7 @@ from hostwire.metrics.streams import label_streams
 from hostwire.timeline import gaps, intervals, sequence
 from hostwire.timeline.gaps import GapInputs
 from hostwire.timeline.kernel_slabs import Slab, no_kernel_tables
+from hostwire.window import Window
 
 S, O = "s:1>r:2", "o:3>r:2"
 SENDER, BG0, BG1, KS, OTHER = 10, 20, 21, 99, 50
@@ -37,7 +38,7 @@ def _inputs(**over: object) -> GapInputs:
         (1, 0, 20_000, OTHER, "busy", "other"),
     ], columns=["cpu", "t_start_ns", "t_end_ns", "pid", "comm", "role"])
     args: dict = dict(
-        data=data, rate_bps=RATE, senders={S: SENDER}, states=states, running=running,
+        data=data, rate_bit_s=RATE, senders={S: SENDER}, states=states, running=running,
         sends=pd.DataFrame({"stream": [S], "t_enter_ns": [5_500], "t_exit_ns": [7_000]}),
         backlog=pd.DataFrame({"stream": [S, S], "t_ns": [0, 2_000], "backlog_bytes": [1000, 0]}),
         window=pd.DataFrame({"stream": [S, S], "t_ns": [1_200, 1_400], "window_bytes": [50.0, 64_000.0]}),
@@ -176,7 +177,7 @@ def test_min_gap_and_window_select_gaps() -> None:
     assert table["gap_ns"].tolist() == [10_000, 150]
     assert table["threshold_ns"].tolist() == [100, 100]
     _check_sum(table)
-    table, _ = gaps.explain(_inputs(), min_gap_ns=100, window_ns=(5_000, 20_000))
+    table, _ = gaps.explain(_inputs(), min_gap_ns=100, window=Window(5_000, 20_000))
     assert table["gap_ns"].tolist() == [150]
     table, _ = gaps.explain(_inputs(), streams=[O])
     assert len(table) == 0
@@ -211,9 +212,9 @@ def test_union_and_bad_input() -> None:
     s, e = intervals.union(np.array([5, 0, 2, 20, 30]), np.array([8, 3, 6, 20, 31]))
     assert s.tolist() == [0, 30] and e.tolist() == [8, 31]
     with pytest.raises(InputError, match="wire_len"):
-        gaps.explain(GapInputs(data=pd.DataFrame({"t_ns": [1], "stream": ["x"]}), rate_bps=1e6))
+        gaps.explain(GapInputs(data=pd.DataFrame({"t_ns": [1], "stream": ["x"]}), rate_bit_s=1e6))
     with pytest.raises(InputError, match="link rate"):
-        gaps.explain(_inputs(rate_bps=0))
+        gaps.explain(_inputs(rate_bit_s=0))
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -280,9 +281,9 @@ def _brute(inputs: GapInputs, a: int, b: int) -> dict[str, int]:
         return waiting
 
     mine = inputs.data[inputs.data["stream"] == S]
-    d_first = int(mine.loc[mine["t_ns"] == a, "wire_len"].iloc[0] * 8e9 / inputs.rate_bps)
+    d_first = int(mine.loc[mine["t_ns"] == a, "wire_len"].iloc[0] * 8e9 / inputs.rate_bit_s)
     others = inputs.data[inputs.data["stream"] != S]
-    busy = inside(others["t_ns"].to_numpy(), others["t_ns"].to_numpy() + others["wire_len"].to_numpy() * 8e9 / inputs.rate_bps)
+    busy = inside(others["t_ns"].to_numpy(), others["t_ns"].to_numpy() + others["wire_len"].to_numpy() * 8e9 / inputs.rate_bit_s)
     queued = np.nan_to_num(step(inputs.backlog, "backlog_bytes")) > 0
     win = step(inputs.window, "window_bytes")
     in_call = inside(inputs.sends["t_enter_ns"].to_numpy(), inputs.sends["t_exit_ns"].to_numpy())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hostwire.run import Run
+from hostwire.run_directory import Run
 from hostwire.timeline import cache
 from hostwire.timeline.build import Timeline
 
@@ -53,7 +53,7 @@ def test_run_methods_and_their_parquet_copies(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(pd.read_parquet(copy), running, check_dtype=False)
     # a second Run reads the copy (told apart from a rebuild by a marker written as its copy)
     marker = running.assign(comm="from-copy")
-    cache.write_copy(copy, marker, Run(tmp_path, {}).sources_fingerprint())
+    cache.write_copy(copy, marker, cache.made_by(Run(tmp_path, {}).sources_fingerprint()))
     assert Timeline.of(Run(tmp_path, {})).df_running()["comm"].tolist() == ["from-copy", "from-copy"]
     # a raw file changed under the same size and modification time: its digest tells, rebuilt
     sched = tmp_path / "raw" / "sched.tsv"

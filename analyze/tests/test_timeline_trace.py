@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
+
 from hostwire.timeline.perfetto_trace import TraceTables, build_trace, text_lines
 
-pytest.importorskip("perfetto")
-from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent  # noqa: E402
 
 
 def _tables() -> TraceTables:
@@ -94,7 +94,7 @@ def _builder_trace(t: TraceTables) -> bytes:
     reference the vectorized encoder must equal byte for byte."""
     from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
-    from hostwire.timeline.perfetto_trace import SEQ_ID, _flows
+    from hostwire.timeline.perfetto_trace import SEQ_ID, flow_links
 
     builder = TraceProtoBuilder()
     uuids = iter(range(1, 1 << 62))
@@ -133,7 +133,7 @@ def _builder_trace(t: TraceTables) -> bytes:
         for s, e, c, p, role in zip(r["t_start_ns"], r["t_end_ns"], r["comm"], r["pid"], r["role"]):
             event(s, uid, B, f"{c} {p} ({role})")
             event(e, uid, E)
-    _, frame_flows, write_at = _flows(t)
+    _, frame_flows, write_at = flow_links(t)
     for (pid, role), c in t.calls.groupby(["pid", "role"], sort=True):
         uid = track(f"{role} {pid} calls")
         for s, e, call, fd, res in zip(c["t_enter_ns"], c["t_exit_ns"], c["call"], c["fd"], c["result"]):

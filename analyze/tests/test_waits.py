@@ -34,7 +34,7 @@ def _inputs(waits: pd.DataFrame | None) -> GapInputs:
         (0, 4_000, 5_000, BG1, "hw-bench", "bg-1"), (0, 5_000, 20_000, SENDER, "hw-bench", "send-0"),
         (1, 0, 20_000, OTHER, "busy", "other"),
     ], columns=["cpu", "t_start_ns", "t_end_ns", "pid", "comm", "role"])
-    return GapInputs(data=data, rate_bps=8e9, senders={S: SENDER}, states=states, running=running,
+    return GapInputs(data=data, rate_bit_s=8e9, senders={S: SENDER}, states=states, running=running,
                      sends=pd.DataFrame({"stream": [S], "t_enter_ns": [5_500], "t_exit_ns": [7_000]}),
                      backlog=pd.DataFrame({"stream": [S, S], "t_ns": [0, 2_000], "backlog_bytes": [1000, 0]}),
                      window=pd.DataFrame({"stream": [S, S], "t_ns": [1_200, 1_400], "window_bytes": [50.0, 64_000.0]}),

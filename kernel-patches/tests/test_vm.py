@@ -124,7 +124,7 @@ def test_quick_campaign_in_vm_mode(tmp_path: Path) -> None:
     from hostwire.campaign.analyze import analyze_campaign
     from hostwire.campaign.batch import run_campaign
     from hostwire.campaign.config import load_config
-    from hostwire.campaign.report import build_report
+    from hostwire.report.campaign_report import build_report
 
     config_path = tmp_path / "vm.toml"
     config_path.write_text("[campaign]\nname = 'vmtest'\n[host]\nmode = 'vm'\nkernel = 'patched'\n"

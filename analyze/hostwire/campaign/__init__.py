@@ -1,2 +1,2 @@
-"""Campaigns: the config, the batch that records its runs, the analysis into summary.parquet, the
-report and its figures."""
+"""Campaigns: the config, the batch that records its runs, and the analysis into summary.parquet
+with the tables derived from it (the report is hostwire.report's)."""

@@ -2,10 +2,11 @@
 the run directory (`metrics.json`, `tables/*.parquet`), and one row per run with every grid
 parameter and metric in the campaign's `summary.parquet` and `summary.csv`.
 
-The same function, `analyze_run`, runs on a local process pool or on a Dask distributed
-cluster (`--dask ADDRESS`); a run's cache is valid only while the sha256 of every raw file and the
-manifest are those it recorded (metrics.json's `sources`) and the run's raw files match the
-digests in its manifest; a cache that does not read back whole is recomputed with a warning."""
+The same function, `analyze_run`, runs on a local process pool or on a Dask distributed cluster (`--dask ADDRESS`);
+a run's cache is valid only while the sha256 of every raw file and the manifest are those it recorded (metrics.json's
+`sources`), the code that computes the row is the code that computed it (`code`: hostwire.code_digest of this module
+and all it imports, so an upgrade recomputes) and the run's raw files match the digests in its manifest; a cache that
+does not read back whole is recomputed with a warning."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hostwire.code_digest import code_digest
 from hostwire.safewrite import write_with
 from hostwire.errors import HostwireError, InputError
 from hostwire.lifeline import held_signals, pool_worker_init, sigterm_unwinds
@@ -32,7 +34,7 @@ from hostwire.paths import require_utf8_name
 
 log = logging.getLogger(__name__)
 
-METRICS_FORMAT = "hostwire-metrics 4"  # 3: the gap causes awaiting-ack and retransmit-timeout; 4: qdisc, send-path
+METRICS_FORMAT = "hostwire-metrics 5"  # the file's layout (5: `code`); what computed a row is its `code`
 METRICS_FILE = "metrics.json"
 TABLES = ("intervals_hist", "idc", "contract")
 IDC_AT_NS = 100_000_000  # the bin length quoted in the summary (100 ms)
@@ -100,7 +102,7 @@ def cached_row(run: Any) -> dict[str, Any] | None:
     if not isinstance(row, dict) or not isinstance(sources, dict) or not isinstance(tables, dict):
         log.warning("%s: damaged cache (row, sources or tables missing); recomputed", path)
         return None
-    if run.source_problems() or sources != run.sources():
+    if run.source_problems() or sources != run.sources() or data.get("code") != code_digest(__name__):
         return None
     from hostwire.manifest import file_digest
 
@@ -126,7 +128,7 @@ def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
     cached_row; `force` recomputes). Writes metrics.json and tables/*.parquet while holding the
     run directory's lock (hostwire.locks). Never raises for a damaged run: its row says why.
     Raises LockedError when the run is being recorded."""
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
 
     run_dir = Path(run_dir)
     with _run_lock(run_dir):
@@ -135,7 +137,7 @@ def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
             row = cached_row(run)
             if row is not None:
                 return row
-        row, tables = _compute(run)
+        row, tables = compute_row(run)
         digests: dict[str, dict[str, Any]] = {}
         from hostwire.manifest import file_digest
 
@@ -148,8 +150,8 @@ def analyze_run(run_dir: str | Path, force: bool = False) -> dict[str, Any]:
             write_with(path, lambda handle, table=table: table.to_parquet(handle, index=False),
                        below=run_dir.parent, create=True)
             digests[name] = {"sha256": file_digest(path), "bytes": path.stat().st_size}
-        write_json_atomic(run_dir / METRICS_FILE, seal({"format": METRICS_FORMAT, "row": row,
-                                                        "sources": run.sources(), "tables": digests}))
+        write_json_atomic(run_dir / METRICS_FILE, seal({"format": METRICS_FORMAT, "row": row, "sources": run.sources(),
+                                                        "code": code_digest(__name__), "tables": digests}))
         return row
 
 
@@ -182,14 +184,14 @@ def _analyze_or_skip(run_dir: str, force: bool) -> dict[str, Any]:
         return {"_skipped": f"{run_dir}: left out: {err}"}
 
 
-def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+def compute_row(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """The summary row and tables of one run: the run is opened once and every metric reads the
     same Run (its capture decoded once). A raw file missing or differing from the digest its
     runner recorded marks the run, named in `errors`."""
     from hostwire.metrics.chunked.engine import metrics_input
     from hostwire.metrics.compute import table as metric_table
     from hostwire.metrics.needs import needs_of
-    from hostwire.run import Run, load_run
+    from hostwire.run_directory import Run, load_run
 
     if not isinstance(run, Run):
         run = load_run(run)
@@ -301,8 +303,8 @@ def _compute(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
             attempt(name, fn)
     else:
         attempt("sanity", sanity)
-    row.update(_host_load(run))
-    row.update(_limit(run, row))
+    row.update(host_load(run))
+    row.update(limit_columns(run, row))
     row.update(_receiver_clock(run))
     errors.extend(f"source: {problem}" for problem in run.source_problems())
     row["errors"] = "; ".join(errors)
@@ -319,7 +321,7 @@ def _gap_causes(run: Any) -> dict[str, Any]:
     from hostwire.timeline import gap_sources, gap_tables, gaps
 
     sums = gap_tables.Totals()  # the sums alone: a long run's gaps are not held
-    gap_sources.explain_run(run, run.window_ns(), sums)
+    gap_sources.explain_run(run, run.window(), sums)
     total = sums.summary()
     out: dict[str, Any] = {"gaps": 0, "gap_time_ns": 0}
     whole = total[total["stream"] == "all"]
@@ -331,7 +333,7 @@ def _gap_causes(run: Any) -> dict[str, Any]:
     return out
 
 
-def _host_load(run: Any) -> dict[str, Any]:
+def host_load(run: Any) -> dict[str, Any]:
     """Busy share of the sender's and the receiver's CPUs and the host's context switches per
     second, over the /proc samples that fall in the logging window."""
     try:
@@ -358,7 +360,7 @@ def _host_load(run: Any) -> dict[str, Any]:
     return out
 
 
-def _limit(run: Any, row: dict[str, Any]) -> dict[str, Any]:
+def limit_columns(run: Any, row: dict[str, Any]) -> dict[str, Any]:
     """What limited the run (hostwire.metrics.regime), with the figures it was decided from; the
     wire's rate and where it came from (hostwire.linkrate)."""
     from hostwire.linkrate import link_rate
@@ -367,7 +369,7 @@ def _limit(run: Any, row: dict[str, Any]) -> dict[str, Any]:
     link = link_rate(run.manifest)
     capped = float(run.point_value("sender_cpu_share")) > 0
     throttled = throttled_share(run.manifest.get("cpu_cap"))
-    return {"setup": setup_label(run.point), "cpu_throttled_share": throttled, "link_rate_bit_s": link.bps,
+    return {"setup": setup_label(run.point), "cpu_throttled_share": throttled, "link_rate_bit_s": link.bit_s,
             "link_rate_source": link.source, "link_rate_enforced": int(link.enforced),
             "limit": limit_of(capped, throttled, row.get("sender_cpu_busy", math.nan),
                               row.get("wire_busy_share", math.nan))}

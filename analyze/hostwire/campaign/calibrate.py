@@ -25,10 +25,10 @@ def light_summary(directory: Path) -> pd.DataFrame:
     DIRECTORY/calibration.parquet."""
     import math
 
-    from hostwire.campaign.analyze import _host_load, _limit, run_directories
+    from hostwire.campaign.analyze import host_load, limit_columns, run_directories
     from hostwire.errors import HostwireError
     from hostwire.metrics import table
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
     from hostwire.safewrite import write_with
 
     rows = []
@@ -47,8 +47,8 @@ def light_summary(directory: Path) -> pd.DataFrame:
             row["jain"] = float(table("fairness", run).set_index("stream").loc["all", "jain"])
         except (HostwireError, KeyError) as err:
             row["errors"] = str(err)
-        row.update(_host_load(run))
-        row.update(_limit(run, row))
+        row.update(host_load(run))
+        row.update(limit_columns(run, row))
         rows.append(row)
     summary = pd.DataFrame(rows)
     write_with(directory / LIGHT_SUMMARY, lambda handle: summary.to_parquet(handle, index=False))

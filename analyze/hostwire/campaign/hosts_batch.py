@@ -76,6 +76,7 @@ class CampaignHosts:
 
     def record(self, directory: Path, run_id: str, point: RunPoint, run_config: dict[str, Any]) -> tuple[str, str]:
         from hostwire.record.hosts_runner import record_run_on_hosts
+        from hostwire.timeline.host_alignment import align
 
         unreachable = [p for role in unique_hosts(self.hosts) for p in self.prepared[role].problems
                        if not self.prepared[role].reachable]
@@ -85,7 +86,7 @@ class CampaignHosts:
                            if not self.prepared[role].reachable]
         if unreachable:
             return "failed", unreachable[0]
-        record = record_run_on_hosts(directory, run_id, point, self.hosts, self.prepared, run_config)
+        record = record_run_on_hosts(directory, run_id, point, self.hosts, self.prepared, run_config, align_clocks=align)
         return record.status, record.reason
 
     def retry_unreachable(self) -> None:

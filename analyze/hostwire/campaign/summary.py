@@ -10,7 +10,7 @@ import pandas as pd
 from hostwire.read.bench import BenchResult
 
 if TYPE_CHECKING:
-    from hostwire.run import Run
+    from hostwire.run_directory import Run
 
 
 def df_bench_summary(bench: BenchResult) -> pd.DataFrame:
@@ -75,7 +75,7 @@ def format_run_metrics(run: Run | Path) -> str:
     from hostwire.errors import HostwireError
     from hostwire.metrics import table
     from hostwire.metrics.needs import needs_of
-    from hostwire.run import Run, load_run
+    from hostwire.run_directory import Run, load_run
 
     lines = []
     try:

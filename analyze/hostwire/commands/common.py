@@ -1,5 +1,5 @@
-"""What several commands share: the time range, durations on the command line, options declared by
-the library (hostwire.metrics.options), and tables written as CSV or JSON."""
+"""What several commands share: the time range, durations and link rates on the command line,
+options declared by the library (hostwire.metrics.options), and tables written as CSV or JSON."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import UsageError
+from hostwire.linkrate import LinkRate, given_rate
 from hostwire.units import parse_duration_ns
+from hostwire.window import offset_problem
 
 
 def duration(text: str) -> int:
@@ -24,19 +26,25 @@ def duration(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def link_rate(text: str) -> LinkRate:
+    """argparse's type for --link-rate: the rate, parsed here once (hostwire.linkrate.given_rate)
+    and handed on as a LinkRate to every rule that uses it."""
+    try:
+        return given_rate(text)
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def seconds(text: str) -> float:
     """argparse's type for --from/--to: a finite number of seconds, 0 or more (never nan or inf)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds") from None
-    if not math.isfinite(value) or value < 0 or value > MAX_OFFSET_S:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number of seconds from 0 to {MAX_OFFSET_S:g}")
+    why = offset_problem(value)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {why}")
     return value
-
-
-# --from/--to beyond this many seconds would overflow the nanosecond clock's 64 bits.
-MAX_OFFSET_S = 9.0e9
 
 
 def add_time_range(p: argparse.ArgumentParser, origin: str) -> None:
@@ -53,7 +61,8 @@ def add_options(p: argparse.ArgumentParser, options: Iterable[Any]) -> None:
         elif o.kind == "append":
             p.add_argument(o.flag, dest=o.dest, action="append", metavar=o.metavar, help=o.help)
         else:
-            kind = duration if o.kind == "duration" else seconds if o.dest in ("from_s", "to_s") else o.kind
+            kind = {"duration": duration, "link_rate": link_rate}.get(o.kind, o.kind)
+            kind = seconds if o.dest in ("from_s", "to_s") else kind
             p.add_argument(o.flag, dest=o.dest, type=kind,
                            default=o.default, metavar=o.metavar, choices=o.choices, help=o.help)
 

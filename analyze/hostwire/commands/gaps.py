@@ -24,7 +24,7 @@ sending thread was in during the gap's app-idle time, with their share of it).""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from hostwire.commands.common import add_time_range, duration
+    from hostwire.commands.common import add_time_range, duration, link_rate
 
     p = subparsers.add_parser(
         "gaps", help="every long gap of a stream, explained (preempted, blocked-in-call, wire-busy, awaiting-ack, ...)",
@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="gaps longer than this (1ms, 250us, 2s or ns; default: twice the time the gap's "
                    "first frame holds the link at the run's link rate)")
     add_time_range(p, "the logging window's start (both frames of a gap inside)")
-    p.add_argument("--link-rate", metavar="RATE", help="link rate (e.g. 10mbit; default: the run's)")
+    p.add_argument("--link-rate", type=link_rate, metavar="RATE", help="link rate (e.g. 10mbit; default: the run's)")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--summary", action="store_true", help="per stream (and all): gaps, gap_ns, each cause's share")
     what.add_argument("--preempters", action="store_true",
@@ -56,18 +56,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hostwire.commands.common import write_pieces, write_table
-    from hostwire.metrics.streams import _has_port
-    from hostwire.metrics.window import Window, narrow
+    from hostwire.metrics.streams import has_port
     from hostwire.errors import InputError
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
     from hostwire.timeline import gap_sources, gap_tables, gaps
     from hostwire.timeline.gap_tasks import PREEMPTER_COLUMNS
     from hostwire.timeline.intervals import names_in
     from hostwire.timeline.waits import WAIT_COLUMNS
 
     run_ = load_run(args.run)
-    start, end = run_.window_ns()
-    window = narrow(Window(start, end), args.from_s, args.to_s)
+    window = run_.window().narrowed(args.from_s, args.to_s)
     slabs = None
     if gap_sources.slabbed(run_.path, args.engine):
         inputs, slabs = gap_sources.slabbed_gap_inputs(run_, args.link_rate)
@@ -78,14 +76,14 @@ def run(args: argparse.Namespace) -> int:
     if args.stream:
         wanted = []
         for item in args.stream:
-            matched = [n for n in names if n == item or (item.isdigit() and _has_port(n, int(item)))]
+            matched = [n for n in names if n == item or (item.isdigit() and has_port(n, int(item)))]
             if not matched:
                 raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(names) or 'none'}")
             wanted += matched
     # each gap is written out once it closes (gap_tables): a long run's rows are not held
     sink = gap_tables.Totals() if args.summary else gap_tables.OnDisk()
     try:
-        gaps.explain_into(sink, inputs, args.min_gap, (window.start_ns, window.end_ns), wanted, slabs,
+        gaps.explain_into(sink, inputs, args.min_gap, window, wanted, slabs,
                           None if slabs is None else lambda: gap_sources.name_senders(inputs, slabs))
         for sentence in sink.cannot_tell:
             sys.stderr.write(f"hostwire: warning: {sentence}\n")

@@ -45,13 +45,15 @@ def _no_kind(parser: argparse.ArgumentParser) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from hostwire.metrics import compute
+    from hostwire.metrics.options import metrics_request
 
-    table, marked = compute.compute(args.kind, args)
+    options = {o.dest: getattr(args, o.dest) for o in (*COMMON, *OPTIONS[args.kind])}
+    table, marked = compute.compute(metrics_request(args.kind, args.input, **options))
     write_table(table, args.json, sys.stdout)
     if args.kind != "sanity":  # sanity carries these in its counters
         for warning in table.attrs.get("warnings", []):
             sys.stderr.write(f"hostwire: warning: {warning}\n")
-    if getattr(args, "check", False) and marked:
+    if args.kind == "sanity" and args.check and marked:
         causes = "; ".join(table.attrs.get("marked_by", [])) or "see the counters"
         sys.stderr.write(f"hostwire: the run is marked: {causes}\n")
         return 1

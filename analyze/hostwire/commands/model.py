@@ -84,7 +84,7 @@ def parse_predict(text: str) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     from hostwire.campaign.calibrate import record_calibration
-    from hostwire.model.run import model_campaign
+    from hostwire.model.campaign_model import model_campaign
 
     from hostwire.errors import UsageError
 

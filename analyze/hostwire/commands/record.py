@@ -31,7 +31,7 @@ recorded; 2 a usage error (bad option, no such command, process or interface: no
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from hostwire.commands.common import duration
+    from hostwire.commands.common import duration, link_rate
 
     p = subparsers.add_parser(
         "record", help="record any program's calls, scheduling and traffic (-- CMD, or --pid PID)",
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-waits", dest="waits", action="store_false",
                    help="tracefs: not the calls the program blocks in (futex, epoll_wait, clock_nanosleep, ...), "
                         "which name what an idle sender waited for (gaps' waited_in)")
-    p.add_argument("--link-rate", metavar="RATE", help="the link's rate (10mbit, 1gbit) when the host cannot tell it")
+    p.add_argument("--link-rate", type=link_rate, metavar="RATE", help="the link's rate (10mbit, 1gbit) when the host cannot tell it")
     p.add_argument("--no-kernel-trace", dest="kernel_trace", action="store_false",
                    help="no context switches (with --syscalls ptrace or preload only)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS]", help="the program to run")
@@ -62,21 +62,15 @@ def run(args: argparse.Namespace) -> int:
 
     from hostwire.errors import UsageError
     from hostwire.record.program import RecordRequest, record, stderr_progress
-    from hostwire.units import parse_rate
 
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
-    if args.link_rate is not None:
-        try:
-            parse_rate(args.link_rate)
-        except UsageError as err:
-            raise UsageError(f"record: --link-rate: {err}") from None
     if args.duration is not None and args.duration <= 0:
         raise UsageError("record: --duration: expected a positive duration")
     req = RecordRequest(command=command, pid=args.pid, output=Path(args.output) if args.output else None,
                         interfaces=args.interfaces, duration_ns=args.duration, syscalls=args.syscalls,
-                        link_rate=args.link_rate, kernel_trace=args.kernel_trace or args.syscalls == "tracefs",
+                        link_rate_bit_s=None if args.link_rate is None else args.link_rate.bit_s, kernel_trace=args.kernel_trace or args.syscalls == "tracefs",
                         waits=args.waits)
     result = record(req, stderr_progress)
     attribution = result.manifest.get("attribution") or {}

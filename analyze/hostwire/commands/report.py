@@ -44,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hostwire.campaign.report import build_report, digest_lines
-    from hostwire.campaign.run_report import build_run_report, is_run_directory
+    from hostwire.report.campaign_report import build_report, digest_lines
+    from hostwire.report.run_report import build_run_report, is_run_directory
     from hostwire.errors import InputError, UsageError
 
     if not args.campaign.is_dir():

@@ -39,8 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hostwire.errors import InputError, UsageError
-    from hostwire.metrics.window import Window, narrow
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
     from hostwire.safewrite import write_bytes
     from hostwire.timeline import gap_sources, perfetto_trace
 
@@ -56,10 +55,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"hostwire: {args.pcapng}: {count} data frames commented\n")
         if args.output is None:
             return 0
-    start, end = run_.window_ns()
-    window = narrow(Window(start, end), args.from_s, args.to_s)
-    tables = perfetto_trace.tables_of(run_, (window.start_ns, window.end_ns),
-                                        gap_sources.kernel_slabs(run_))
+    origin = run_.window()
+    window = origin.narrowed(args.from_s, args.to_s)
+    tables = perfetto_trace.tables_of(run_, window, gap_sources.kernel_slabs(run_))
     if args.text:
         lines = perfetto_trace.text_lines(tables)
         inside = (lines["t_ns"] >= window.start_ns) & (lines["t_ns"] <= window.end_ns)
@@ -67,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         if len(lines) == 0:
             raise InputError(f"{args.run}: no event begins in {window.describe()} (a slice that began before "
                              "it is not listed); widen --from/--to")
-        t = (lines["t_ns"] - start) / 1e9
+        t = (lines["t_ns"] - origin.start_ns) / 1e9
         text = "".join((t.map("{:.9f}".format) + " " + lines["source"] + " " + lines["text"] + "\n").tolist())
         if args.output == "-":
             sys.stdout.write(text)

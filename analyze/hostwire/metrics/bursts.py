@@ -8,7 +8,8 @@ import pandas as pd
 
 from hostwire.errors import InputError, UsageError
 from hostwire.metrics.streams import data_frames
-from hostwire.metrics.window import Window, clip, require_rows
+from hostwire.metrics.window import clip, require_rows
+from hostwire.window import Window
 
 DEFAULT_FACTOR = 20.0
 STAT_NAMES = (("mean", None), ("p50", 0.50), ("p99", 0.99), ("max", 1.0))

@@ -19,13 +19,13 @@ DEFAULT_MSS = 1448       # Linux TCP payload per segment with timestamps, MTU 15
 DEFAULT_HEADERS = 52     # IPv4 20 + TCP 20 + timestamp option 12
 
 
-def cell_time_ns(link_rate_bps: float) -> int | float:
+def cell_time_ns(link_rate_bit_s: float) -> int | float:
     """1/R in ns: an int when exact, else a float."""
-    if link_rate_bps <= 0:
-        raise UsageError(f"link rate {link_rate_bps} bit/s: expected > 0")
-    exact = CELL_BITS * 10**9 / link_rate_bps
-    if float(link_rate_bps).is_integer() and (CELL_BITS * 10**9) % int(link_rate_bps) == 0:
-        return (CELL_BITS * 10**9) // int(link_rate_bps)
+    if link_rate_bit_s <= 0:
+        raise UsageError(f"link rate {link_rate_bit_s} bit/s: expected > 0")
+    exact = CELL_BITS * 10**9 / link_rate_bit_s
+    if float(link_rate_bit_s).is_integer() and (CELL_BITS * 10**9) % int(link_rate_bit_s) == 0:
+        return (CELL_BITS * 10**9) // int(link_rate_bit_s)
     return exact
 
 
@@ -103,19 +103,19 @@ def cell_stamps(a_ns: np.ndarray, ncells: np.ndarray, cell_time: int | float) ->
     return CellStream(c=c, cell_time=cell_time)
 
 
-def stream_cells_from_frames(a_ns_by_stream: dict[str, tuple[np.ndarray, np.ndarray]], link_rate_bps: float,
+def stream_cells_from_frames(a_ns_by_stream: dict[str, tuple[np.ndarray, np.ndarray]], link_rate_bit_s: float,
                              encap: int = DEFAULT_ENCAP) -> dict[str, CellStream]:
     """{stream: (frame stamps, IP lengths)} -> {stream: CellStream}."""
-    d = cell_time_ns(link_rate_bps)
+    d = cell_time_ns(link_rate_bit_s)
     return {name: cell_stamps(t, cells_per_frame(ip_len, encap), d)
             for name, (t, ip_len) in a_ns_by_stream.items() if len(t)}
 
 
-def stream_cells_from_writes(writes_by_stream: dict[str, tuple[np.ndarray, np.ndarray]], link_rate_bps: float,
+def stream_cells_from_writes(writes_by_stream: dict[str, tuple[np.ndarray, np.ndarray]], link_rate_bit_s: float,
                              mss: int = DEFAULT_MSS, headers: int = DEFAULT_HEADERS,
                              encap: int = DEFAULT_ENCAP) -> dict[str, CellStream]:
     """{stream: (write start stamps, bytes written)} -> {stream: CellStream}."""
-    d = cell_time_ns(link_rate_bps)
+    d = cell_time_ns(link_rate_bit_s)
     out = {}
     for name, (t, nbytes) in writes_by_stream.items():
         n = cells_per_write(nbytes, mss, headers, encap)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hostwire.metrics.window import Window
+from hostwire.window import Window
 
 UDP = 17
 REQUEST_BYTES, REPLY_BYTES = 16, 32  # hw-bench's clock datagrams (docs/formats.md)

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
-from hostwire.metrics.window import Window, clip
+from hostwire.metrics.window import clip
+from hostwire.window import Window
 
 COLUMNS = ["stream", "n", "jain", "bytes"]
 RUN_COLUMNS = COLUMNS + ["basis"]

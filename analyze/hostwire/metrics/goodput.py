@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
-from hostwire.metrics.window import Window, clip
+from hostwire.metrics.window import clip
+from hostwire.window import Window
 
 COLUMNS = ["stream", "bytes", "seconds", "bit_s"]
 RUN_COLUMNS = COLUMNS + ["basis", "app_bytes", "app_bit_s"]
@@ -47,39 +48,39 @@ def wire_bytes_per_stream(delivered: pd.DataFrame, window: Window, streams: list
     return per
 
 
-def max_payload_bps(wire_len: np.ndarray, payload: np.ndarray, link_rate_bps: float,
+def max_payload_bit_s(wire_len: np.ndarray, payload: np.ndarray, link_rate_bit_s: float,
                     frame_overhead: int = 0) -> float:
     """The most payload the link can carry per second with frames of these sizes: the line rate
     times sum(payload) / sum(wire_len + frame_overhead). Without frames, a full-size frame without
     TCP options: 1460 / (1514 + frame_overhead)."""
     wire = np.asarray(wire_len)
-    return max_payload_bps_of_sums(wire.sum(), np.asarray(payload).sum(), len(wire), link_rate_bps, frame_overhead)
+    return max_payload_bit_s_of_sums(wire.sum(), np.asarray(payload).sum(), len(wire), link_rate_bit_s, frame_overhead)
 
 
-def max_payload_bps_of_sums(wire_len: float, payload: float, frames: int, link_rate_bps: float,
+def max_payload_bit_s_of_sums(wire_len: float, payload: float, frames: int, link_rate_bit_s: float,
                             frame_overhead: int = 0) -> float:
-    """max_payload_bps from the sums of the frames' wire lengths and payloads (exact integers: the
+    """max_payload_bit_s from the sums of the frames' wire lengths and payloads (exact integers: the
     same figure whether the frames are summed at once or chunk by chunk)."""
     wire = float(wire_len) + frames * frame_overhead
     if frames == 0 or wire <= 0:
-        return link_rate_bps * FULL_FRAME_PAYLOAD / (FULL_FRAME_WIRE + frame_overhead)
-    return float(link_rate_bps * float(payload) / wire)
+        return link_rate_bit_s * FULL_FRAME_PAYLOAD / (FULL_FRAME_WIRE + frame_overhead)
+    return float(link_rate_bit_s * float(payload) / wire)
 
 
-def wire_busy_share(wire_len: np.ndarray, window: Window, link_rate_bps: float, frame_overhead: int = 0) -> float:
+def wire_busy_share(wire_len: np.ndarray, window: Window, link_rate_bit_s: float, frame_overhead: int = 0) -> float:
     """The share of the window the link spent sending these frames (the window's frames of the
     shaped direction): sum((wire_len + frame_overhead) x 8 / rate) / window."""
     wire = np.asarray(wire_len)
-    return wire_busy_share_of_sum(wire.sum(), len(wire), window, link_rate_bps, frame_overhead)
+    return wire_busy_share_of_sum(wire.sum(), len(wire), window, link_rate_bit_s, frame_overhead)
 
 
-def wire_busy_share_of_sum(wire_len: float, frames: int, window: Window, link_rate_bps: float,
+def wire_busy_share_of_sum(wire_len: float, frames: int, window: Window, link_rate_bit_s: float,
                            frame_overhead: int = 0) -> float:
     """wire_busy_share from the sum of the frames' wire lengths."""
-    if window.length_ns <= 0 or link_rate_bps <= 0:
+    if window.length_ns <= 0 or link_rate_bit_s <= 0:
         return float("nan")
     bits = (float(wire_len) + frames * frame_overhead) * 8
-    return float(bits * 1e9 / link_rate_bps / window.length_ns)
+    return float(bits * 1e9 / link_rate_bit_s / window.length_ns)
 
 
 def df_goodput(per_stream: pd.Series | None, window: Window, app: pd.Series | None = None) -> pd.DataFrame:

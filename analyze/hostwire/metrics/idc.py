@@ -10,7 +10,8 @@ import pandas as pd
 
 from hostwire.errors import InputError, UsageError
 from hostwire.metrics.streams import data_frames
-from hostwire.metrics.window import Window, clip, require_rows
+from hostwire.metrics.window import clip, require_rows
+from hostwire.window import Window
 
 MIN_BINS = 10
 DEFAULT_T_MIN_NS = 1_000_000

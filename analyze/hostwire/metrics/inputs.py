@@ -1,4 +1,4 @@
-"""What the metrics read: a run (a hostwire.run.Run, or its directory), a bare pcap (via
+"""What the metrics read: a run (a hostwire.run_directory.Run, or its directory), a bare pcap (via
 hostwire.read.pcap.read_pcap) or a frame table in Parquet (the columns read_pcap returns).
 
 A Source is the view one metric call takes of its input: for a run, the Run's own tables (the Run
@@ -8,7 +8,7 @@ damage it met; it reads nothing itself. Give the metrics one Run and they share 
 A damaged source (a capture or a log cut short) never vanishes: open_input raises InputError
 naming the file and where it is damaged, or with keep_damaged=True keeps the intact part and
 lists the damage in Source.damaged (hostwire.metrics.damage). The window of a run that is not
-complete is the one it recorded (hostwire.run.Run.window_ns); Source.warnings says so. A run that
+complete is the one it recorded (hostwire.run_directory.Run.window_ns); Source.warnings says so. A run that
 lacks a file the metric needs (hostwire.metrics.needs) is refused before anything is read."""
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ import pandas as pd
 
 from hostwire.errors import HostwireError, InputError
 from hostwire.metrics.damage import DamagedSource, damage_entries, partial_hint
-from hostwire.metrics.window import Window, frame_window
+from hostwire.metrics.window import frame_window
+from hostwire.window import Window
 from hostwire.read.needs import Needs
-from hostwire.run import Run, load_run
+from hostwire.run_directory import Run, load_run
 
 
 @dataclass

@@ -10,7 +10,8 @@ import pandas as pd
 
 from hostwire.errors import InputError
 from hostwire.metrics.streams import data_frames
-from hostwire.metrics.window import Window, clip, require_rows
+from hostwire.metrics.window import clip, require_rows
+from hostwire.window import Window
 
 QUANTILES = (("p1_ns", 0.01), ("p50_ns", 0.50), ("p90_ns", 0.90), ("p99_ns", 0.99))
 SUMMARY_COLUMNS = ["stream", "kind", "count", "min_ns", "p1_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"]

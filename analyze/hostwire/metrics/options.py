@@ -1,14 +1,15 @@
 """The options of every metric kind, at the library's level: `hostwire metrics KIND` builds its parser
-from OPTIONS, and library callers (hostwire.metrics.compute.table) take their defaults from
-`default_options`, so that a default is written once and no library code imports a command."""
+from OPTIONS, and every caller hands the library a MetricsRequest (`metrics_request` fills in the
+kind's defaults), so that a default is written once, no library code imports a command and none
+reads the command line's namespace."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 from hostwire.errors import UsageError
+from hostwire.linkrate import LinkRate
 
 KINDS: dict[str, tuple[str, str]] = {
     "intervals": (
@@ -69,7 +70,8 @@ KINDS: dict[str, tuple[str, str]] = {
 class Option:
     """One option of a metric kind, as argparse takes it: `flag` (e.g. --t-min), `dest`, its
     default, and the `kind` of value: int, float, str (with `choices` where given), "duration"
-    (hostwire.units.parse_duration_ns), "flag" (on or off) or "append" (repeatable)."""
+    (hostwire.units.parse_duration_ns), "link_rate" (a hostwire.linkrate.LinkRate, parsed once by
+    the command line), "flag" (on or off) or "append" (repeatable)."""
 
     flag: str
     dest: str
@@ -122,7 +124,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         Option("--fit-to", "fit_to", None, "duration", "largest t of the fit", "DURATION"),
     ),
     "contract": (
-        Option("--link-rate", "link_rate", None, str,
+        Option("--link-rate", "link_rate", None, "link_rate",
                "line rate, e.g. 10mbit (default: the run's link rate, docs/metrics.md \"The link rate\")"),
         Option("--pcr", "pcr", None, float, "peak cell rate (default the line cell rate)", "CELLS_S"),
         Option("--cdvt", "cdvt", 0, "duration",
@@ -142,7 +144,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
     "fairness": (),
     "goodput": (),
     "sanity": (
-        Option("--link-rate", "link_rate", None, str,
+        Option("--link-rate", "link_rate", None, "link_rate",
                "line rate for impossible intervals (default: the run's, docs/metrics.md \"The link rate\")"),
         Option("--tolerance", "tolerance", 0.05, float,
                "a gap counts as impossible below (1 - tolerance) x the serialization time (default 0.05)"),
@@ -157,9 +159,58 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
 }
 
 
-def default_options(kind: str) -> SimpleNamespace:
-    """The options of metric `kind` at their defaults (input None, json off)."""
+@dataclass(frozen=True)
+class MetricsRequest:
+    """One metric to compute: its kind, its INPUT (a hostwire.run_directory.Run, a run directory, a
+    pcap or a Parquet frame table) and every option, typed (OPTIONS says which a kind takes and
+    their defaults; a field another kind alone takes keeps its default here)."""
+
+    kind: str
+    input: Any
+    from_s: float | None = None
+    to_s: float | None = None
+    stream: list[str] | None = None
+    partial: bool = False
+    engine: str = "auto"
+    hist: bool = False
+    per_decade: int = 10
+    theta_factor: float = 20.0
+    theta: int | None = None
+    points: int = 30
+    t_min: int = 1_000_000
+    t_max: int | None = None
+    bytes: bool = False
+    fit_from: int | None = None
+    fit_to: int | None = None
+    link_rate: LinkRate | None = None
+    pcr: float | None = None
+    cdvt: int = 0
+    encap: int = 16
+    scr_min: float | None = None
+    mbs: int | None = None
+    cells_from: str = "wire"
+    mss: int = 1448
+    headers: int = 52
+    tolerance: float = 0.05
+    frame_overhead: int = 0
+    max_retransmit_share: float = 0.01
+    check: bool = False
+
+    def __post_init__(self) -> None:
+        if self.link_rate is not None and not isinstance(self.link_rate, LinkRate):
+            raise UsageError(f"metrics {self.kind}: link_rate {self.link_rate!r}: expected a LinkRate "
+                             "(hostwire.linkrate.given_rate parses a rate once)")
+
+
+def metrics_request(kind: str, input: Any, **options: Any) -> MetricsRequest:
+    """The request for metric `kind` on `input`: the options given (by their dest: from_s, t_min,
+    link_rate as a LinkRate, ...), the others at the kind's defaults. An option the kind does not
+    take is a usage error."""
     if kind not in OPTIONS:
         raise UsageError(f"unknown metric kind {kind!r}; expected one of {', '.join(OPTIONS)}")
     values = {o.dest: o.default for o in (*COMMON, *OPTIONS[kind])}
-    return SimpleNamespace(kind=kind, input=None, json=False, **values)
+    for key, value in options.items():
+        if key not in values:
+            raise UsageError(f"metrics {kind}: no option {key!r}")
+        values[key] = value
+    return MetricsRequest(kind=kind, input=input, **values)

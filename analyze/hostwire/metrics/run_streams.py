@@ -6,7 +6,6 @@ cover the same streams whichever engine computes them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pandas as pd
 
@@ -14,7 +13,8 @@ from hostwire.errors import InputError
 from hostwire.linkrate import LinkRate
 from hostwire.metrics import fairness, sanity
 from hostwire.metrics.inputs import Source
-from hostwire.metrics.window import Window
+from hostwire.metrics.options import MetricsRequest
+from hostwire.window import Window
 
 
 def logs_name_streams(source: Source) -> bool:
@@ -61,7 +61,7 @@ def app_bytes(source: Source, window: Window, names: Sequence[str] | None) -> pd
     return fairness.bytes_per_stream(rec, window, names)
 
 
-def sanity_context(source: Source, args: Any, link: LinkRate) -> sanity.Context:
+def sanity_context(source: Source, request: MetricsRequest, link: LinkRate) -> sanity.Context:
     """What sanity knows of INPUT beyond its frames and manifest: on a run its status, window,
     damage, data streams (those its logs name) and their receivers' reads. The chunked engine
     takes a run's from here too, so both engines judge it alike."""
@@ -72,5 +72,5 @@ def sanity_context(source: Source, args: Any, link: LinkRate) -> sanity.Context:
     return sanity.Context(
         status=source.status, reason=source.reason, window_cut=source.window_cut,
         planned_window=source.planned_window, damaged=source.damaged, received=received, streams=names,
-        link_rate_known=link.enforced, link_unbounded=link.unbounded, frame_overhead=args.frame_overhead,
-        max_retransmit_share=args.max_retransmit_share, base=str(source.path) if source.is_run else "")
+        link_rate_known=link.enforced, link_unbounded=link.unbounded, frame_overhead=request.frame_overhead,
+        max_retransmit_share=request.max_retransmit_share, base=str(source.path) if source.is_run else "")

@@ -21,7 +21,8 @@ from hostwire.metrics.damage import DamagedSource
 from hostwire.metrics.fairness import bytes_per_stream
 from hostwire.metrics.losses import LOSS_CATEGORIES, loss_category, manifest_counters
 from hostwire.metrics.streams import delivered_bytes, seq_offset
-from hostwire.metrics.window import Window, clip
+from hostwire.metrics.window import clip
+from hostwire.window import Window
 
 COLUMNS = ["counter", "value"]
 INFORMATIONAL = frozenset({"shaper_overlimits"})  # categories that never mark the run
@@ -56,7 +57,7 @@ class Context:
     base: str = ""  # file names are shown relative to this directory
 
 
-def impossible_intervals(frames: pd.DataFrame, window: Window, link_rate_bps: float,
+def impossible_intervals(frames: pd.DataFrame, window: Window, link_rate_bit_s: float,
                          tolerance: float = DEFAULT_TOLERANCE) -> tuple[int, int]:
     """(impossible, gaps): consecutive frames of the same direction (source and destination
     address) whose gap is shorter than (1 - tolerance) x the serialization time of the smaller of
@@ -84,7 +85,7 @@ def impossible_intervals(frames: pd.DataFrame, window: Window, link_rate_bps: fl
     same = d[1:] == d[:-1]
     gap = (t[1:] - t[:-1])[same]
     smaller = np.minimum(length[1:], length[:-1])[same]
-    serialization_ns = smaller * 8 * 1e9 / link_rate_bps
+    serialization_ns = smaller * 8 * 1e9 / link_rate_bit_s
     return int((gap < (1.0 - tolerance) * serialization_ns).sum()), int(len(gap))
 
 
@@ -213,7 +214,7 @@ def zero_windows(labelled: pd.DataFrame, window: Window) -> int:
     return int(zero.sum())
 
 
-def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window: Window, link_rate_bps: float,
+def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window: Window, link_rate_bit_s: float,
               manifest: Mapping[str, Any] | None = None, tolerance: float = DEFAULT_TOLERANCE,
               wire_clock: pd.DataFrame | None = None, context: Context | None = None) -> pd.DataFrame:
     """Rows counter, value; the last row `marked` is 1 when anything in docs/metrics.md's list
@@ -231,7 +232,7 @@ def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window
         frame_counters = {"frames": int(len(clip(frames, window)))}
         if not ctx.link_unbounded:
             impossible, gaps = impossible_intervals(labelled if labelled is not None else frames, window,
-                                                    link_rate_bps, tolerance)
+                                                    link_rate_bit_s, tolerance)
             frame_counters.update(gap_counters(impossible, gaps))
         if labelled is not None:
             frame_counters.update(flight_counters(labelled, window, delivered))
@@ -243,7 +244,7 @@ def df_sanity(frames: pd.DataFrame | None, labelled: pd.DataFrame | None, window
         if delivered is not None and len(delivered):
             wire = float(goodput.wire_bytes_per_stream(delivered, window, ctx.streams).sum())
     sums = data_sums(labelled, window) if ctx.link_rate_known else None
-    goodput_counters, above = goodput_figures(wire, sums, window, link_rate_bps, ctx)
+    goodput_counters, above = goodput_figures(wire, sums, window, link_rate_bit_s, ctx)
     return assemble(frame_counters, goodput_counters, above, window, manifest, wire_clock, ctx)
 
 
@@ -348,7 +349,7 @@ def data_sums(labelled: pd.DataFrame | None, window: Window) -> DataSums:
                     shaped_wire_len=None if shaped is None else int(shaped.sum()))
 
 
-def goodput_figures(wire_bytes: float | None, sums: DataSums | None, window: Window, link_rate_bps: float,
+def goodput_figures(wire_bytes: float | None, sums: DataSums | None, window: Window, link_rate_bit_s: float,
                     ctx: Context) -> tuple[dict[str, Any], str]:
     """goodput_wire_bit_s (`wire_bytes`: unique payload bytes first seen in the window, of the run's
     streams or of every stream; None without a capture), goodput_app_bit_s (the receivers' reads),
@@ -371,11 +372,11 @@ def goodput_figures(wire_bytes: float | None, sums: DataSums | None, window: Win
     if not ctx.link_rate_known:
         return out, ""
     sums = sums if sums is not None else DataSums()
-    most = goodput.max_payload_bps_of_sums(sums.wire_len, sums.payload, sums.data_frames, link_rate_bps,
+    most = goodput.max_payload_bit_s_of_sums(sums.wire_len, sums.payload, sums.data_frames, link_rate_bit_s,
                                            ctx.frame_overhead)
     if sums.shaped_wire_len is not None:
         out["wire_busy_share"] = goodput.wire_busy_share_of_sum(sums.shaped_wire_len, sums.shaped_frames, window,
-                                                                link_rate_bps, ctx.frame_overhead)
+                                                                link_rate_bit_s, ctx.frame_overhead)
     largest = sums.largest_payload if sums.data_frames else goodput.FULL_FRAME_PAYLOAD
     slack = GOODPUT_SLACK_FRAMES * largest * 8 * 1e9 / window.length_ns
     out["goodput_max_bit_s"] = most

@@ -115,7 +115,7 @@ def _label(tcp: pd.DataFrame) -> pd.DataFrame:
     b_code = np.where(rep_dir, dst_codes[rep], src_codes[rep])
     a_port = np.where(rep_dir, sport[rep], dport[rep])
     b_port = np.where(rep_dir, dport[rep], sport[rep])
-    labels = [f"{_host(names[a])}:{ap}>{_host(names[b])}:{bp}"
+    labels = [f"{host_label(names[a])}:{ap}>{host_label(names[b])}:{bp}"
               for a, ap, b, bp in zip(a_code, a_port, b_code, b_port)]  # one per connection
     out = tcp.assign(
         stream=pd.Categorical.from_codes(conn, categories=pd.Index(labels).astype(str)).reorder_categories(
@@ -126,7 +126,7 @@ def _label(tcp: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _host(addr: object) -> str:
+def host_label(addr: object) -> str:
     text = str(addr)
     return f"[{text}]" if ":" in text else text
 
@@ -138,7 +138,7 @@ def selected_names(names: Sequence[str], wanted: Sequence[str] | None) -> set[st
         return set(names)
     keep: set[str] = set()
     for item in wanted:
-        matched = [n for n in names if n == item or (item.isdigit() and _has_port(n, int(item)))]
+        matched = [n for n in names if n == item or (item.isdigit() and has_port(n, int(item)))]
         if not matched:
             raise InputError(f"--stream {item}: no such stream; streams are: {', '.join(names) or 'none'}")
         keep.update(matched)
@@ -154,7 +154,7 @@ def select_streams(labelled: pd.DataFrame, wanted: Sequence[str] | None) -> pd.D
     return out.assign(stream=out["stream"].cat.remove_unused_categories())
 
 
-def _has_port(name: str, port: int) -> bool:
+def has_port(name: str, port: int) -> bool:
     a, _, b = name.partition(">")
     return a.rsplit(":", 1)[-1] == str(port) or b.rsplit(":", 1)[-1] == str(port)
 

@@ -1,28 +1,14 @@
-"""The analysis window (DESIGN.md section 8): on a run, the logging window; on a bare pcap, from its
-first to its last frame. Both ends are inclusive; bins start at the window's start."""
+"""The metrics' side of the analysis window (hostwire.window.Window): a bare pcap's window from its
+first to its last frame, the rows of a table inside one, and the rows a metric needs there. Bins
+start at the window's start."""
 
 from __future__ import annotations
-
-import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from hostwire.errors import InputError, UsageError
-
-
-@dataclass(frozen=True)
-class Window:
-    start_ns: int
-    end_ns: int
-
-    @property
-    def length_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-    def describe(self) -> str:
-        return f"[{self.start_ns}, {self.end_ns}] ns ({self.length_ns / 1e9:.6f} s)"
+from hostwire.errors import InputError
+from hostwire.window import Window
 
 
 def frame_window(frames: pd.DataFrame) -> Window:
@@ -31,22 +17,6 @@ def frame_window(frames: pd.DataFrame) -> Window:
         raise InputError("the capture has no frames, so it has no window")
     t = frames["t_ns"].to_numpy()
     return Window(int(t.min()), int(t.max()))
-
-
-def narrow(default: Window, from_s: float | None, to_s: float | None) -> Window:
-    """The part of `default` between from_s and to_s seconds after its start (--from, --to)."""
-    start, end = default.start_ns, default.end_ns
-    if from_s is not None:
-        if not (math.isfinite(from_s) and 0 <= from_s <= 9.0e9):
-            raise UsageError(f"--from {from_s}: expected a finite number of seconds >= 0 after the window start")
-        start = default.start_ns + int(round(from_s * 1e9))
-    if to_s is not None:
-        if not (math.isfinite(to_s) and 0 <= to_s <= 9.0e9):
-            raise UsageError(f"--to {to_s}: expected a finite number of seconds >= 0 after the window start")
-        end = min(end, default.start_ns + int(round(to_s * 1e9)))
-    if (from_s is not None or to_s is not None) and end <= start:
-        raise UsageError(f"empty window: --from/--to leave nothing of {default.describe()}")
-    return Window(start, end)
 
 
 def clip(df: pd.DataFrame, window: Window, column: str = "t_ns") -> pd.DataFrame:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
-from hostwire.units import parse_rate
+from hostwire.linkrate import link_rate
 from hostwire.model.layers import Calibration, Setup
 
 log = logging.getLogger(__name__)
@@ -54,8 +54,8 @@ def match_key(key: tuple[float, str, str, int]) -> tuple[float, str, str, int]:
 
 def setup_of(key: tuple[float, str, str, int]) -> Setup:
     share, qdisc, rate, queue = key
-    return Setup(cpu_share=share, link_rate_bit_s=float(parse_rate(rate)), rate_enforced=qdisc != "none",
-                 queue_frames=queue)
+    link = link_rate({"point": {"link_rate": rate, "link_qdisc": qdisc}})  # the runs' own rule
+    return Setup(cpu_share=share, link_rate_bit_s=float(link.bit_s), rate_enforced=link.enforced, queue_frames=queue)
 
 
 def cpu_side_key(key: tuple[float, str, str, int]) -> tuple[float, str, str, int]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hostwire.metrics.window import Window
+from hostwire.window import Window
 
 
 def jain(values: np.ndarray) -> float:
@@ -34,7 +34,7 @@ def df_stream_windows(run_dir: Path) -> pd.DataFrame:
     over the window, the smoothed round trip, and the stream's goodput bytes in the window."""
     from hostwire.metrics import table
     from hostwire.read.sched import read_sched_tsv
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
 
     run = load_run(run_dir)
     start, end = run.window_ns()

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 def sieve_rounds_per_s(run_dir: Path) -> float:
     """Sieve rounds finished per second of the window, all background processes together (their
     logs raw/bench/bg-*.tsv, one record per round)."""
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
 
     run = load_run(run_dir)
     start, end = run.planned_window_ns()

@@ -35,7 +35,7 @@ import numpy as np
 from hostwire import paths
 from hostwire.errors import HostwireError
 from hostwire.lifeline import die_with_parent, sigterm_unwinds
-from hostwire.overhead.tools import IO_CALLS, ConfigFailed, _sched_events, tracecmd_record, tracefs_instance
+from hostwire.overhead.tools import IO_CALLS, ConfigFailed, sched_events, tracecmd_record, tracefs_instance
 from hostwire.record.link import LinkSpec
 from hostwire.record.topology import RECEIVER_ADDR, Topology
 from hostwire.stats import paired_estimate, paired_ratio
@@ -156,7 +156,7 @@ def tracecmd_events() -> list[str]:
     """hw-schedtrace's scheduler and network events and the system calls record traces."""
     # tracefs names sendfile by its 64-bit entry point, as hw-schedtrace enables it
     calls = ["sendfile64" if call == "sendfile" else call for call in IO_CALLS.split(",")]
-    return [*_sched_events(), *(f"syscalls:sys_{side}_{call}" for call in calls for side in ("enter", "exit")),
+    return [*sched_events(), *(f"syscalls:sys_{side}_{call}" for call in calls for side in ("enter", "exit")),
             # what hw-schedtrace -s records beside the calls: io_uring's operations, sendmmsg's bytes
             "io_uring:io_uring_submit_req", "io_uring:io_uring_file_get", "io_uring:io_uring_complete",
             "sock:sock_send_length"]

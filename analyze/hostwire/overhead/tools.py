@@ -166,7 +166,7 @@ def run_everything(setup: Setup) -> float:
                            "hw-schedtrace -s + hw-iotrace + hw-wirecap")
 
 
-def _sched_events() -> list[str]:
+def sched_events() -> list[str]:
     events = list(SCHED_EVENTS)
     if (TRACEFS / "events" / "tcp" / "tcp_probe").is_dir():
         events.append("tcp:tcp_probe")
@@ -220,7 +220,7 @@ def run_tracecmd(setup: Setup) -> float:
     """trace-cmd record with hw-schedtrace's event set, into its own tracefs instance (see
     tracecmd_record). Readers at SCHED_FIFO 1 (-r 1), clock mono."""
     instance = f"hw-{os.getpid()}-tc"
-    events = [arg for ev in _sched_events() for arg in ("-e", ev)]
+    events = [arg for ev in sched_events() for arg in ("-e", ev)]
     with tracefs_instance(instance):
         argv = [*setup.on(setup.tracer_cpu),
                 *tracecmd_record(setup.work, instance, ["-C", "mono", "-r", "1", *events, "-o",

@@ -193,7 +193,7 @@ BENCH_JSON_VERSION = 1
 
 
 class RunBench(BenchResult):
-    """The benchmark's results as a recorded run (hostwire.run.Run) reads them: bench.json through
+    """The benchmark's results as a recorded run (hostwire.run_directory.Run) reads them: bench.json through
     the versioned reader, read once."""
 
     verify: Callable[[str], None] | None = None  # set by Run: raises when a file differs from its digest

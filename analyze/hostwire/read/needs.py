@@ -1,5 +1,5 @@
 """What an analysis declares it reads of a run: groups of raw files, one file of each group
-required, the others used when present (hostwire.run.Run answers `can`, `missing_for` and
+required, the others used when present (hostwire.run_directory.Run answers `can`, `missing_for` and
 `require` for them; hostwire.metrics.needs declares each metric kind's)."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _seconds(value: float) -> str:
+def seconds_arg(value: float) -> str:
     return f"{value:g}s"
 
 
@@ -56,7 +56,7 @@ def bench_argv(
     connect = RECEIVER_ADDR if topology else "127.0.0.1"
     receiver = [hw_bench, "receive", "--listen", connect, "-o", str(outdir), "--log-capacity", str(log_capacity)]
     if receiver_pause is not None:
-        receiver += ["--pause-at", _seconds(receiver_pause[0]), "--pause-for", _seconds(receiver_pause[1])]
+        receiver += ["--pause-at", seconds_arg(receiver_pause[0]), "--pause-for", seconds_arg(receiver_pause[1])]
     if receiver_rcvbuf:
         receiver += ["--rcvbuf", str(receiver_rcvbuf)]
     receiver = [*taskset_prefix(receiver_cpus), *receiver]
@@ -66,10 +66,10 @@ def bench_argv(
         receiver = ["ip", "netns", "exec", topology.rx_ns, *receiver]
     main = [
         hw_bench, "main", "-o", str(outdir), "-M", str(senders), "-N", str(background),
-        "--warmup", _seconds(warmup_s), "--duration", _seconds(duration_s), "--quiet", _seconds(quiet_s),
+        "--warmup", seconds_arg(warmup_s), "--duration", seconds_arg(duration_s), "--quiet", seconds_arg(quiet_s),
         "--log2", str(sieve_log2), "--read-size", str(read_size), "--write-size", str(write_size or read_size),
         "--log-capacity", str(log_capacity), "--connect", connect,
-        "--receiver-cmd", shlex.join(receiver), *(["--think", _seconds(think_s)] if think_s else []), *extra_args,
+        "--receiver-cmd", shlex.join(receiver), *(["--think", seconds_arg(think_s)] if think_s else []), *extra_args,
     ]
     prefix: list[str] = []
     if topology is not None:

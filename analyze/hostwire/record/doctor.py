@@ -102,7 +102,7 @@ def stale_instances() -> list[Path]:
     stale = []
     for inst in sorted((root / "instances").glob(f"{INSTANCE_PREFIX}*")):
         owner = inst.name[len(INSTANCE_PREFIX):].split("-")[0]
-        if owner.isdigit() and topology._pid_alive(int(owner)):
+        if owner.isdigit() and topology.pid_alive(int(owner)):
             continue
         stale.append(inst)
     return stale
@@ -141,7 +141,7 @@ def mark_killed_run(run_dir: Path) -> str | None:
         return None
     data["status"], data["reason"] = status, reason
     try:
-        from hostwire.run import Run
+        from hostwire.run_directory import Run
 
         start, end = Run(run_dir, data).window_ns()
         data["window_ns_recorded"] = [int(start), int(end)]
@@ -237,7 +237,7 @@ def cleanup() -> list[str]:
     """Remove stale hw* namespaces (their veths and qdiscs go with them) and tracefs instances;
     mark the runs of killed runners."""
     removed = [f"namespace {ns}" for ns in topology.remove_namespaces(topology.stale_namespaces())]
-    for group in cpulimit.stale_groups(topology._pid_alive):
+    for group in cpulimit.stale_groups(topology.pid_alive):
         removed.append(f"cgroup {group}" if cpulimit.remove_group(group, wait_s=1.0)
                        else f"cgroup {group} (could not remove: processes in it)")
     removed += mark_killed()
@@ -254,7 +254,7 @@ def leftovers() -> list[str]:
     """What killed runs left behind, one line each (what `cleanup` would remove or mark)."""
     lines = [f"stale network namespace {ns}" for ns in topology.stale_namespaces()]
     lines += [f"stale tracefs instance {inst.name}" for inst in stale_instances()]
-    lines += [f"stale CPU-cap cgroup {group}" for group in cpulimit.stale_groups(topology._pid_alive)]
+    lines += [f"stale CPU-cap cgroup {group}" for group in cpulimit.stale_groups(topology.pid_alive)]
     lines += [f"run {run_dir} not marked (its runner was killed)" for _, run_dir in killed_runs()]
     lines += [f"campaign {campaign} not marked (its runner was killed)" for _, campaign in killed_campaigns()
               if (campaign / manifest.CAMPAIGN_FILE).is_file()]

@@ -1,15 +1,15 @@
 """Recording one run on real hosts into a run directory: as hostwire.record.runner does for the
 namespaces (a `.partial` directory renamed when complete, a sealed manifest, the run lock), with
 record.remote_run doing the work on the hosts. Then, from what came back: the clocks of every host
-on the sender's (timeline.hostclocks, both methods), the canonical raw/wirecap.json of the
-capture host, and each host's /proc summary."""
+on the sender's and the canonical raw/wirecap.json of the capture host (by the AlignClocks it is
+handed), and each host's /proc summary."""
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,15 @@ from hostwire.record.runner import RunRecord, create_run_dir, git_revision, publ
 log = logging.getLogger(__name__)
 
 
+# What maps every host's clocks onto the sender's from the files that came back (raw, each role's
+# machine folder, the receiver's address), written into the manifest as "clocks": the analysis's
+# (timeline.host_alignment.align), handed in by the campaign so that recording imports no analysis.
+AlignClocks = Callable[[Path, dict[str, str], str], dict[str, Any]]
+
+
 def record_run_on_hosts(run_root: Path, run_id: str, point: RunPoint, hosts: dict[str, Host],
-                        prepared: dict[str, Prepared], config: dict[str, Any]) -> RunRecord:
+                        prepared: dict[str, Prepared], config: dict[str, Any], *,
+                        align_clocks: AlignClocks) -> RunRecord:
     """Records one run; never raises for a host's or a tool's failure (the run is kept and marked)."""
     final, partial = run_root / run_id, run_root / f"{run_id}.partial"
     record = RunRecord(run_id=run_id, directory=partial)
@@ -60,7 +67,7 @@ def record_run_on_hosts(run_root: Path, run_id: str, point: RunPoint, hosts: dic
                     record.status, record.reason = "partial", str(err)
                 except HostwireError as err:
                     record.status, record.reason = "failed", str(err)
-                _after(raw, point, hosts, manifest)
+                _after(raw, point, hosts, manifest, align_clocks)
         except (KeyboardInterrupt, Terminated):
             record.status, record.reason = "partial", "interrupted"
             raise
@@ -91,7 +98,8 @@ def _judge(code: int | None, manifest: dict[str, Any]) -> tuple[str, str]:
     return "complete", ""
 
 
-def _after(raw: Path, point: RunPoint, hosts: dict[str, Host], manifest: dict[str, Any]) -> None:
+def _after(raw: Path, point: RunPoint, hosts: dict[str, Host], manifest: dict[str, Any],
+           align_clocks: AlignClocks) -> None:
     """What is computed from the files that came back; a file that is missing or damaged leaves
     its entry out with the reason (the run's status is not changed by it)."""
     spec = next(iter(hosts.values())).spec
@@ -118,7 +126,7 @@ def _after(raw: Path, point: RunPoint, hosts: dict[str, Host], manifest: dict[st
                 # not by their being equal: what must hold is that the pair stayed put over the run
                 overruns[f"{role}_sched_clock_check_ok"] = pair_steady(json.loads(path.read_text()))
     try:
-        manifest["clocks"] = align(raw, hosts, address)
+        manifest["clocks"] = align_clocks(raw, {role: role_of(hosts, role) for role in hosts}, address)
     except (InputError, HostwireError, OSError, ValueError, KeyError) as err:
         manifest["clocks"] = {"error": str(err)}
 
@@ -132,81 +140,3 @@ def pair_steady(sched_meta: dict[str, Any]) -> bool | None:
     check = sched_meta.get("clock_check") or {}
     diffs = [check[k]["diff_ns"] for k in ("start", "stop") if isinstance(check.get(k), dict)]
     return abs(diffs[0] - diffs[1]) <= PAIR_STEADY_NS if len(diffs) == 2 else None
-
-
-def _pairs(path: Path) -> list[dict[str, int]]:
-    return json.loads(path.read_text()).get("clock_pairs") or []
-
-
-def align(raw: Path, hosts: dict[str, Host], address: str) -> dict[str, Any]:
-    """Per host other than the sender: each method's offset (its clock minus the sender's), drift
-    and bound in microseconds, the clocks it aligns, and which one the timeline uses. Writes the
-    canonical raw/wirecap.json: the capture host's, its pairs put onto the sender's clock."""
-    from hostwire.read.bench import load_bench
-    from hostwire.read.pcap import read_pcap
-    from hostwire.timeline.clocks import fit
-    from hostwire.timeline.hostclocks import monotonic_offset, pairs_onto_sender, realtime_minus_monotonic, traffic_fit
-
-    sender_role = role_of(hosts, "sender")
-    out: dict[str, Any] = {"reference": f"{sender_role}: CLOCK_MONOTONIC (user space)"}
-    sender_dir = raw / "hosts" / sender_role
-    frames: dict[str, Any] = {}
-    for role in unique_hosts(hosts):
-        if (raw / "hosts" / role / "wire.pcap").exists():
-            frames[role] = read_pcap(raw / "hosts" / role / "wire.pcap")
-    receiver_role = role_of(hosts, "receiver")
-    udp = None
-    if (raw / "bench" / "main.tsv").exists():
-        import pandas as pd
-        sync = load_bench(raw / "bench").df_clock_sync()
-        udp = fit(sync, pd.DataFrame({"t_send_ns": [], "upper_ns": []}))
-    for role in unique_hosts(hosts):
-        if role == sender_role:
-            continue
-        entry: dict[str, Any] = {}
-        if role == receiver_role and udp is not None:
-            entry["udp"] = {"aligns": "CLOCK_MONOTONIC (user space) of the receiver onto the sender's",
-                            "offset_us": udp.offset_ns / 1e3, "drift_ppm": udp.drift_ppm,
-                            "t_ref_monotonic_ns": int(udp.t_ref_ns), "bound_us": udp.bound_ns / 1e3, "start_rtt_us": udp.start_rtt_ns / 1e3,
-                            "end_rtt_us": None if udp.end_rtt_ns is None else udp.end_rtt_ns / 1e3}
-        if sender_role in frames and role in frames:
-            hull = traffic_fit(frames[sender_role], frames[role], address)
-            if hull is not None:
-                mono = monotonic_offset(hull, _pairs(sender_dir / "wirecap.json"),
-                                        _pairs(raw / "hosts" / role / "wirecap.json"))
-                entry["traffic"] = {"aligns": "the kernels' capture stamps (CLOCK_REALTIME) onto the sender's",
-                                    "offset_us": hull.offset_ns / 1e3, "drift_ppm": hull.drift_ppm,
-                                    "bound_us": hull.bound_ns / 1e3, "frames_toward": hull.upper,
-                                    "frames_from": hull.lower, "crossed_us": hull.crossed_ns / 1e3,
-                                    "monotonic_offset_us": mono / 1e3,
-                                    "t_ref_monotonic_ns": int(hull.t_ref_ns - realtime_minus_monotonic(
-                                        _pairs(sender_dir / "wirecap.json")))}
-                entry["_hull"] = hull
-        bounds = {m: entry[m]["bound_us"] for m in ("udp", "traffic") if m in entry}
-        bounds = {m: b for m, b in bounds.items() if b == b}  # NaN: the bounds crossed
-        entry["chosen"] = min(bounds, key=bounds.__getitem__) if bounds else None
-        out[role] = entry
-    capture_role = role_of(hosts, "capture")
-    sender_json = sender_dir / "wirecap.json"
-    if capture_role == sender_role and sender_json.exists():
-        os.link(sender_json, raw / "wirecap.json")
-    elif (raw / "hosts" / capture_role / "wirecap.json").exists() and sender_json.exists():
-        hull = out.get(capture_role, {}).get("_hull")
-        meta = json.loads((raw / "hosts" / capture_role / "wirecap.json").read_text())
-        if hull is not None:
-            meta["clock_pairs_recorded"] = meta.get("clock_pairs")
-            meta["clock_pairs"] = pairs_onto_sender(hull, _pairs(sender_json))
-            meta["clock_pairs_from"] = f"the traffic method against hosts/{sender_role}/wirecap.json"
-        write_json_atomic(raw / "wirecap.json", meta)
-    for entry in out.values():
-        if isinstance(entry, dict):
-            entry.pop("_hull", None)
-    for role in unique_hosts(hosts):  # each traced host's pair of its kernel and user-space clocks
-        sched = raw / "hosts" / role / "sched.json"
-        if sched.exists():
-            check = json.loads(sched.read_text()).get("clock_check") or {}
-            diffs = [check[k]["diff_ns"] for k in ("start", "stop") if isinstance(check.get(k), dict)]
-            out.setdefault(role, {})["trace_pair"] = {
-                "aligns": "the kernel trace's clock onto this host's user-space CLOCK_MONOTONIC (trace_marker stamps)",
-                "trace_minus_user_us": [d / 1e3 for d in diffs]}
-    return out

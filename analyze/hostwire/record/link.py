@@ -34,7 +34,7 @@ class LinkSpec:
         """The `tc` command lines (without 'tc') that install this shaper on dev."""
         if self.qdisc == "none":
             return []
-        rate_bit = parse_rate(self.rate)
+        rate_bit_s = parse_rate(self.rate)
         if self.queue_frames is not None and not (isinstance(self.queue_frames, int) and self.queue_frames >= 1):
             raise UsageError(f"link queue {self.queue_frames!r}: expected a whole number of frames, 1 or more")
         queue = (["limit", str(self.queue_frames * self.frame_bytes)] if self.queue_frames is not None
@@ -43,17 +43,17 @@ class LinkSpec:
         if self.qdisc == "tbf":
             # A bucket of about one frame: back-to-back frames leave at the line rate.
             return [["qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate",
-                     str(rate_bit) + "bit", "burst", str(burst), *queue]]
+                     str(rate_bit_s) + "bit", "burst", str(burst), *queue]]
         if self.qdisc == "tbf-peak":
             # The peak bucket holds one frame and refills just above the rate: two frames can
             # never leave closer than about one frame time, however late the watchdog fires.
-            peak = rate_bit + max(8, rate_bit * self.peak_ppm // 1_000_000)  # > rate in bytes/s
+            peak = rate_bit_s + max(8, rate_bit_s * self.peak_ppm // 1_000_000)  # > rate in bytes/s
             return [["qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate",
-                     str(rate_bit) + "bit", "burst", str(burst), *queue,
+                     str(rate_bit_s) + "bit", "burst", str(burst), *queue,
                      "peakrate", str(peak) + "bit", "mtu", str(self.frame_bytes)]]
         if self.qdisc == "htb":
             cls = ["class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate",
-                   str(rate_bit) + "bit", "ceil", str(rate_bit) + "bit", "burst", str(burst),
+                   str(rate_bit_s) + "bit", "ceil", str(rate_bit_s) + "bit", "burst", str(burst),
                    "cburst", str(burst)]
             if self.htb_quantum:
                 cls += ["quantum", str(self.htb_quantum)]

@@ -12,7 +12,6 @@ from typing import Any
 
 from hostwire.errors import HostwireError, UsageError
 from hostwire.linkrate import NOMINAL_ONLY_DRIVERS
-from hostwire.units import parse_rate
 
 
 @dataclass
@@ -27,12 +26,12 @@ class Interface:
 @dataclass
 class LinkFacts:
     interfaces: list[Interface]
-    rate_bps: int | None
+    rate_bit_s: int | None
     rate_source: str  # "option", "shaper", "interface", "interface-nominal", "unknown"
     qdiscs: dict[str, Any] = field(default_factory=dict)
 
     def as_manifest(self) -> dict[str, Any]:
-        return {"interfaces": [vars(i) for i in self.interfaces], "rate_bps": self.rate_bps,
+        return {"interfaces": [vars(i) for i in self.interfaces], "rate_bps": self.rate_bit_s,
                 "rate_source": self.rate_source, "qdiscs": self.qdiscs}
 
 
@@ -113,13 +112,13 @@ def _speed(netns: str | None, iface: str) -> tuple[int | None, str]:
     return (int(speed) * 1_000_000 if speed.isdigit() and int(speed) > 0 else None), driver
 
 
-def link_facts(netns: str | None, chosen: list[Interface], given: str | None) -> LinkFacts:
+def link_facts(netns: str | None, chosen: list[Interface], given_bit_s: int | None) -> LinkFacts:
     """The link rate by the rule of the module doc, over the captured interfaces other than
     loopback (the slowest one bounds the program's traffic)."""
     wired = [i for i in chosen if not i.loopback]
     facts = LinkFacts(chosen, None, "unknown")
-    if given is not None:
-        facts.rate_bps, facts.rate_source = parse_rate(given), "option"
+    if given_bit_s is not None:
+        facts.rate_bit_s, facts.rate_source = given_bit_s, "option"
         return facts
     shaped = []
     for iface in wired:
@@ -128,7 +127,7 @@ def link_facts(netns: str | None, chosen: list[Interface], given: str | None) ->
         if rate:
             shaped.append(rate)
     if shaped:
-        facts.rate_bps, facts.rate_source = min(shaped), "shaper"
+        facts.rate_bit_s, facts.rate_source = min(shaped), "shaper"
         return facts
     speeds = []
     for iface in wired:
@@ -137,5 +136,5 @@ def link_facts(netns: str | None, chosen: list[Interface], given: str | None) ->
             speeds.append((speed, driver in NOMINAL_ONLY_DRIVERS))
     if speeds:
         speed, nominal = min(speeds)
-        facts.rate_bps, facts.rate_source = speed, "interface-nominal" if nominal else "interface"
+        facts.rate_bit_s, facts.rate_source = speed, "interface-nominal" if nominal else "interface"
     return facts

@@ -55,7 +55,7 @@ class RecordRequest:
     interfaces: list[str] = field(default_factory=list)
     duration_ns: int | None = None
     syscalls: str = "tracefs"
-    link_rate: str | None = None
+    link_rate_bit_s: int | None = None  # --link-rate, parsed by the command line
     kernel_trace: bool = True
     # tracefs: also the calls the program blocks in (futex, epoll_wait, ...): what an idle sender waited for
     waits: bool = True
@@ -160,7 +160,7 @@ def record(req: RecordRequest, progress: Callable[[str], None] | None = None) ->
     chosen = chosen_interfaces(netns, req.interfaces)
     if not chosen:
         raise UsageError("record: no interface is up in the program's network namespace; name one with -i")
-    facts = link_facts(netns, chosen, req.link_rate)
+    facts = link_facts(netns, chosen, req.link_rate_bit_s)
     final = Path(req.output) if req.output else default_output()
     partial = final.with_name(final.name + ".partial")
     for existing in (final, partial):
@@ -178,8 +178,8 @@ def _first_manifest(run_id: str, req: RecordRequest, command: list[str], facts: 
     point = {"kind": "program", "topology": "host", "command": command, "pid": req.pid, "syscalls": req.syscalls,
              "waits": req.waits and req.syscalls == "tracefs", "capture": True, "kernel_trace": req.kernel_trace, "interfaces": [i.name for i in facts.interfaces],
              "duration_s": req.duration_ns / 1e9 if req.duration_ns else None,
-             "link_rate": f"{facts.rate_bps}bit" if facts.rate_bps else None,
-             "link_rate_bps": facts.rate_bps, "link_rate_source": facts.rate_source,
+             "link_rate": f"{facts.rate_bit_s}bit" if facts.rate_bit_s else None,
+             "link_rate_bps": facts.rate_bit_s, "link_rate_source": facts.rate_source,
              "sender_cpus": ",".join(str(c) for c in range(os.cpu_count() or 1)), "sender_cpu_share": 0.0}
     return {"format": MANIFEST_FORMAT, "run_id": run_id, "status": "running", "reason": "",
             "runner": runner_identity(), "config": {}, "point": point, "tools": {"hostwire": hostwire.__version__},

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hostwire.errors import HostwireError
-from hostwire.record.bench import _seconds
+from hostwire.record.bench import seconds_arg
 from hostwire.record.hosts import SSH_EXIT_UNREACHABLE, Host, HostLost, last_line
 from hostwire.record.remote_prepare import Prepared
 from hostwire.record.remote_scratch import verify
@@ -212,19 +212,19 @@ def record_on_hosts(raw: Path, point: RunPoint, hosts: dict[str, Host], prepared
         recv_argv = [*taskset_prefix(point.receiver_cpus), f"{receiver.bin}/hw-bench", "receive", "--listen", address,
                      "-o", f"{receiver.dir}/bench", "--log-capacity", str(point.log_capacity)]
         if point.receiver_pause_s:
-            recv_argv += ["--pause-at", _seconds(point.receiver_pause_at_s), "--pause-for", _seconds(point.receiver_pause_s)]
+            recv_argv += ["--pause-at", seconds_arg(point.receiver_pause_at_s), "--pause-for", seconds_arg(point.receiver_pause_s)]
         if point.receiver_rcvbuf:
             recv_argv += ["--rcvbuf", str(point.receiver_rcvbuf)]
         recv = receiver.tethered("hw-bench-receive", recv_argv)
         ports = recv.read_exact(PORTS_LEN, 30.0)
         main_argv = [
             *taskset_prefix(point.sender_cpus), f"{sender.bin}/hw-bench", "main", "-o", f"{sender.dir}/bench",
-            "-M", str(point.senders), "-N", str(point.background), "--warmup", _seconds(point.warmup_s),
-            "--duration", _seconds(point.duration_s), "--quiet", _seconds(point.quiet_s),
+            "-M", str(point.senders), "-N", str(point.background), "--warmup", seconds_arg(point.warmup_s),
+            "--duration", seconds_arg(point.duration_s), "--quiet", seconds_arg(point.quiet_s),
             "--log2", str(point.sieve_log2), "--read-size", str(point.read_size),
             "--write-size", str(point.write_size or point.read_size), "--log-capacity", str(point.log_capacity),
             "--connect", address, "--receiver-cmd", _printf_bytes(ports),
-            *(["--think", _seconds(point.think_s)] if point.think_s else [])]
+            *(["--think", seconds_arg(point.think_s)] if point.think_s else [])]
         shaper_start = _qdisc_counters(sender.host, shaped_dev) if shaped_dev else None
         bench_start = time.monotonic_ns()
         main = sender.tethered("hw-bench-main", main_argv, stdout=subprocess.DEVNULL)

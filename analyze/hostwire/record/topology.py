@@ -153,7 +153,7 @@ class Topology:
 NAMESPACE_PATTERN = re.compile(rf"{NAME_PREFIX}(\d+)-[A-Za-z0-9]+-(tx|rx)")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -173,7 +173,7 @@ def stale_namespaces() -> list[str]:
     stale = []
     for ns in list_namespaces():
         match = NAMESPACE_PATTERN.fullmatch(ns)
-        if match and not _pid_alive(int(match.group(1))):
+        if match and not pid_alive(int(match.group(1))):
             stale.append(ns)
     return stale
 

@@ -1,4 +1,4 @@
-"""The timeline of one run (hostwire.run.Run), built from it: `Timeline.of(run)` holds the joined
+"""The timeline of one run (hostwire.run_directory.Run), built from it: `Timeline.of(run)` holds the joined
 tables (df_switches, df_wakeups, df_running, df_runqueue, df_calls, df_streams, df_segments,
 df_backlog, ...), each built once by a builder below, which reads the raw tables through the Run
 (which reads every raw file once) and hands them to hostwire.timeline.tables and stream_tables. The Run knows
@@ -17,7 +17,7 @@ from hostwire.timeline import cache, socket_states, stream_tables, tables
 from hostwire.timeline.tables import is_event
 
 if TYPE_CHECKING:
-    from hostwire.run import Run
+    from hostwire.run_directory import Run
     from hostwire.timeline.clocks import ClockFit
 
 TCP_SYN = 0x02
@@ -300,13 +300,6 @@ def segments(tl: Timeline) -> pd.DataFrame:
 
 def backlog(tl: Timeline) -> pd.DataFrame:
     return stream_tables.backlog(tl.data_frames(), tl.writes())
-
-
-def link_rate_bps(run: Run, text: str | None = None) -> int:
-    """The link rate by hostwire.linkrate's one rule (`text`: --link-rate, e.g. 10mbit)."""
-    from hostwire.linkrate import link_rate
-
-    return link_rate(run.manifest, text).bps
 
 
 def receiver_reads(run: Run, received: pd.DataFrame | None = None) -> pd.DataFrame:

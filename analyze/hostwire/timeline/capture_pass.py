@@ -28,7 +28,7 @@ from hostwire.errors import InputError
 from hostwire.metrics.chunked.labels import EP_SPAN
 from hostwire.metrics.streams import TCP, UDP
 from hostwire.read.pcapchunks import CaptureChunks, Chunk
-from hostwire.run import Run
+from hostwire.run_directory import Run
 from hostwire.spill import Columns, code_dtype, spilled_array
 from hostwire.timeline.capture_flows import Flows, TcpStream, scan, tcp_or_udp
 from hostwire.timeline.sequence import TCP_ACK, TCP_SYN

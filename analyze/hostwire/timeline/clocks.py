@@ -170,7 +170,7 @@ def _hull(x: np.ndarray, v: np.ndarray, lower: bool) -> tuple[np.ndarray, np.nda
     return x[hull], sign * v[hull]
 
 
-class _Region:
+class FitRegion:
     """The lines a + b * x meeting every constraint (x: time since t_ref): upper points (ux, uv)
     with a + b * ux <= uv, lower points (lx, lv) with a + b * lx >= lv, b within +-MAX_DRIFT.
     For a drift b the offsets a lie in [lo(b), hi(b)]; hi is concave in b, lo convex, so their
@@ -224,7 +224,7 @@ def _ternary(f: Callable[[float], float], lo: float, hi: float, maximum: bool, s
     return (lo + hi) / 2
 
 
-def _nearest_to_exchanges(region: _Region, drifts: tuple[float, float], t_end: float, estimates: tuple[float, float],
+def _nearest_to_exchanges(region: FitRegion, drifts: tuple[float, float], t_end: float, estimates: tuple[float, float],
                           halves: tuple[float, float]) -> tuple[float, float]:
     """The feasible line nearest the two exchanges' estimates (at x = 0 and x = t_end), each
     miss counted in units of that exchange's half round trip (the most its estimate can be off):
@@ -274,7 +274,7 @@ def fit(sync: pd.DataFrame, bounds: pd.DataFrame) -> ClockFit:
     up_v = np.concatenate([(sync["t2_ns"] - sync["t1_ns"]).to_numpy().astype(np.float64), ub])
     lo_x = sync["t4_ns"].to_numpy().astype(np.int64) - t_s
     lo_v = (sync["t3_ns"] - sync["t4_ns"]).to_numpy().astype(np.float64)
-    region = _Region(up_x.astype(np.float64), up_v, lo_x.astype(np.float64), lo_v)
+    region = FitRegion(up_x.astype(np.float64), up_v, lo_x.astype(np.float64), lo_v)
     widest, width = region.widest()
     offset, crossed, bound = o_s, 0.0, float("nan")
     if width < 0:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from hostwire.metrics.streams import data_frames, label_streams
-from hostwire.run import Run
+from hostwire.run_directory import Run
 from hostwire.timeline.build import Timeline
 from hostwire.units import parse_cpu_list
 

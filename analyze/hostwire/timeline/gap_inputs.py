@@ -27,10 +27,10 @@ class GapInputs:
     t_start_ns, t_end_ns where each holds (tcp_waits.sender_waits), or None. protos: stream ->
     "tcp" or "udp" (default: "tcp"); comms: pid -> the process's name; frozen: t_start_ns, t_end_ns
     where the whole host stood still (stolen.frozen), or None; waits: each stream's sending
-    thread's calls with their labels (waits.stream_waits), or None. rate_bps: the link rate."""
+    thread's calls with their labels (waits.stream_waits), or None. rate_bit_s: the link rate."""
 
     data: pd.DataFrame
-    rate_bps: float
+    rate_bit_s: float
     senders: dict[str, int] = field(default_factory=dict)
     receivers: dict[str, int] = field(default_factory=dict)  # stream -> receiver pid on this host
     link: pd.DataFrame | None = None

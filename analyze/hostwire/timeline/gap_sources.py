@@ -14,19 +14,21 @@ from hostwire.errors import InputError
 from hostwire.heap import give_back
 from hostwire.metrics.streams import FRAME_COLUMNS
 from hostwire.timeline import recording_notes, stream_tables
-from hostwire.timeline.build import Timeline, link_rate_bps, send_writes_on_disk
+from hostwire.linkrate import LinkRate, link_rate
+from hostwire.timeline.build import Timeline, send_writes_on_disk
 from hostwire.timeline.receiver_host import RECEIVER_TRACE, receiver_host
 from hostwire.timeline.sequence import late_acknowledgements, sequence_steps, usable_window
+from hostwire.window import Window
 
 if TYPE_CHECKING:
-    from hostwire.run import Run
+    from hostwire.run_directory import Run
     from hostwire.timeline.capture_pass import CaptureSide
     from hostwire.timeline.gap_tables import Sink
     from hostwire.timeline.gap_inputs import GapInputs
     from hostwire.timeline.kernel_slabs import FirstPass, KernelSlabs
 
 
-def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None = None) -> GapInputs:
+def gap_inputs(run: Run, given: LinkRate | None = None, kernel: FirstPass | None = None) -> GapInputs:
     """Everything hostwire.timeline.gaps.explain reads, from what this run recorded: the capture
     (required), the kernel trace, the system calls or the benchmark's writes when present.
     kernel: the first pass of a kernel trace read in slabs (slabbed_gap_inputs): the task states
@@ -107,7 +109,7 @@ def gap_inputs(run: Run, rate_text: str | None = None, kernel: FirstPass | None 
         link, window, late_acks, awaiting, timeouts = _capture_tables(run, sender_side, lean)
     if lean:
         give_back()
-    return GapInputs(data=data, rate_bps=link_rate_bps(run, rate_text), senders=senders, receivers=receivers,
+    return GapInputs(data=data, rate_bit_s=link_rate(run.manifest, given).bit_s, senders=senders, receivers=receivers,
                      link=link, states=states, running=running_, sends=sends, backlog=backlog_, window=window,
                      late_acks=late_acks, awaiting_acks=awaiting, retransmit_timeouts=timeouts, protos=protos,
                      qdisc_holds=below[0], send_paths=below[1], no_probes=below[2],
@@ -361,7 +363,7 @@ def kernel_slabs(run: Run) -> KernelSlabs | None:
     return None if first is None else KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles())
 
 
-def slabbed_gap_inputs(run: Run, rate_text: str | None = None) -> tuple[GapInputs, KernelSlabs]:
+def slabbed_gap_inputs(run: Run, given: LinkRate | None = None) -> tuple[GapInputs, KernelSlabs]:
     """gap_inputs with the kernel trace read in slabs (hostwire.timeline.kernel_slabs): the inputs,
     and the slabs to give hostwire.timeline.gaps.explain."""
     from hostwire.metrics.chunked.progress import Progress
@@ -369,19 +371,19 @@ def slabbed_gap_inputs(run: Run, rate_text: str | None = None) -> tuple[GapInput
 
     first = kernel_first_pass(run)
     progress = Progress(f"{run.path.name} kernel trace", unit="MB", first_pass=2)
-    return gap_inputs(run, rate_text, first), KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles(), progress)
+    return gap_inputs(run, given, first), KernelSlabs(run.path / "raw" / "sched.tsv", first, Timeline.of(run).roles(), progress)
 
 
-def explain_run(run: Run, window_ns: tuple[int, int], sink: Sink) -> None:
-    """hostwire.timeline.gaps.explain_into sink of every stream of the run in window_ns at the
+def explain_run(run: Run, window: Window, sink: Sink) -> None:
+    """hostwire.timeline.gaps.explain_into sink of every stream of the run in the window at the
     default threshold, a long kernel trace (long_trace) read in slabs."""
     from hostwire.timeline import gaps
 
     if long_trace(run) is None:
-        gaps.explain_into(sink, gap_inputs(run), None, window_ns)
+        gaps.explain_into(sink, gap_inputs(run), None, window)
         return
     inputs, slabs = slabbed_gap_inputs(run)
-    gaps.explain_into(sink, inputs, None, window_ns, slabs=slabs, on_comms=lambda: name_senders(inputs, slabs))
+    gaps.explain_into(sink, inputs, None, window, slabs=slabs, on_comms=lambda: name_senders(inputs, slabs))
 
 
 def name_senders(inputs: GapInputs, slabs: KernelSlabs) -> None:

@@ -34,6 +34,7 @@ from hostwire.timeline.intervals import (NONE, ByStream, Cpus, Runnable, Spans, 
                                          level_rows, names_in, numeric, restrict, steps, stream_codes, union,
                                          unique_sorted, within)
 from hostwire.timeline.waits import Waits, describe_waits
+from hostwire.window import Window
 
 if TYPE_CHECKING:
     from hostwire.timeline.kernel_slabs import Slab
@@ -47,9 +48,9 @@ OPEN_LO, OPEN_HI = -(1 << 62), 1 << 62
 
 
 
-def wire_ns(wire_len: np.ndarray, rate_bps: float) -> np.ndarray:
+def wire_ns(wire_len: np.ndarray, rate_bit_s: float) -> np.ndarray:
     """Time a frame of wire_len bytes holds the link, ns (rounded up)."""
-    return np.ceil(np.asarray(wire_len, dtype=np.float64) * 8e9 / float(rate_bps)).astype(np.int64)
+    return np.ceil(np.asarray(wire_len, dtype=np.float64) * 8e9 / float(rate_bit_s)).astype(np.int64)
 
 
 @dataclass
@@ -170,11 +171,10 @@ def classify(s: Segments) -> np.ndarray:
 class _Explainer:
     """The inputs of explain() prepared once for every stream: split by stream, CPU and task."""
 
-    def __init__(self, inputs: GapInputs, min_gap_ns: int | None = None,
-                 window_ns: tuple[int, int] | None = None) -> None:
+    def __init__(self, inputs: GapInputs, min_gap_ns: int | None = None, window: Window | None = None) -> None:
         data = inputs.data
         self.inputs = inputs
-        self.min_gap_ns, self.window_ns = min_gap_ns, window_ns
+        self.min_gap_ns, self.window = min_gap_ns, window
         link = inputs.link if inputs.link is not None else data
         # in time order, for busy() to slice a piece's frames by time (a capture's frames are already)
         # the link's columns as they are (a long run's are in time order, its streams a categorical's
@@ -188,7 +188,7 @@ class _Explainer:
         if not is_ascending(self.link_t):
             in_order = np.argsort(self.link_t, kind="stable")
             self.link_t, self.link_len, self.link_code = self.link_t[in_order], self.link_len[in_order], self.link_code[in_order]
-        self.longest_busy_ns = int(wire_ns(np.r_[self.link_len.max()], inputs.rate_bps)[0]) if len(self.link_len) else 0
+        self.longest_busy_ns = int(wire_ns(np.r_[self.link_len.max()], inputs.rate_bit_s)[0]) if len(self.link_len) else 0
         self.link_code_of = {str(n): k for k, n in enumerate(link_names)}
         self.runnable = Runnable(inputs.states)
         self.waits = Waits(inputs.waits)  # the sending threads' calls: what app-idle time waited in
@@ -233,11 +233,11 @@ class _Explainer:
         k1 = min(int(np.searchsorted(t, hi, side="left")), len(t) - 1)
         if k1 <= k0:
             return None
-        first, nxt, on_link = t[k0:k1], t[k0 + 1:k1 + 1], wire_ns(f["wire_len"][k0:k1], self.inputs.rate_bps)
+        first, nxt, on_link = t[k0:k1], t[k0 + 1:k1 + 1], wire_ns(f["wire_len"][k0:k1], self.inputs.rate_bit_s)
         threshold = np.full(len(first), int(self.min_gap_ns)) if self.min_gap_ns is not None else 2 * on_link
         chosen = nxt - first > threshold
-        if self.window_ns is not None:
-            chosen &= (first >= self.window_ns[0]) & (nxt <= self.window_ns[1])
+        if self.window is not None:
+            chosen &= (first >= self.window.start_ns) & (nxt <= self.window.end_ns)
         if not chosen.any():
             return None
         return first[chosen], nxt[chosen], on_link[chosen], threshold[chosen]
@@ -264,7 +264,7 @@ class _Explainer:
         last = int(np.searchsorted(self.link_t, hi))
         t, code = self.link_t[first:last], self.link_code[first:last]
         other = code != self.link_code_of.get(name, -2)
-        return union(t[other], t[other] + wire_ns(self.link_len[first:last][other], self.inputs.rate_bps))
+        return union(t[other], t[other] + wire_ns(self.link_len[first:last][other], self.inputs.rate_bit_s))
 
     def kernel_conditions(self, name: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """The conditions the kernel tables give: the sender waits, a helper waits."""
@@ -429,21 +429,21 @@ class _Open:
     waits: list[pd.DataFrame]
 
 
-def explain(inputs: GapInputs, min_gap_ns: int | None = None, window_ns: tuple[int, int] | None = None,
+def explain(inputs: GapInputs, min_gap_ns: int | None = None, window: Window | None = None,
             streams: list[str] | None = None, slabs: Iterable[Slab] | None = None,
             on_comms: Callable[[], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The gaps longer than min_gap_ns (default: twice the time the gap's first frame holds the
-    link) between consecutive data frames of each stream whose both frames lie in window_ns, with
+    link) between consecutive data frames of each stream whose both frames lie in the window, with
     the ns of each cause (GAP_COLUMNS), and the tasks that ran while the sender waited
     (PREEMPTER_COLUMNS: per gap and task, ns and share of the gap's preempted time); the
     arguments are explain_into's."""
     whole = Whole()
-    explain_into(whole, inputs, min_gap_ns, window_ns, streams, slabs, on_comms)
+    explain_into(whole, inputs, min_gap_ns, window, streams, slabs, on_comms)
     return whole.tables()
 
 
 def explain_into(sink: Sink, inputs: GapInputs, min_gap_ns: int | None = None,
-                 window_ns: tuple[int, int] | None = None, streams: list[str] | None = None,
+                 window: Window | None = None, streams: list[str] | None = None,
                  slabs: Iterable[Slab] | None = None, on_comms: Callable[[], None] | None = None) -> None:
     """explain()'s gaps, given to sink as they close (gap_tables.Sink), stream after stream within
     each piece. slabs: the kernel tables slab by slab (hostwire.timeline.kernel_slabs) instead of
@@ -455,12 +455,12 @@ def explain_into(sink: Sink, inputs: GapInputs, min_gap_ns: int | None = None,
     for col in ("t_ns", "stream", "wire_len"):
         if col not in data.columns:
             raise InputError(f"data frames: missing column {col}")
-    if inputs.rate_bps <= 0:
-        raise InputError(f"link rate {inputs.rate_bps}: expected > 0 bit/s")
+    if inputs.rate_bit_s <= 0:
+        raise InputError(f"link rate {inputs.rate_bit_s}: expected > 0 bit/s")
     names = names_in(data["stream"])
     if streams:
         names = [n for n in names if n in streams]
-    explainer = _Explainer(inputs, min_gap_ns, window_ns)
+    explainer = _Explainer(inputs, min_gap_ns, window)
     sink.begin(names, inputs.cannot_tell(), inputs.sources)
     carried: dict[str, _Open | None] = {n: None for n in names}
     gathered: dict[str, _Closed] = {}

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from hostwire.timeline.clocks import ClockFit, _Region
+from hostwire.timeline.clocks import ClockFit, FitRegion
 
 KEY = ["src", "dst", "sport", "dport", "seq", "ack", "flags", "payload_len", "window"]
 
@@ -64,7 +64,7 @@ def traffic_fit(sender_frames: pd.DataFrame, other_frames: pd.DataFrame, receive
         return None
     t_ref = int(t_s.min())
     x = (t_s - t_ref).astype(np.float64)
-    region = _Region(x[toward], diff[toward], x[~toward], diff[~toward])
+    region = FitRegion(x[toward], diff[toward], x[~toward], diff[~toward])
     drift, width = region.widest()
     if width < 0:
         offset = region.hi(drift)

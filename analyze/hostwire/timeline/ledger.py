@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hostwire.errors import HostwireError
-from hostwire.run import load_run
+from hostwire.run_directory import load_run
 from hostwire.timeline.build import Timeline
 
 

@@ -19,9 +19,10 @@ import pandas as pd
 from hostwire.errors import InputError
 from hostwire.timeline import protowire
 from hostwire.timeline.build import Timeline
+from hostwire.window import Window
 
 if TYPE_CHECKING:
-    from hostwire.run import Run
+    from hostwire.run_directory import Run
     from hostwire.timeline.kernel_slabs import KernelSlabs
 
 SEQ_ID = 7341
@@ -50,12 +51,12 @@ def _cut(df: pd.DataFrame, start: int, end: int, t0: str, t1: str | None = None)
     return df[(df[t1].to_numpy() > start) & (df[t0].to_numpy() < end)]
 
 
-def tables_of(run: Run, window: tuple[int, int], slabs: KernelSlabs | None = None) -> TraceTables:
-    """The run's tables for the trace, cut to window (start, end ns); the sources the run lacks
+def tables_of(run: Run, window: Window, slabs: KernelSlabs | None = None) -> TraceTables:
+    """The run's tables for the trace, cut to the window; the sources the run lacks
     are left empty. slabs: a long kernel trace read in slabs up to the window's end
     (hostwire.timeline.kernel_slabs), whose CPU intervals are then cut at the window's bounds and
     whose run-queue counters start at its start with the value then."""
-    start, end = window
+    start, end = window.start_ns, window.end_ns
     out = TraceTables()
     tl = Timeline.of(run)
     if run.has("raw/sched.tsv") and slabs is not None:
@@ -122,7 +123,7 @@ def build_trace(t: TraceTables) -> bytes:
         uid = track(f"CPU {cpu}")
         names = r["comm"].astype(str) + " " + r["pid"].astype(str) + " (" + r["role"].astype(str) + ")"
         slices(uid, r["t_start_ns"].to_numpy(), r["t_end_ns"].to_numpy(), names)
-    flow_of, frame_flows, write_at = _flows(t)
+    flow_of, frame_flows, write_at = flow_links(t)
     for (pid, role), c in t.calls.groupby(["pid", "role"], sort=True) if len(t.calls) else []:  # processes' calls
         uid = track(f"{role} {pid} calls")
         names = c["call"].astype(str) + "(" + c["fd"].astype(str) + ") = " + c["result"].astype(str)
@@ -151,7 +152,7 @@ def build_trace(t: TraceTables) -> bytes:
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
 
 
-def _flows(t: TraceTables) -> tuple[dict[int, int], dict[tuple[str, int], list[int]], dict[tuple[int, int], int]]:
+def flow_links(t: TraceTables) -> tuple[dict[int, int], dict[tuple[str, int], list[int]], dict[tuple[int, int], int]]:
     """A flow id per write that carries bytes in the window; the flows of each frame (stream,
     stamp); the flow of each write by (pid, its call's entry stamp)."""
     flow_of: dict[int, int] = {}

@@ -27,7 +27,7 @@ from hostwire.timeline.gap_tasks import describe, preempter_table, preempters
 from hostwire.timeline.intervals import NONE, Cpus
 
 if TYPE_CHECKING:
-    from hostwire.run import Run
+    from hostwire.run_directory import Run
     from hostwire.timeline.build import Timeline
 
 RECEIVER_TRACE = "raw/hosts/receiver/sched.tsv"  # the receiver's machine's folder when it is not the sender's

@@ -16,7 +16,8 @@ from hostwire.metrics.bursts import COLUMNS, STAT_NAMES
 from hostwire.metrics.chunked.intervals import gap_chunks
 from hostwire.metrics.chunked.quantiles import FirstPass, GroupedValues, by_group, interpolate, \
     order_statistics, quantile_ranks
-from hostwire.metrics.window import Window, require_rows
+from hostwire.metrics.window import require_rows
+from hostwire.window import Window
 from hostwire.read.pcapchunks import Chunk
 
 KINDS = ("frames", "bytes", "on", "off")

@@ -21,7 +21,8 @@ from hostwire.errors import InputError
 from hostwire.metrics.cells import cells_per_frame
 from hostwire.metrics.chunked.quantiles import by_group
 from hostwire.metrics.contract import curve_of, scr_grid, with_average
-from hostwire.metrics.window import Window, require_rows
+from hostwire.metrics.window import require_rows
+from hostwire.window import Window
 from hostwire.read.pcapchunks import Chunk
 
 NO_VALUE = np.iinfo(np.int64).min

@@ -19,7 +19,7 @@ import pandas as pd
 from hostwire.errors import InputError
 from hostwire.metrics.chunked.labels import LABEL_COLUMNS, StreamLabels, is_tcp
 from hostwire.metrics.streams import TCP_SYN, first_coverage, previous_max_end, seq_offset, unwrap_seq
-from hostwire.metrics.window import Window
+from hostwire.window import Window
 from hostwire.read.pcapchunks import CaptureChunks
 
 COLUMNS = ("seq", "flags")  # read beside LABEL_COLUMNS (payload_len is one of them)

@@ -8,7 +8,7 @@ window, one pass over every data frame up to the window's end, hostwire.metrics.
 and sanity (the counters of a bare capture: no manifest, receivers' logs or clock exchange;
 hostwire.metrics.chunked.sanity; like the in-memory path it reads a damaged capture up to the
 damage without --partial, counts the damage and marks the table); its results equal the in-memory
-path's (analyze/tests/test_metrics_chunked.py).
+path's (analyze/tests/test_metrics_chunked*.py, which call the chunked path itself: a decline fails them).
 
 On a run directory it reads raw/wire.pcap for every kind above with the in-memory path's run
 semantics: stamps on the run's clock (wirecap.json's clock pairs), the run's window, damage,
@@ -48,10 +48,11 @@ from hostwire.metrics.damage import from_attrs, partial_hint
 from hostwire.metrics.idc import t_grid
 from hostwire.metrics.inputs import Source, open_input
 from hostwire.metrics.needs import needs_of
+from hostwire.metrics.options import MetricsRequest
 from hostwire.metrics.run_streams import app_bytes, logs_name_streams, run_streams, run_writes
-from hostwire.metrics.window import Window, narrow
+from hostwire.window import Window
 from hostwire.read.pcapchunks import CaptureChunks
-from hostwire.run import load_run
+from hostwire.run_directory import load_run
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,11 @@ def metrics_input(run: Any) -> Any:
     return run.path if capture.is_file() and capture.stat().st_size >= AUTO_BYTES else run
 
 
+class Declined(Exception):
+    """The chunked path cannot serve this call after all (the message says why): the caller
+    computes it in memory, or, where the two paths are held against each other, fails."""
+
+
 def _is_capture(value: Any) -> bool:
     if not isinstance(value, (str, os.PathLike)):
         return False
@@ -78,14 +84,14 @@ def _is_capture(value: Any) -> bool:
     return path.is_file() and path.suffix != ".parquet"
 
 
-def _served(kind: str, args: Any) -> str | None:
+def _served(kind: str, request: MetricsRequest) -> str | None:
     """Why the chunked path cannot serve this call (None: it can)."""
     if kind not in KINDS:
         return f"{kind} is computed in memory (the chunked path serves {', '.join(KINDS)})"
-    if runs.run_capture(args.input) is None and not _is_capture(args.input):
+    if runs.run_capture(request.input) is None and not _is_capture(request.input):
         return ("the chunked path reads a capture file (pcap or pcapng) or a run directory with raw/wire.pcap, "
                 "not a table, a Run object or a run without a capture")
-    if kind == "contract" and (args.mbs is not None or args.cells_from != "wire"):
+    if kind == "contract" and (request.mbs is not None or request.cells_from != "wire"):
         return "contract --mbs and --cells-from write are computed in memory"
     return None
 
@@ -95,47 +101,47 @@ def _capture_of(value: Any) -> Path:
     return runs.run_capture(value) or Path(value)
 
 
-def wanted(kind: str, args: Any) -> bool:
+def wanted(request: MetricsRequest) -> bool:
     """Whether `hostwire metrics KIND` goes through the chunked path (--engine, default auto)."""
-    engine = getattr(args, "engine", "auto") or "auto"
+    kind, engine = request.kind, request.engine or "auto"
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine}: expected one of {', '.join(ENGINES)}")
     if engine == "memory":
         return False
-    why = _served(kind, args)
-    if isinstance(args.input, (str, os.PathLike)) and not Path(args.input).exists():
+    why = _served(kind, request)
+    if isinstance(request.input, (str, os.PathLike)) and not Path(request.input).exists():
         return False  # the in-memory reader names the missing input
     if engine == "chunked":
         if why is not None:
             raise UsageError(f"--engine chunked: {why}")
         return True
-    return why is None and _capture_of(args.input).stat().st_size >= AUTO_BYTES
+    return why is None and _capture_of(request.input).stat().st_size >= AUTO_BYTES
 
 
-def compute(kind: str, args: Any) -> pd.DataFrame | None:
-    """The table of hostwire.metrics.compute.compute for `kind` on a capture, with its attrs; None
-    when this call needs what only the in-memory path does (the caller computes it there)."""
-    if runs.run_capture(args.input) is not None:
-        return _compute_run(kind, args)
-    partial = bool(getattr(args, "partial", False))
-    progress = Progress(Path(args.input).name)
+def compute(request: MetricsRequest) -> pd.DataFrame:
+    """The table of hostwire.metrics.compute.compute for the request's kind on a capture, with its
+    attrs. Raises Declined when this call needs what only the in-memory path does."""
+    kind = request.kind
+    if runs.run_capture(request.input) is not None:
+        return _compute_run(kind, request)
+    partial = request.partial
+    progress = Progress(Path(request.input).name)
     columns = (*LABEL_COLUMNS, *DATA_COLUMNS.get(kind, ()))
-    with CaptureChunks(args.input, keep_damaged=True, columns=columns, progress=progress.update) as capture:
+    with CaptureChunks(request.input, keep_damaged=True, columns=columns, progress=progress.update) as capture:
         damaged = from_attrs(capture.attrs.get("damage"), str(capture.path))
         if damaged and capture.rows == 0:
             raise InputError(f"{damaged[0].describe()}; no frame before the damage")
         if damaged and not partial and kind != "sanity":  # sanity always reads what it can and counts it
             raise InputError(partial_hint(damaged))
         warnings = [f"{d.describe()}: computed on the {capture.rows} frame(s) before it" for d in damaged]
-        window = narrow(Window(*capture.span()), args.from_s, args.to_s)
+        window = Window(*capture.span()).narrowed(request.from_s, request.to_s)
         try:
             if kind == "sanity":
-                table = sanity.df_sanity(capture, window, args, damaged)
+                table = sanity.df_sanity(capture, window, request, damaged)
             else:
-                table = _compute(kind, args, capture, scan(capture, args.stream), window)
+                table = _compute(kind, request, capture, scan(capture, request.stream), window)
         except NotImplementedError as why:
-            log.info("%s: %s: computed in memory", capture.path, why)
-            return None
+            raise Declined(f"{capture.path}: {why}") from None
         finally:
             progress.close()
     # sanity's mark is its table's: the run is marked (damage is one of the reasons)
@@ -144,17 +150,18 @@ def compute(kind: str, args: Any) -> pd.DataFrame | None:
     return table
 
 
-def _compute_run(kind: str, args: Any) -> pd.DataFrame | None:
+def _compute_run(kind: str, request: MetricsRequest) -> pd.DataFrame:
     """compute on a run directory: the run's capture on the run's clock, the run's window, damage
     and warnings (hostwire.metrics.inputs.view, fed by hostwire.metrics.chunked.runs), the streams
     checked against the run's logs and the writes' rows of intervals, as hostwire.metrics.compute
     does on a run."""
 
-    run = load_run(args.input)
+    run = load_run(request.input)
     ok, pairs = runs.readable(run)
     if not ok:
-        return None  # wirecap.json unreadable: the in-memory path lists it as damaged, reading no frame
-    needs = needs_of(kind, cells_from=getattr(args, "cells_from", "wire"))
+        # wirecap.json unreadable: the in-memory path lists it as damaged, reading no frame
+        raise Declined(f"{run.path}: raw/wirecap.json cannot be read")
+    needs = needs_of(kind, cells_from=request.cells_from)
     progress = Progress(run.path.name)
     columns = (*LABEL_COLUMNS, *DATA_COLUMNS.get(kind, ()))
     try:
@@ -162,33 +169,32 @@ def _compute_run(kind: str, args: Any) -> pd.DataFrame | None:
                                 progress=progress.update)
     except InputError:  # nothing of the capture readable: the in-memory path names it, reading no frame
         progress.close()
-        return None
+        raise Declined(f"{run.path}: nothing of raw/wire.pcap can be read") from None
     with capture:
         try:
             if capture.rows == 0:
-                return None
+                raise Declined(f"{run.path}: raw/wire.pcap holds no frame")
             # sanity always reads what it can and counts the damage, as in memory
-            keep_damaged = bool(getattr(args, "partial", False)) or kind == "sanity"
+            keep_damaged = request.partial or kind == "sanity"
             source = open_input(run, keep_damaged=keep_damaged, needs=needs, wire=runs.wire_facts(capture))
-            window = narrow(source.window, args.from_s, args.to_s)
+            window = source.window.narrowed(request.from_s, request.to_s)
             writes = None
             if kind == "sanity":
-                table = sanity.df_sanity(capture, window, args, list(source.damaged), source)
+                table = sanity.df_sanity(capture, window, request, list(source.damaged), source)
             elif kind in ("goodput", "fairness"):
-                table = _delivered_on_run(kind, args, capture, source, window)
+                table = _delivered_on_run(kind, request, capture, source, window)
             else:
-                labels = scan(capture, args.stream)
+                labels = scan(capture, request.stream)
                 # as in memory: --stream must also name a stream of the run's logs
-                names = run_streams(source, args.stream)
-                writes = run_writes(source, names if args.stream else None)
-                table = _compute(kind, args, capture, labels, window, source.manifest)
+                names = run_streams(source, request.stream)
+                writes = run_writes(source, names if request.stream else None)
+                table = _compute(kind, request, capture, labels, window, source.manifest)
         except NotImplementedError as why:
-            log.info("%s: %s: computed in memory", capture.path, why)
-            return None
+            raise Declined(f"{capture.path}: {why}") from None
         finally:
             progress.close()
     if kind == "intervals" and writes is not None:
-        table = _with_write_gaps(table, writes, window, args)
+        table = _with_write_gaps(table, writes, window, request)
     # sanity's mark is its table's, as on a capture
     marked = bool(table.attrs["marked_by"]) if kind == "sanity" else bool(source.damaged or source.window_cut)
     table.attrs.update(warnings=list(source.warnings), damaged_sources=[d.as_dict() for d in source.damaged],
@@ -196,15 +202,15 @@ def _compute_run(kind: str, args: Any) -> pd.DataFrame | None:
     return table
 
 
-def _delivered_on_run(kind: str, args: Any, capture: CaptureChunks, source: Source, window: Window) -> pd.DataFrame:
+def _delivered_on_run(kind: str, request: MetricsRequest, capture: CaptureChunks, source: Source, window: Window) -> pd.DataFrame:
     """goodput or fairness of a run as hostwire.metrics.compute's _delivered gives them: the wire
     figure from the capture in one pass (every TCP stream's coverage, since a byte's first
     crossing may lie before the window), the receivers' reads from their logs, which are small."""
 
-    names = run_streams(source, args.stream) if logs_name_streams(source) else None
+    names = run_streams(source, request.stream) if logs_name_streams(source) else None
     app = app_bytes(source, window, names)
     if names is None:  # a program recorded by `hostwire record`: its streams are the capture's
-        wire = delivered.wire_bytes(capture, scan(capture, args.stream), window)
+        wire = delivered.wire_bytes(capture, scan(capture, request.stream), window)
     else:
         wire = _run_wire_bytes(capture, window, names)
     if kind == "fairness":
@@ -226,20 +232,20 @@ def _run_wire_bytes(capture: CaptureChunks, window: Window, names: list[str]) ->
     return per.reindex(sorted(set(names)), fill_value=0).astype(np.int64)
 
 
-def _with_write_gaps(table: pd.DataFrame, writes: pd.DataFrame, window: Window, args: Any) -> pd.DataFrame:
+def _with_write_gaps(table: pd.DataFrame, writes: pd.DataFrame, window: Window, request: MetricsRequest) -> pd.DataFrame:
     """The frame rows and, after them, the in-memory rows of the gaps between each sending
     process's writes (hostwire.metrics.intervals.df_intervals): the logs are small."""
     gaps = mem_intervals.write_gaps(writes, window)
     if not len(gaps):
         return table
-    if args.hist:
-        rows = mem_intervals.log_histogram(gaps, "write", args.per_decade)
+    if request.hist:
+        rows = mem_intervals.log_histogram(gaps, "write", request.per_decade)
     else:
         rows = mem_intervals.summarize(gaps, "write")
     return pd.concat([table, rows], ignore_index=True)
 
 
-def _compute(kind: str, args: Any, capture: CaptureChunks, labels: Any, window: Window,
+def _compute(kind: str, request: MetricsRequest, capture: CaptureChunks, labels: Any, window: Window,
              manifest: dict[str, Any] | None = None) -> pd.DataFrame:
     names = labels.names
     columns = DATA_COLUMNS.get(kind, ())
@@ -255,30 +261,30 @@ def _compute(kind: str, args: Any, capture: CaptureChunks, labels: Any, window: 
         return data_chunks(capture, labels, window, columns)
 
     if kind == "bursts":
-        return bursts.df_bursts(passes, names, window, args.theta_factor, args.theta)
+        return bursts.df_bursts(passes, names, window, request.theta_factor, request.theta)
     if kind == "intervals":
-        if args.hist:
-            return intervals.df_interval_histogram(passes, names, window, args.per_decade)
+        if request.hist:
+            return intervals.df_interval_histogram(passes, names, window, request.per_decade)
         return intervals.df_intervals(passes, names, window)
     if kind in ("idc", "hurst"):
-        ts = t_grid(window.length_ns, args.points, args.t_min, args.t_max)
-        table = idc.df_idc(passes(), names, window, ts, args.bytes)
+        ts = t_grid(window.length_ns, request.points, request.t_min, request.t_max)
+        table = idc.df_idc(passes(), names, window, ts, request.bytes)
         if kind == "idc":
             return table
-        return hurst.df_hurst_of_idc(table, args.fit_from, args.fit_to)
-    return _contract(args, passes, names, window, manifest or {})
+        return hurst.df_hurst_of_idc(table, request.fit_from, request.fit_to)
+    return _contract(request, passes, names, window, manifest or {})
 
 
-def _contract(args: Any, passes: Any, names: list[str], window: Window, manifest: dict[str, Any]) -> pd.DataFrame:
-    rate = link_rate(manifest, args.link_rate).bps  # a run's manifest names its link rate
-    pcr = args.pcr if args.pcr is not None else rate / cells.CELL_BITS
+def _contract(request: MetricsRequest, passes: Any, names: list[str], window: Window, manifest: dict[str, Any]) -> pd.DataFrame:
+    rate = link_rate(manifest, request.link_rate).bit_s  # a run's manifest names its link rate
+    pcr = request.pcr if request.pcr is not None else rate / cells.CELL_BITS
     d = cells.cell_time_ns(rate)
     if not isinstance(d, int):
         raise NotImplementedError("a cell time that is not a whole number of ns")
     if pcr <= 0:
         raise UsageError(f"--pcr {pcr}: expected cells/s > 0")
-    table, at_pcr = contract.df_contract(passes, names, window, d, args.encap, pcr, args.points, args.scr_min)
+    table, at_pcr = contract.df_contract(passes, names, window, d, request.encap, pcr, request.points, request.scr_min)
     for name, need in at_pcr.items():
-        if need >= args.cdvt + 1:  # below a nanosecond is the float arithmetic of the cell times
-            log.warning("%s: the peak-rate bucket needs CDVT %.0f ns, more than --cdvt %d ns", name, need, args.cdvt)
+        if need >= request.cdvt + 1:  # below a nanosecond is the float arithmetic of the cell times
+            log.warning("%s: the peak-rate bucket needs CDVT %.0f ns, more than --cdvt %d ns", name, need, request.cdvt)
     return table

@@ -12,7 +12,8 @@ import pandas as pd
 
 from hostwire.errors import InputError
 from hostwire.metrics.idc import COLUMNS, EDGE_COST, MIN_BINS, RUN_COST, idc_row
-from hostwire.metrics.window import Window, require_rows
+from hostwire.metrics.window import require_rows
+from hostwire.window import Window
 from hostwire.read.pcapchunks import Chunk
 
 

@@ -16,7 +16,8 @@ from hostwire.metrics.chunked.quantiles import FirstPass, GroupedValues, by_grou
     quantile_ranks
 from hostwire.metrics.intervals import QUANTILES, SUMMARY_COLUMNS, bin_counts, histogram_table, \
     log_edges
-from hostwire.metrics.window import Window, require_rows
+from hostwire.metrics.window import require_rows
+from hostwire.window import Window
 from hostwire.read.pcapchunks import Chunk
 
 

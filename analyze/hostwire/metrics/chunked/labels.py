@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from hostwire.errors import InputError
-from hostwire.metrics.streams import TCP, _host, selected_names
-from hostwire.metrics.window import Window
+from hostwire.metrics.streams import TCP, host_label, selected_names
+from hostwire.window import Window
 from hostwire.read.pcapchunks import CaptureChunks, Chunk
 
 LABEL_COLUMNS = ("t_ns", "proto", "src", "dst", "sport", "dport", "payload_len")
@@ -69,7 +69,7 @@ class Connections:
         lo, hi = np.asarray(self.lo, dtype=np.int64), np.asarray(self.hi, dtype=np.int64)
         a = np.where(data_fwd, lo, hi)
         b = np.where(data_fwd, hi, lo)
-        return data_fwd, [f"{_host(addresses[x >> 16])}:{x & 0xFFFF}>{_host(addresses[y >> 16])}:{y & 0xFFFF}"
+        return data_fwd, [f"{host_label(addresses[x >> 16])}:{x & 0xFFFF}>{host_label(addresses[y >> 16])}:{y & 0xFFFF}"
                           for x, y in zip(a.tolist(), b.tolist())]
 
     def of(self, chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:

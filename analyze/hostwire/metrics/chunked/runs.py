@@ -1,5 +1,5 @@
 """A run directory on the chunked path: the run's capture (raw/wire.pcap) read in chunks, its stamps
-mapped onto the run's clock with wirecap.json's clock pairs (as hostwire.run.Run.df_frames maps
+mapped onto the run's clock with wirecap.json's clock pairs (as hostwire.run_directory.Run.df_frames maps
 them), and the run's view (hostwire.metrics.inputs.view: window, logs, damage, warnings) built from
 facts of the capture found in passes over its chunks instead of from its frame table. Every kind
 the chunked path serves on a capture it serves on a run too: what a run adds (its logs, manifest
@@ -16,7 +16,7 @@ from hostwire.errors import HostwireError
 from hostwire.metrics.damage import DamagedSource, from_attrs
 from hostwire.metrics.inputs import WireFacts
 from hostwire.read.pcapchunks import CaptureChunks
-from hostwire.run import Run
+from hostwire.run_directory import Run
 
 def run_capture(value: Any) -> Path | None:
     """raw/wire.pcap of a run directory (None for anything else, or a run without a capture)."""

@@ -34,10 +34,11 @@ from hostwire.metrics.chunked.delivered import Coverage
 from hostwire.metrics.chunked.labels import EP_SPAN, LABEL_COLUMNS, StreamLabels, is_tcp, scan
 from hostwire.metrics.damage import DamagedSource
 from hostwire.metrics.inputs import Source
+from hostwire.metrics.options import MetricsRequest
 from hostwire.metrics.run_streams import sanity_context
 from hostwire.metrics.sanity import TCP_ACK, TCP_RST, TCP_SYN
 from hostwire.metrics.streams import TCP, seq_offset
-from hostwire.metrics.window import Window
+from hostwire.window import Window
 from hostwire.read.pcapchunks import CaptureChunks, Chunk
 
 COLUMNS = ("seq", "ack", "flags", "window", "wscale", "wire_len")  # read beside LABEL_COLUMNS
@@ -48,8 +49,8 @@ class Gaps:
     """impossible_intervals over chunks: per direction (sorted keys) the last frame's stamp and
     wire length, its gaps, impossible ones and whether it carried payload."""
 
-    def __init__(self, link_rate_bps: float, tolerance: float) -> None:
-        self.rate, self.tolerance = link_rate_bps, tolerance
+    def __init__(self, link_rate_bit_s: float, tolerance: float) -> None:
+        self.rate, self.tolerance = link_rate_bit_s, tolerance
         self.keys = np.zeros(0, dtype=np.int64)
         self.last_t = np.zeros(0, dtype=np.int64)
         self.last_len = np.zeros(0, dtype=np.int64)
@@ -241,7 +242,7 @@ class Streams:
         return sanity.DataSums(data_frames=self.data_frames, **self.sums)
 
 
-def df_sanity(capture: CaptureChunks, window: Window, args: Any, damaged: list[DamagedSource],
+def df_sanity(capture: CaptureChunks, window: Window, request: MetricsRequest, damaged: list[DamagedSource],
               source: Source | None = None) -> pd.DataFrame:
     """The sanity table of hostwire.metrics.compute for this capture (its window, the options
     --link-rate, --tolerance, --frame-overhead, --max-retransmit-share; --stream plays no part, as
@@ -249,11 +250,11 @@ def df_sanity(capture: CaptureChunks, window: Window, args: Any, damaged: list[D
     rate, loss counters, status, receivers' reads and clock exchange are the run's, and the wire
     goodput counts only the streams its logs name. NotImplementedError for more addresses than
     the stream labels take."""
-    sanity.check_options(args.max_retransmit_share, args.frame_overhead)
+    sanity.check_options(request.max_retransmit_share, request.frame_overhead)
     manifest = source.manifest if source is not None else None
-    link = link_rate(manifest, args.link_rate)
+    link = link_rate(manifest, request.link_rate)
     if not link.unbounded:
-        sanity.check_tolerance(args.tolerance)
+        sanity.check_tolerance(request.tolerance)
     if len(capture.addresses) > EP_SPAN >> 16:
         raise NotImplementedError(f"more than {EP_SPAN >> 16} addresses")
     try:
@@ -262,16 +263,16 @@ def df_sanity(capture: CaptureChunks, window: Window, args: Any, damaged: list[D
         labels = None
     if source is None:
         ctx = sanity.Context(damaged=damaged, link_rate_known=link.enforced, link_unbounded=link.unbounded,
-                             frame_overhead=args.frame_overhead, max_retransmit_share=args.max_retransmit_share)
+                             frame_overhead=request.frame_overhead, max_retransmit_share=request.max_retransmit_share)
     else:
 
-        ctx = sanity_context(source, args, link)
+        ctx = sanity_context(source, request, link)
     sync_port = source.sync_port if source is not None and source.clock_sync is not None else None
     streams = None
     if labels is not None:
         offered, flight_base = _first_pass(capture, labels, window)
         streams = Streams(len(labels.names), offered, flight_base)
-    gaps = Gaps(link.bps, args.tolerance)
+    gaps = Gaps(link.bit_s, request.tolerance)
     frames = 0
     clock: list[pd.DataFrame] = []
     span = len(capture.addresses)
@@ -309,7 +310,7 @@ def df_sanity(capture: CaptureChunks, window: Window, args: Any, damaged: list[D
             np.isin(np.asarray(labels.names, dtype=object), list(ctx.streams))
         wire = float(streams.new_bytes[kept].sum())
     sums = (streams.data_sums() if streams is not None else sanity.DataSums()) if link.enforced else None
-    goodput_counters, above = sanity.goodput_figures(wire, sums, window, link.bps, ctx)
+    goodput_counters, above = sanity.goodput_figures(wire, sums, window, link.bit_s, ctx)
     wire_clock = None
     if source is not None and sync_port is not None:
         assert source.clock_sync is not None

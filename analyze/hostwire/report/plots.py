@@ -2,7 +2,7 @@
 `df_*` function or the campaign summary returned, and returns the matplotlib Figure. Nothing here
 reads files or computes a metric.
 
-Every figure fits the report's page (hostwire.campaign.figure: at most PAGE_WIDTH_PX wide at DPI) and is laid out
+Every figure fits the report's page (hostwire.report.figure: at most PAGE_WIDTH_PX wide at DPI) and is laid out
 by matplotlib's constrained layout with its legend outside the axes. Log axes are labelled only
 where labels cannot crowd (`log_axis`: decades, else 1-2-5, else every leading digit; minor ticks
 never). Where a campaign has many grid points a figure picks the points that tell its story or
@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from hostwire.campaign.figure import (HEIGHT, SERIES_COLOURS, WIDE, WIDTH, Curves, Key, is_grid_point, key_label,
+from hostwire.report.figure import (HEIGHT, SERIES_COLOURS, WIDE, WIDTH, Curves, Key, is_grid_point, key_label,
                                       log_axis, new_figure, outside_legend)
 
 HIGHLIGHT = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")

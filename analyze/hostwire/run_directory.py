@@ -1,23 +1,19 @@
 """A recorded run directory (DESIGN.md section 7) as DataFrames on the run's reference clock, the
 sender host's CLOCK_MONOTONIC: the one object through which every analysis of a run reads it.
 
-A Run reads each raw file once and keeps what it read: the capture is decoded on the first
-`df_frames()` and kept for every later caller (metrics, summary, report), and so are the
-benchmark's logs, the tables built from them, `bench.json`, `wirecap.json`, `sched.json`,
-`syscalls.json`, `resources.tsv`, `sched.tsv` and `syscalls.tsv`. A read that fails is kept too:
-asking again raises the same error without reading again. Every JSON file goes through
-hostwire.versioned.read_json, which rejects another format or a newer version. A DataFrame a Run
-returns is a shallow copy of the one it keeps (pandas copy-on-write): a caller may change it
-freely.
+A Run reads each raw file once and keeps what it read: the capture is decoded on the first `df_frames()` and kept for
+every later caller (metrics, summary, report), and so are the benchmark's logs, the tables built from them,
+`bench.json`, `wirecap.json`, `sched.json`, `syscalls.json`, `resources.tsv`, `sched.tsv` and `syscalls.tsv`. A read
+that fails is kept too: asking again raises the same error without reading again. Every JSON file goes through
+hostwire.versioned.read_json, which rejects another format or a newer version. A DataFrame a Run returns is a shallow
+copy of the one it keeps (pandas copy-on-write): a caller may change it freely.
 
-An analysis declares the raw files it reads (`Needs`: groups of alternatives, one file of each
-group required, others used when present). `run.can(needs)` and `run.missing_for(needs)` tell
-before any work whether this run has them, and `run.require(needs)` raises an InputError naming
-what is missing ("goodput needs raw/wire.pcap or raw/bench/recv-*.tsv; this run has neither").
-A metric kind's declaration is hostwire.metrics.needs.needs_of(kind). The joined timeline of a
-run is hostwire.timeline.build.Timeline, built from a Run; the Run knows nothing of it.
-
-This module imports nothing of the recording side (hostwire.record)."""
+An analysis declares the raw files it reads (`Needs`: groups of alternatives, one file of each group required, others
+used when present). `run.can(needs)` and `run.missing_for(needs)` tell before any work whether this run has them, and
+`run.require(needs)` raises an InputError naming what is missing ("goodput needs raw/wire.pcap or raw/bench/recv-*.tsv;
+this run has neither"). A metric kind's declaration is hostwire.metrics.needs.needs_of(kind). The joined timeline of a
+run is hostwire.timeline.build.Timeline, built from a Run; the Run knows nothing of it, and this module imports nothing
+of the recording side (hostwire.record)."""
 
 from __future__ import annotations
 
@@ -36,6 +32,7 @@ from hostwire.read.needs import Needs
 from hostwire.read.syscalls import read_in_pieces, read_syscalls, read_syscalls_of
 from hostwire.read.tsv import TsvLog
 from hostwire.versioned import read_json
+from hostwire.window import Window
 
 SUPPORTED_MANIFEST_VERSION = int(MANIFEST_FORMAT.split()[1])
 
@@ -208,6 +205,10 @@ class Run:
             raise InputError(f"{self.path}: " + "; ".join(need.message(needs.name) for need in lacking))
 
     # ------------------------------------------------------------------ the window
+
+    def window(self, last_frame_ns: int | None = None) -> Window:
+        """window_ns() as the Window every stage cuts by."""
+        return Window(*self.window_ns(last_frame_ns))
 
     def window_ns(self, last_frame_ns: int | None = None) -> tuple[int, int]:
         """The logging window (start, end) in ns. For a complete run whose manifest holds it: the

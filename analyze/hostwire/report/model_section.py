@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hostwire.campaign.figure import HEIGHT, WIDTH, log_axis, new_figure
-from hostwire.campaign.plots import LIMIT_STYLE
+from hostwire.report.figure import HEIGHT, WIDTH, log_axis, new_figure
+from hostwire.report.plots import LIMIT_STYLE
 from hostwire.model.validate import WITHIN_PCT, summary_lines
 
 COLUMNS = {"senders": "M", "background": "N", "setup": "set-up", "limit": "measured limit",

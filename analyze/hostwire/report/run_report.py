@@ -1,7 +1,7 @@
 """`hostwire report RUN`: report.html and plots/ (PNG and SVG) for one run directory: a program
 recorded by `hostwire record`, or one benchmark run of a campaign. What was recorded and lost, the
 streams with the processes that sent them, why their long gaps happened and who preempted the
-senders, and the figures of the campaign report drawn for this run alone (campaign.plots, keyed
+senders, and the figures of the campaign report drawn for this run alone (report.plots, keyed
 by the run's streams): the process trace around the longest off period, the frame intervals,
 IDC and the zero-loss contracts. A section whose input the run lacks (no capture, no kernel
 trace, no calls) says so in place of its figure; the report is written all the same."""
@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hostwire.campaign import plots
-from hostwire.campaign.html_table import table_html
-from hostwire.campaign.page import Section, save_figure, write_page
+from hostwire.report import plots
+from hostwire.report.html_table import table_html
+from hostwire.report.page import Section, save_figure, write_page
 from hostwire.errors import HostwireError
 from hostwire.linkrate import link_rate
 from hostwire.metrics.compute import table
-from hostwire.run import Run, load_run
+from hostwire.run_directory import Run, load_run
 from hostwire.timeline.gaps import CAUSES
 
 log = logging.getLogger(__name__)
@@ -268,7 +268,7 @@ class RunReport:
         if (why := self.lacks()) is not None:
             return Section(title, f"<p>Not explained: {html.escape(why)}.</p>")
         digest = gap_tables.Digest(LONGEST_GAPS)  # what the section shows: a long run's gaps are not held
-        gap_sources.explain_run(self.run, self.run.window_ns(), digest)
+        gap_sources.explain_run(self.run, self.run.window(), digest)
         self.preempters = digest.per_task()
         text = ("<p>Every gap between two data frames of a stream longer than twice the first frame's time on the "
                 "wire, split into causes that add up to it (<code>hostwire gaps RUN --summary</code>; the rules in "

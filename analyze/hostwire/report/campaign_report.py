@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hostwire.campaign import plots, tables
-from hostwire.campaign.html_table import table_html
-from hostwire.campaign.page import Section, save_figure, write_page
+from hostwire.campaign import tables
+from hostwire.report import plots
+from hostwire.report.html_table import table_html
+from hostwire.report.page import Section, save_figure, write_page
 from hostwire.errors import HostwireError, InputError
 from hostwire.metrics.regime import WHY_WIRE_CANNOT_DEPEND, df_goodput_fit_by_limit
 from hostwire.timeline.gaps import CAUSES
@@ -318,7 +319,7 @@ class ReportBuilder:
 
     def model(self) -> None:
         """Predicted beside measured, from model.parquet (hostwire.model.report_section)."""
-        from hostwire.campaign import model_section as rs
+        from hostwire.report import model_section as rs
 
         table = rs.read_model_table(self.campaign)
         text, shown, classes = rs.section_text(table, self.campaign)
@@ -341,7 +342,7 @@ class ReportBuilder:
         self.sections.append(Section("Process trace (paper figure 2)", caption, [name]))
 
     def _process_trace_figure(self) -> tuple[Any, str]:
-        from hostwire.run import load_run
+        from hostwire.run_directory import load_run
         from hostwire.timeline.excerpt import longest_off_period
 
         s = self.summary[(self.summary["senders"] > 0) & (self.summary["status"] == "complete")]
@@ -364,7 +365,7 @@ class ReportBuilder:
         return plots.plot_process_trace(excerpt.frames, excerpt.writes, excerpt.running, excerpt.t0_ns, title), caption
 
     def hosts(self) -> None:
-        from hostwire.campaign.hosts_summary import hosts_section
+        from hostwire.report.hosts_section import hosts_section
 
         hosts_section(self, Section)
 

@@ -1,5 +1,5 @@
-"""The HTML page both reports write (a campaign's, hostwire.campaign.report; one run's,
-hostwire.campaign.run_report): sections of text, tables and figures, each figure saved as PNG
+"""The HTML page both reports write (a campaign's, hostwire.report.campaign_report; one run's,
+hostwire.report.run_report): sections of text, tables and figures, each figure saved as PNG
 (shown) and SVG (linked) under plots/ beside the page."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hostwire.campaign import figure
+from hostwire.report import figure
 from hostwire.safewrite import write_text, write_with
 
 CSS = """
