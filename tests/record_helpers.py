@@ -15,6 +15,10 @@ from typing import Any
 
 import pandas as pd
 
+# how much slower than this machine the tests run: an emulated guest (tests/test_guest_qdiscs.py)
+# runs the same tests with their waits scaled by it
+SLOWDOWN = float(os.environ.get("HOSTWIRE_TEST_SLOWDOWN", "1"))
+
 REPO = Path(__file__).resolve().parents[1]
 SERVER = "198.18.0.2"
 
@@ -34,7 +38,7 @@ def in_netns(netns: str, argv: list[str]) -> list[str]:
 def record(netns: str, out: Path, command: list[str], *options: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`hostwire record -o OUT OPTIONS -- COMMAND` inside netns, to its end."""
     argv = in_netns(netns, [*hostwire_argv(), "record", "-o", str(out), *options, "--", *command])
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env())
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout * SLOWDOWN, env=env())
 
 
 def server(netns: str, argv: list[str]) -> subprocess.Popen[bytes]:
@@ -64,7 +68,7 @@ def tshark_flows(pcap: Path) -> pd.DataFrame:
               "udp.dstport", "tcp.len", "udp.length"]
     proc = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", *sum((["-e", f] for f in fields), []),
                            "-E", "separator=\t", "-Y", "tcp.len > 0 or udp.length > 8"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300 * SLOWDOWN)
     assert proc.returncode == 0, proc.stderr
     rows = []
     for line in proc.stdout.splitlines():
@@ -86,7 +90,7 @@ def endpoint(addr: str, port: int) -> str:
 def gaps_table(run: Path, *options: str, **environ: str) -> pd.DataFrame:
     import io
 
-    proc = subprocess.run([*hostwire_argv(), "gaps", str(run), *options], capture_output=True, text=True, timeout=300,
+    proc = subprocess.run([*hostwire_argv(), "gaps", str(run), *options], capture_output=True, text=True, timeout=300 * SLOWDOWN,
                           env={**env(), **environ})
     assert proc.returncode == 0, proc.stderr
     return pd.read_csv(io.StringIO(proc.stdout))

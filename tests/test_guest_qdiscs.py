@@ -17,8 +17,10 @@ from hostwire import paths
 from hostwire.errors import HostwireError
 from hostwire.record import vm
 
-pytestmark = [pytest.mark.vm, pytest.mark.guest, pytest.mark.long, pytest.mark.privileged("tracefs"), pytest.mark.timeout(3000)]
+pytestmark = [pytest.mark.vm, pytest.mark.guest, pytest.mark.long, pytest.mark.privileged("tracefs"), pytest.mark.timeout(5400)]
 
+# the emulated guest runs the tests this much slower (their waits and timeouts scaled by it)
+SLOWDOWN = 15
 GUEST_TESTS = ("test_one_stream_paced_by_fq_maxrate", "test_five_streams_through_fq_codel_under_tbf")
 
 
@@ -32,11 +34,12 @@ def test_fq_and_fq_codel_causes_in_a_guest_that_has_them(tmp_path: Path) -> None
     junit = share / "junit.xml"
     repo = paths.REPO_ROOT
     select = " or ".join(GUEST_TESTS)
-    command = (f"cd {shlex.quote(str(repo))} && HOSTWIRE_REQUIRE_PRIV=1 {shlex.quote(sys.executable)} -m pytest "
+    command = (f"cd {shlex.quote(str(repo))} && HOSTWIRE_REQUIRE_PRIV=1 HOSTWIRE_TEST_SLOWDOWN={SLOWDOWN} "
+               f"{shlex.quote(sys.executable)} -m pytest "
                f"-p no:cacheprovider -q -rA -o addopts='--import-mode=importlib --strict-markers' "
                f"--junitxml={shlex.quote(str(junit))} tests/test_qdisc_causes.py -k {shlex.quote(select)}")
     # the checkout at its own path, wherever it lies (one under /tmp is hidden by the guest's tmpfs)
-    boot = vm.boot("stock", command, share, timeout_s=2700, writable=(repo,))
+    boot = vm.boot("stock", command, share, timeout_s=5000, writable=(repo,))
     log = (share / "guest.log").read_text() if (share / "guest.log").exists() else ""
     assert boot.exit_status is not None and not boot.timed_out, (boot.failure(), log[-3000:])
     assert junit.exists(), (boot.failure(), log[-3000:])

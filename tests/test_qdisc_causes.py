@@ -22,9 +22,9 @@ from hostwire.record.topology import SENDER_ADDR, Topology, run_cmd
 from hostwire.timeline import gap_tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
-from record_helpers import env, gaps_table, in_netns, manifest, record
+from record_helpers import SLOWDOWN, env, gaps_table, in_netns, manifest, record
 
-pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.timeout(600), pytest.mark.long]
+pytestmark = [pytest.mark.privileged("netns", "tracefs"), pytest.mark.timeout(600 * SLOWDOWN), pytest.mark.long]
 
 RELAY = Path(__file__).resolve().parent / "forking_relay.py"
 FILE_BYTES = 3_000_000
@@ -37,14 +37,17 @@ CAUSES = list(gap_tables.CAUSES)
 # n clients in parallel, each reading the whole file, then closing; connects until the relay listens
 FETCH = """
 import socket, sys, threading, time
-host, port, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+host, port, n, size, patience = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 got = [0] * n
 def one(i):
-    for _ in range(400):
+    deadline = time.monotonic() + patience
+    while True:
         try:
             s = socket.create_connection((host, port))
             break
         except OSError:
+            if time.monotonic() > deadline:
+                raise
             time.sleep(0.025)
     while got[i] < size and (b := s.recv(1 << 16)):
         got[i] += len(b)
@@ -72,12 +75,12 @@ def relay_through(tmp_path: Path, qdiscs: Callable[[str], list[list[str]]], coun
                     pytest.skip(f"this kernel has not the qdisc of 'tc {' '.join(args)}'")
                 raise
         fetch = subprocess.Popen(in_netns(topo.rx_ns, [sys.executable, "-c", FETCH, SENDER_ADDR, str(PORT), str(count),
-                                                       str(FILE_BYTES)]), stdout=subprocess.PIPE, text=True)
+                                                       str(FILE_BYTES), str(10 * SLOWDOWN)]), stdout=subprocess.PIPE, text=True)
         try:
             rec = record(topo.tx_ns, out, [sys.executable, str(RELAY), str(data), SENDER_ADDR, str(PORT), str(count),
                                            *(["--close"] if close else [])])
         finally:
-            got, _ = fetch.communicate(timeout=120)
+            got, _ = fetch.communicate(timeout=120 * SLOWDOWN)
     assert rec.returncode == 0, rec.stderr
     assert got.split() == [str(FILE_BYTES)] * count
     assert manifest(out)["status"] == "complete"

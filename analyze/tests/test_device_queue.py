@@ -132,5 +132,5 @@ def test_the_enqueues_of_a_trace_read_in_slabs_are_the_whole_traces(piece_bytes:
 def test_a_device_not_or_partly_paired_is_a_warning(note: str, warned: bool) -> None:
     from hostwire.timeline.gap_inputs import GapInputs
 
-    sentences = GapInputs(data=pd.DataFrame(), rate_bps=1e8, sources={"qdisc_queue": note}).cannot_tell()
+    sentences = GapInputs(data=pd.DataFrame(), rate_bit_s=1e8, sources={"qdisc_queue": note}).cannot_tell()
     assert any(note in s for s in sentences) == warned

@@ -318,7 +318,7 @@ def _gap_causes(run: Any) -> dict[str, Any]:
     """The long gaps of the run's streams in its window (`hostwire gaps` with its default
     threshold, a long kernel trace read in slabs): how many, their total time, each cause's share
     of it, and the sources the run lacks to tell causes apart (docs/timeline.md, "Gaps")."""
-    from hostwire.timeline import gap_sources, gap_tables, gaps
+    from hostwire.timeline import gap_sources, gap_tables
 
     sums = gap_tables.Totals()  # the sums alone: a long run's gaps are not held
     gap_sources.explain_run(run, run.window(), sums)
