@@ -7,10 +7,10 @@ none when that was a file."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from hostwire.record.link import LinkSpec
@@ -30,6 +30,19 @@ PROGRAMS = Path(__file__).resolve().parent / "programs"
 SEEDS = (11, 12, 13, 14)
 
 
+def recorded_calls(runs: list[str], run_id: str, port: int, backend: str, tmp_path: Path) -> pd.DataFrame:
+    """The compiled scripts (their command lines, each connecting to `port`) run one after the
+    other under `hostwire record --syscalls backend` against a sink server; their recorded calls."""
+    with Topology(run_id=run_id, link=LinkSpec(rate="100mbit")) as topo:
+        sink = server(topo.rx_ns, ["python3", str(PROGRAMS / "sink_server.py"), SERVER, str(port), "0"])
+        try:
+            r = record(topo.tx_ns, tmp_path / "run", ["sh", "-c", " && ".join(runs)], "--syscalls", backend)
+        finally:
+            stop(sink)
+    assert r.returncode == 0, r.stderr
+    return Timeline.of(load_run(tmp_path / "run")).df_calls()
+
+
 @pytest.mark.parametrize("backend", ["tracefs", "ptrace", "preload"])
 def test_recorded_writes_join_the_socket_their_fd_held(tmp_path: Path, backend: str) -> None:
     scripts = {seed: make_script(seed, steps=40, first_size=100 + 1000 * k) for k, seed in enumerate(SEEDS)}
@@ -37,14 +50,7 @@ def test_recorded_writes_join_the_socket_their_fd_held(tmp_path: Path, backend: 
     for seed, script in scripts.items():
         exe = build(script, tmp_path, f"script{seed}")
         runs.append(f"{exe} {SERVER} 7003 {tmp_path}/sockets{seed}.log 0")
-    with Topology(run_id="lfr", link=LinkSpec(rate="100mbit")) as topo:
-        sink = server(topo.rx_ns, ["python3", str(PROGRAMS / "sink_server.py"), SERVER, "7003", "0"])
-        try:
-            r = record(topo.tx_ns, tmp_path / "run", ["sh", "-c", " && ".join(runs)], "--syscalls", backend)
-        finally:
-            stop(sink)
-    assert r.returncode == 0, r.stderr
-    calls = Timeline.of(load_run(tmp_path / "run")).df_calls()
+    calls = recorded_calls(runs, "lfr", 7003, backend, tmp_path)
     writes = calls[calls["call"] == "write"]
     checked = 0
     for seed, script in scripts.items():
@@ -73,14 +79,7 @@ def test_close_on_exec_set_later_and_passed_descriptors_recorded(tmp_path: Path,
                for k, seed in enumerate(LATER_SEEDS)}
     runs = [f"{build(script, tmp_path, f'later{seed}')} {SERVER} 7005 {tmp_path}/sockets{seed}.log 0"
             for seed, script in scripts.items()]
-    with Topology(run_id="lfp", link=LinkSpec(rate="100mbit")) as topo:
-        sink = server(topo.rx_ns, ["python3", str(PROGRAMS / "sink_server.py"), SERVER, "7005", "0"])
-        try:
-            r = record(topo.tx_ns, tmp_path / "run", ["sh", "-c", " && ".join(runs)], "--syscalls", backend)
-        finally:
-            stop(sink)
-    assert r.returncode == 0, r.stderr
-    calls = Timeline.of(load_run(tmp_path / "run")).df_calls()
+    calls = recorded_calls(runs, "lfp", 7005, backend, tmp_path)
     writes = calls[calls["call"] == "write"]
     checked = passed_unjoined = 0
     for seed, script in scripts.items():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -14,8 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hostwire.cli import main
 from hostwire.metrics import synth
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
+from integrity_helpers import metrics  # noqa: E402
 
 S = 10**9
 KINDS = ["intervals", "bursts", "idc", "hurst", "contract", "fairness", "goodput", "sanity"]
@@ -23,13 +24,8 @@ KINDS = ["intervals", "bursts", "idc", "hurst", "contract", "fairness", "goodput
 
 def hostwire(*args: str) -> subprocess.CompletedProcess[str]:
     """The command in this process (fast); an escaping exception fails the test like a traceback."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(["metrics", *args])
-        except SystemExit as exit_:  # argparse
-            code = int(exit_.code or 0)
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    code, out, err = metrics(*args)
+    return subprocess.CompletedProcess(args, code, out, err)
 
 
 def hostwire_process(*args: str) -> subprocess.CompletedProcess[str]:
