@@ -311,7 +311,7 @@ def check_device_queue(v: Verdict, run: Path, most_unsent: int) -> None:
     """The pairing of the run's shaped device: no frame without a buffer, at most `most_unsent`
     buffers never sent, each whole buffer's net_dev_xmit within XMIT_NEAR_NS of its frame, the
     same holds from the trace in slabs (1 MiB each) as whole."""
-    from hostwire.run import load_run
+    from hostwire.run_directory import load_run
     from hostwire.timeline import device_queue, gap_sources, kernel_slabs
     from hostwire.timeline.build import Timeline
 

@@ -14,7 +14,7 @@ import pandas as pd
 from hostwire.timeline.fd_lifetimes import NOT_INET, epoch_index
 
 if TYPE_CHECKING:
-    from hostwire.run import Run
+    from hostwire.run_directory import Run
 
 
 def io_uring_note(run: Run) -> list[str]:
