@@ -92,7 +92,7 @@ def gaps_table(run: Path, *options: str, **environ: str) -> pd.DataFrame:
 
     proc = subprocess.run([*hostwire_argv(), "gaps", str(run), *options], capture_output=True, text=True, timeout=300 * SLOWDOWN,
                           env={**env(), **environ})
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
     return pd.read_csv(io.StringIO(proc.stdout))
 
 

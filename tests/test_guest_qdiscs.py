@@ -19,6 +19,9 @@ from hostwire.record import vm
 
 pytestmark = [pytest.mark.vm, pytest.mark.guest, pytest.mark.long, pytest.mark.privileged("tracefs"), pytest.mark.timeout(5400)]
 
+# the relay's five 3 MB streams and their gaps in memory and in slabs (2 GiB was too little once:
+# `hostwire gaps` ended without a word)
+GUEST_MEMORY_MB = 6144
 # the emulated guest runs the tests this much slower (their waits and timeouts scaled by it)
 SLOWDOWN = 15
 GUEST_TESTS = ("test_one_stream_paced_by_fq_maxrate", "test_five_streams_through_fq_codel_under_tbf")
@@ -39,7 +42,7 @@ def test_fq_and_fq_codel_causes_in_a_guest_that_has_them(tmp_path: Path) -> None
                f"-p no:cacheprovider -q -rA -o addopts='--import-mode=importlib --strict-markers' "
                f"--junitxml={shlex.quote(str(junit))} tests/test_qdisc_causes.py -k {shlex.quote(select)}")
     # the checkout at its own path, wherever it lies (one under /tmp is hidden by the guest's tmpfs)
-    boot = vm.boot("stock", command, share, timeout_s=5000, writable=(repo,))
+    boot = vm.boot("stock", command, share, timeout_s=5000, writable=(repo,), memory_mb=GUEST_MEMORY_MB)
     log = (share / "guest.log").read_text() if (share / "guest.log").exists() else ""
     assert boot.exit_status is not None and not boot.timed_out, (boot.failure(), log[-3000:])
     assert junit.exists(), (boot.failure(), log[-3000:])

@@ -124,7 +124,7 @@ def test_one_stream_paced_by_fq_maxrate(tmp_path: Path) -> None:
     run = relay_through(tmp_path, lambda dev: [["qdisc", "add", "dev", dev, "root", "fq", "maxrate", "20mbit"]],
                         count=1)
     share = shares(explained(run))
-    assert share["qdisc"] >= 0.9 and share["unexplained"] <= 0.05, share
+    assert share["qdisc"] >= 0.9 and share["unexplained"] <= 0.05, share.to_dict()
 
 
 def test_five_streams_through_fq_codel_under_tbf(tmp_path: Path) -> None:
