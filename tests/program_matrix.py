@@ -299,8 +299,12 @@ def check_gaps(v: Verdict, gaps: pd.DataFrame, ours: set[str]) -> None:
 # against what the kernel trace says of each buffer the qdisc sent whole: its own net_dev_xmit
 # (same skbaddr) must be at the frame the pairing gave it. At 100 Mbit/s a frame holds the link
 # 121 us, so a frame paired with its neighbour's buffer is about that far off. Thirty recordings
-# (as below): the largest distance of a run 5.1-56.0 us (median of the thirty 24.4 us).
+# (as below): the largest distance of a run 5.1-56.0 us (median of the thirty 24.4 us). A transmit
+# preempted between the capture's tap and the driver holds one buffer far longer now and then (424 us
+# for 1 of 4,028 in a redis -P 1 run beside an emulated guest taking a CPU), while a pairing off by one
+# moves nearly every buffer after it by a frame's time: a share of the buffers, not each, is checked.
 XMIT_NEAR_NS = 90_000
+MOST_FAR_SHARE = 0.01
 # Buffers the shaped device's qdisc took and the capture never saw leave: those enqueued as the
 # capture stopped. Thirty recordings (redis -P 16, the pre-forking server, iperf3 -R,
 # ten each, on a machine loaded by other work): 1 or 2 in each, no frame without a buffer.
@@ -309,7 +313,8 @@ MOST_UNSENT = 3
 
 def check_device_queue(v: Verdict, run: Path, most_unsent: int) -> None:
     """The pairing of the run's shaped device: no frame without a buffer, at most `most_unsent`
-    buffers never sent, each whole buffer's net_dev_xmit within XMIT_NEAR_NS of its frame, the
+    buffers never sent, all but MOST_FAR_SHARE of the whole buffers' net_dev_xmit within
+    XMIT_NEAR_NS of their frames, the
     same holds from the trace in slabs (1 MiB each) as whole."""
     from hostwire.run_directory import load_run
     from hostwire.timeline import device_queue, gap_sources, kernel_slabs
@@ -352,6 +357,7 @@ def check_device_queue(v: Verdict, run: Path, most_unsent: int) -> None:
     if whole_holds is None or sliced is None or whole_holds[1] != sliced[1] or not whole_holds[0].equals(sliced[0]):
         v.problems.append("device queue: the holds read in slabs differ from those read whole")
     far = int((off.isna() | (off > XMIT_NEAR_NS)).sum())
-    if far:
+    if far > MOST_FAR_SHARE * len(near):
         v.problems.append(f"device queue: {far} of {len(near)} whole buffers' net_dev_xmit not within "
-                          f"{XMIT_NEAR_NS / 1e3:.0f} us of the frame paired with them")
+                          f"{XMIT_NEAR_NS / 1e3:.0f} us of the frame paired with them (at most "
+                          f"{MOST_FAR_SHARE:.0%})")
