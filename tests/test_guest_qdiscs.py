@@ -19,8 +19,7 @@ from hostwire.record import vm
 
 pytestmark = [pytest.mark.vm, pytest.mark.guest, pytest.mark.long, pytest.mark.privileged("tracefs"), pytest.mark.timeout(5400)]
 
-# the relay's five 3 MB streams and their gaps in memory and in slabs (2 GiB was too little once:
-# `hostwire gaps` ended without a word)
+# the relay's five 3 MB streams and their gaps in memory and in slabs
 GUEST_MEMORY_MB = 6144
 # the emulated guest runs the tests this much slower (their waits and timeouts scaled by it)
 SLOWDOWN = 15
@@ -30,7 +29,7 @@ GUEST_TESTS = ("test_one_stream_paced_by_fq_maxrate", "test_five_streams_through
 @pytest.mark.xfail(strict=False, reason=(
     "emulated, fq's paced stream left 1.9 % of its gap time unexplained but qdisc only 58 % of it "
     "(the test asks 90 %; receiver_window 10.7 %, the rest the emulated CPU's own causes), and "
-    "hostwire gaps of fq_codel's five streams ended without a word in a 2 GiB guest"))
+    "hostwire gaps of fq_codel's five streams ended by SIGSEGV in the guest (6 GiB)"))
 def test_fq_and_fq_codel_causes_in_a_guest_that_has_them(tmp_path: Path) -> None:
     try:
         vm.kernel_image("stock")

@@ -5,7 +5,9 @@ COMMANDS lists them (the commands' modules import their heavy parts only when th
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
+import resource
 import signal
 import sys
 
@@ -59,6 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def raise_open_files_limit() -> int:
+    """Raises the soft limit of open files to the hard one and returns it. A long run's analysis
+    keeps a scratch file per stream and column (hostwire.spill): with many streams that passes the
+    1024 a login or a fresh machine's first process starts with, though the hard limit allows more."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):  # an infinite hard limit the kernel caps (nr_open)
+            return soft
+        return hard
+    return soft
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -74,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     # KeyboardInterrupt: a `kill -INT` would leave the run going. Every command stops, removes what
     # it set up and keeps what it recorded on SIGINT, whatever disposition it was started with.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    raise_open_files_limit()
     try:
         return int(args.func(args) or 0)
     except HostwireError as err:
@@ -87,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
         return 143
     except BrokenPipeError:
         return 0
+    except OSError as err:
+        if err.errno != errno.EMFILE:
+            raise
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        sys.stderr.write(f"hostwire: too many open files ({limit} allowed; raise the hard limit, ulimit -Hn): "
+                         f"{err.filename or err}\n")
+        return 1
 
 
 if __name__ == "__main__":
