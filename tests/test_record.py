@@ -40,9 +40,10 @@ def connections(names: list[str]) -> set[frozenset[str]]:
     return {frozenset(name.split(">")) for name in names}
 
 
-def check_gaps(run: Path, most_unexplained: float = 0.05) -> pd.DataFrame:
-    """There are gaps, every gap's causes sum to it, the unexplained share of all gap time is at
-    most 5 %, and the kernel trace read in slabs (a hundredth of it each) gives the same table."""
+def check_gaps(run: Path, most_unexplained: float = 0.05, gaps_expected: bool = True) -> pd.DataFrame:
+    """There are gaps (unless the caller says its stream need have none), every gap's causes sum
+    to it, the unexplained share of all gap time is at most 5 %, and the kernel trace read in slabs
+    (a hundredth of it each) gives the same table."""
     gaps = gaps_table(run)
     trace = run / "raw" / "sched.tsv"
     if trace.is_file():
@@ -50,7 +51,7 @@ def check_gaps(run: Path, most_unexplained: float = 0.05) -> pd.DataFrame:
         pd.testing.assert_frame_equal(gaps_table(run, "--engine", "slabs", HOSTWIRE_SLAB_BYTES=slab), gaps)
     causes = [c for c in gaps.columns if c.endswith(CAUSE_SUFFIX) and c not in NOT_CAUSES]
     assert "unexplained_ns" in causes and {"pid", "comm"} <= set(gaps.columns)
-    assert len(gaps) > 0, f"{run}: no gap longer than the threshold, so nothing of the causes was checked"
+    assert len(gaps) > 0 or not gaps_expected, f"{run}: no gap longer than the threshold, so nothing of the causes was checked"
     assert (gaps[causes].sum(axis=1) == gaps["gap_ns"]).all()
     assert gaps["unexplained_ns"].sum() <= most_unexplained * gaps["gap_ns"].sum(), gaps.to_string()
     return gaps
@@ -239,7 +240,10 @@ def test_ctrl_c_keeps_the_run(topo: Topology, tmp_path: Path) -> None:
     assert m["status"] == "partial" and "interrupted" in m["reason"], m["reason"]
     assert rec.returncode == m["exit"]["command"]
     assert m["attribution"]["processes"][0]["frames_sent"] > 100
-    check_gaps(kept)
+    # iperf3 paces itself at 20 Mbit/s (one burst a millisecond) on a 100 Mbit/s link: its spacing
+    # is even, and a run cut short may have no gap beyond it at all; what there is must still be
+    # explained, in slabs as whole
+    check_gaps(kept, gaps_expected=False)
     assert left_behind(out, [m["command"]["pid"]]) == []
 
 
