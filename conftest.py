@@ -53,7 +53,7 @@ TIMING_MODULES = frozenset({
 LONG_TESTS = frozenset({
     "tests/test_campaign_e2e.py", "tests/test_gaps_e2e.py", "tests/test_install.py", "tests/test_record_lifetimes.py",
     "tests/test_record_sendstyles.py", "tests/test_record_waits.py",
-    "analyze/tests/test_cache_code.py",
+    "analyze/tests/test_cache_code.py", "analyze/tests/test_open_files_limit.py",
     "analyze/tests/test_cache_integrity.py::test_report_recomputes_an_empty_table_instead_of_a_traceback",
     "analyze/tests/test_campaign.py::test_campaign_records_every_point_and_resume_skips_complete_runs",
     "analyze/tests/test_capture_pass.py::test_gaps_of_the_chunked_capture_are_the_gaps_in_memory",
