@@ -21,8 +21,7 @@ from pathlib import Path
 
 from hostwire.record import vm
 
-import hostlab
-from hostlab import Lab, LabHost, in_ns, sh
+from hostlab import Lab, LabHost, client_block, in_ns, sh, sshd_config
 
 GUEST_CONTROL = "198.18.3.6"
 # the frequency the guest's NTP state is given: its CLOCK_MONOTONIC and CLOCK_REALTIME run this
@@ -79,13 +78,8 @@ class GuestLab(Lab):
             sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
             kind, blob = (keydir / f"host_{alias}.pub").read_text().split(" ")[:2]
             known.append(f"{address} {kind} {blob}")
-            client.append(f"Host {alias}\n  HostName {address}\n  User root\n  IdentityFile {self.root / 'id'}\n"
-                          f"  IdentitiesOnly yes\n  UserKnownHostsFile {self.root / 'known_hosts'}\n"
-                          "  StrictHostKeyChecking yes\n  LogLevel ERROR\n")
-            (keydir / f"sshd_{alias}").write_text(
-                f"ListenAddress {address}\nHostKey {key}\nAuthorizedKeysFile {keydir / 'authorized_keys'}\n"
-                "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-                "UsePAM no\nStrictModes no\nPidFile none\nPrintLastLog no\nMaxStartups 50\nMaxSessions 50\n")
+            client.append(client_block(alias, address, self.root))
+            (keydir / f"sshd_{alias}").write_text(sshd_config(address, key, keydir / "authorized_keys", "PrintLastLog no"))
         (self.root / "known_hosts").write_text("\n".join(known) + "\n")
         self.ssh_config.write_text("\n".join(client))
         # taps for the guest's two NICs: control in this namespace, data moved into tx's (QEMU
@@ -187,4 +181,4 @@ def make_guest_lab(base: Path, **options: object) -> GuestLab:
     return GuestLab(base / "lab", hidden=[REPO_ROOT, runs], remote_dir=base / "remote", **options)  # type: ignore[arg-type]
 
 
-__all__ = ["GuestLab", "make_guest_lab", "hostlab"]
+__all__ = ["GuestLab", "make_guest_lab"]

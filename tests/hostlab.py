@@ -28,6 +28,20 @@ SSHD = "/usr/sbin/sshd"
 HOSTWIRE = [sys.executable, "-m", "hostwire"]
 
 
+def client_block(alias: str, address: str, root: Path) -> str:
+    """The lab's ssh_config entry of a host: root with the lab's key (root/id), its known hosts."""
+    return (f"Host {alias}\n  HostName {address}\n  User root\n  IdentityFile {root / 'id'}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {root / 'known_hosts'}\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n")
+
+
+def sshd_config(address: str, key: Path, authorized_keys: Path, *extra: str) -> str:
+    """A lab sshd's config: one address, its host key, the lab's one key for root, nothing else."""
+    return (f"ListenAddress {address}\nHostKey {key}\nAuthorizedKeysFile {authorized_keys}\n"
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            "UsePAM no\nStrictModes no\nPidFile none\n" + "".join(f"{line}\n" for line in extra)
+            + "MaxStartups 50\nMaxSessions 50\n")
+
+
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
     if check and proc.returncode != 0:
@@ -97,15 +111,8 @@ class Lab:
             sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
             known.append(f"{host.control_addr} {(self.root / f'host_{alias}.pub').read_text().split(' ')[0]} "
                          f"{(self.root / f'host_{alias}.pub').read_text().split(' ')[1]}")
-            client.append(f"Host {alias}\n  HostName {host.control_addr}\n  User root\n"
-                          f"  IdentityFile {self.root / 'id'}\n  IdentitiesOnly yes\n"
-                          f"  UserKnownHostsFile {self.root / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
-                          f"  LogLevel ERROR\n")
-            (self.root / f"sshd_{alias}").write_text(
-                f"ListenAddress {host.control_addr}\nHostKey {key}\n"
-                f"AuthorizedKeysFile {self.root / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
-                "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-                "PidFile none\nMaxStartups 50\nMaxSessions 50\n")
+            client.append(client_block(alias, host.control_addr, self.root))
+            (self.root / f"sshd_{alias}").write_text(sshd_config(host.control_addr, key, self.root / "authorized_keys"))
         # tx under a second name: one machine playing two roles
         client.append(client[0].replace("Host tx\n", "Host tx2\n"))
         (self.root / "known_hosts").write_text("\n".join(known) + "\n")
