@@ -333,7 +333,7 @@ def check_device_queue(v: Verdict, run: Path, most_unsent: int) -> None:
     q_len = pd.to_numeric(queued["len"]).to_numpy(np.int64)
     got = device_queue.pair(queued["t_ns"].to_numpy(np.int64), q_len, frames["t_ns"].to_numpy(np.int64),
                             frames["ip_len"].to_numpy(np.int64), frames["payload_len"].to_numpy(np.int64),
-                            pd.factorize(device_queue.frame_streams(frames))[0])
+                            device_queue.frame_flows(frames))
     # frames the capture saw after the kernel trace ended (the collectors stop one after the other)
     late = device_queue.outside(got, frames["t_ns"].to_numpy(), (int(sched["t_ns"].min()), int(sched["t_ns"].max())))
     v.numbers["device queue"] = {**got.summary(), "outside the trace": late}

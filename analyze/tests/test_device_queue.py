@@ -48,7 +48,7 @@ def queued(rows: list[tuple[int, int]] = BUFFERS, device: str = "hwt") -> pd.Dat
 
 
 def paired(q: pd.DataFrame, f: pd.DataFrame) -> device_queue.Pairing:
-    flow = pd.factorize(device_queue.frame_streams(f))[0]
+    flow = device_queue.frame_flows(f)
     return pair(q["t_ns"].to_numpy(), q["len"].to_numpy(), f["t_ns"].to_numpy(), f["ip_len"].to_numpy(),
                 f["payload_len"].to_numpy(), flow)
 
@@ -100,7 +100,11 @@ def test_stream_names_are_the_timelines() -> None:
     f = pd.DataFrame({"src": ["2001:db8::1", "198.18.0.1"], "sport": [1, 2], "dst": ["2001:db8::2", "198.18.0.2"],
                       "dport": [3, 4], "proto": [6, 17]})
     assert device_queue.frame_streams(f).tolist() == ["[2001:db8::1]:1>[2001:db8::2]:3",
-                                                      "198.18.0.1:2>198.18.0.2:4 udp"]
+                                                      "198.18.0.1:2>198.18.0.2:4"]
+    # the same ends in TCP and in UDP are two flows
+    both = pd.DataFrame({"src": ["198.18.0.1"] * 3, "sport": [2] * 3, "dst": ["198.18.0.2"] * 3, "dport": [4] * 3,
+                         "proto": [6, 17, 6]})
+    assert device_queue.frame_flows(both).tolist() == [0, 1, 0]
 
 
 def test_only_fifo_shaped_devices_other_than_loopback_are_paired() -> None:

@@ -142,6 +142,15 @@ def test_a_udp_flow_never_gets_a_tcp_cause() -> None:
     assert int(row["unexplained_ns"]) == 497_000 - 1_066
 
 
+def test_a_udp_datagram_held_in_the_qdisc_is_qdisc() -> None:
+    """A datagram the device's queue held (its enqueue paired with its frame: device_queue) is
+    qdisc for a UDP flow as for TCP: from its enqueue at 200 us until it left at 510 us."""
+    held = pd.DataFrame({"stream": [NAME], "t_start_ns": [200_000], "t_end_ns": [510_000]})
+    row = _explain("udp", qdisc_holds=held)
+    assert int(row["qdisc_ns"]) == 510_000 - 200_000
+    assert int(row["unexplained_ns"]) == 497_000 - 1_066 - 310_000
+
+
 def _udp(t: list[int], payload: list[int], src: str, dst: str, sport: int, dport: int) -> pd.DataFrame:
     f = synth.frame_table(np.array(t), np.array(payload), np.zeros(len(t), np.int64), np.zeros(len(t), np.int64),
                           src, dst, sport, dport, headers=28, flags=0)

@@ -205,16 +205,23 @@ def fifo_devices(link: dict) -> list[str]:  # type: ignore[type-arg]
 
 
 def frame_streams(frames: pd.DataFrame) -> np.ndarray:
-    """Each frame's stream name as the timeline spells it (src:sport>dst:dport, IPv6 in brackets,
-    UDP with a ` udp` suffix)."""
+    """Each frame's stream name as the timeline spells it (src:sport>dst:dport, IPv6 in brackets;
+    a UDP flow's name is its ends alone, as hostwire.timeline.program_streams names it)."""
     def host(column: pd.Series) -> pd.Series:
         text = column.astype(str)
         return text.where(~text.str.contains(":", regex=False), "[" + text + "]")
 
-    name = (host(frames["src"]) + ":" + frames["sport"].astype(str) + ">" + host(frames["dst"]) + ":"
-            + frames["dport"].astype(str))
-    udp = frames["proto"].to_numpy() == 17
-    return np.where(udp, name + " udp", name).astype(object)
+    return (host(frames["src"]) + ":" + frames["sport"].astype(str) + ">" + host(frames["dst"]) + ":"
+            + frames["dport"].astype(str)).to_numpy(dtype=object)
+
+
+def frame_flows(frames: pd.DataFrame) -> np.ndarray:
+    """Each frame's flow as a code: its stream and protocol (a TCP and a UDP flow between the same
+    ends are two)."""
+    if not len(frames):
+        return np.zeros(0, np.int64)
+    keys = pd.MultiIndex.from_arrays([frame_streams(frames), frames["proto"].to_numpy()])
+    return np.asarray(pd.factorize(keys)[0], np.int64)
 
 
 def queue_holds(queued: pd.DataFrame, device: str, frames: pd.DataFrame) -> tuple[pd.DataFrame, Pairing]:
@@ -223,7 +230,7 @@ def queue_holds(queued: pd.DataFrame, device: str, frames: pd.DataFrame) -> tupl
     frames: the frames the device transmitted (t_ns, ip_len, payload_len, proto, src, sport,
     dst, dport), in time order."""
     mine = queued[queued["device"].astype(str).to_numpy() == device]
-    flow = pd.factorize(frame_streams(frames))[0] if len(frames) else np.zeros(0, np.int64)
+    flow = frame_flows(frames)
     result = pair(mine["t_ns"].to_numpy(np.int64), mine["len"].to_numpy(np.int64),
                   frames["t_ns"].to_numpy(np.int64), frames["ip_len"].to_numpy(np.int64),
                   frames["payload_len"].to_numpy(np.int64), np.asarray(flow, np.int64))

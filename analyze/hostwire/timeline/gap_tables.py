@@ -23,8 +23,9 @@ from hostwire.timeline.waits import WAIT_COLUMNS, summarize
 CAUSES = ("on_wire", "vcpu_stolen", "receiver_window", "retransmit_timeout", "wire_busy", "preempted",
           "blocked_in_call", "app_idle", "awaiting_ack", "qdisc", "send_path", "unexplained")
 CAUSE_NAMES = {c: c.replace("_", "-") for c in CAUSES}
-# the TCP causes: a UDP flow has no window, acknowledgements or retransmissions
-TCP_CAUSES = ("receiver_window", "retransmit_timeout", "awaiting_ack", "qdisc")
+# the TCP causes: a UDP flow has no window, acknowledgements or retransmissions (its datagrams do
+# wait in a qdisc, which the device's enqueues show)
+TCP_CAUSES = ("receiver_window", "retransmit_timeout", "awaiting_ack")
 # receiver_window's time split by what the receiver did on its own host (hostwire.timeline.receiver_host;
 # all 0 without a trace of that host)
 RECEIVER_PARTS = ("receiver_preempted", "receiver_blocked", "receiver_not_reading")

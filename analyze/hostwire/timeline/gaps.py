@@ -133,7 +133,8 @@ def awaiting_ack(s: Segments) -> np.ndarray:
 
 
 def qdisc(s: Segments) -> np.ndarray:
-    """TCP had sent the next frame and the device's queueing discipline held it (qdisc_waits)."""
+    """TCP (or a UDP send) had handed the next frame down and the device's queueing discipline held
+    it (qdisc_waits, device_queue)."""
     return s.holds["qdisc"]
 
 
@@ -249,11 +250,13 @@ class _Explainer:
         interval before lo. Within [lo, hi) their bounds are those of the whole run's intervals,
         so each piece's segments are the whole explanation's."""
         tcp = self.inputs.protos.get(name, "tcp") == "tcp"  # a UDP flow has no window, acknowledgements or retransmissions
+        # but its datagrams wait in a shaper's queue as TCP's frames do (qdisc from device_queue's pairing)
+        both = ("in_call", "send_path", "qdisc")
         out = {"receiver_window": steps(level_rows(self.levels["receiver_window"].get(name), lo, hi),
                                         lambda v: v < self.mss[name], self.last[name]) if tcp else NONE,
                "backlog": steps(level_rows(self.levels["backlog"].get(name), lo, hi), lambda v: v > 0, self.last[name])}
         for key, spans in self.spans.items():
-            out[key] = spans.between(name, lo, hi) if tcp or key in ("in_call", "send_path") else NONE
+            out[key] = spans.between(name, lo, hi) if tcp or key in both else NONE
         return out
 
     def busy(self, name: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
