@@ -15,6 +15,7 @@ import pytest
 
 from hostwire.paths import REPO_ROOT
 from hostwire.record.topology import list_namespaces
+from hostwire.timeline.gap_tables import RECEIVER_PARTS
 from hostwire.timeline.gaps import CAUSES
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
 from browser_helpers import load_in_chromium
@@ -76,9 +77,13 @@ def test_quick_campaign_records_every_point_and_reports(quick_campaign: Path) ->
     assert alone > 2 * crowded, (alone, crowded)
     # a starved run without a data frame has no fairness to give (its error says so above)
     assert (summary["jain"].between(0, 1) | (starved & summary["jain"].isna())).all(), summary["jain"].tolist()
-    shares = summary[[c for c in summary.columns if c.startswith("gap_") and c.endswith("_share")]]
-    assert shares.shape[1] == len(CAUSES)
+    shares = summary[[f"gap_{c}_share" for c in CAUSES]]
+    assert {c for c in summary.columns if c.startswith("gap_") and c.endswith("_share")} == {
+        *shares.columns, *(f"gap_{p}_share" for p in RECEIVER_PARTS)}
     assert shares[summary["gaps"] > 0].sum(axis=1).sub(1).abs().max() < 1e-9
+    # the receiver's parts split receiver_window's share (all 0 where the receiver's host was not traced)
+    parts = summary[[f"gap_{p}_share" for p in RECEIVER_PARTS]].sum(axis=1)
+    assert (parts - summary["gap_receiver_window_share"])[summary["gaps"] > 0].max() < 1e-9
     assert pd.read_csv(quick_campaign / "summary.csv")["run_id"].tolist() == summary["run_id"].tolist()
     html = (quick_campaign / "report.html").read_text()
     images = re.findall(r'src="(plots/[^"]+)"', html)
