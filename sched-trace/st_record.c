@@ -27,7 +27,11 @@ static const char *const sched_events[] = {
     "sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit",
     "net:net_dev_queue", "net:net_dev_xmit", "net:netif_receive_skb", "sock:inet_sock_set_state",
     "?tcp:tcp_probe",   /* '?': where the kernel has it */
+    /* the network's softirqs: whose task they ran in, and for how long (hostwire diff's CPU terms) */
+    "?irq:softirq_entry", "?irq:softirq_exit",
 };
+/* only NET_TX (2) and NET_RX (3): the timer, RCU and scheduler softirqs are not the network's work */
+#define ST_NET_SOFTIRQS "vec == 2 || vec == 3"
 const char *const st_io_calls[] = {
     "read", "write", "readv", "writev", "pread64", "pwrite64", "sendto", "sendmsg", "sendmmsg",
     "recvfrom", "recvmsg", "sendfile64", "splice", "connect", "accept", "accept4", "close",
@@ -145,6 +149,9 @@ static int build_specs(struct recording *s, struct hw_err *err)
         for (size_t i = 0; i < sizeof(sched_events) / sizeof(sched_events[0]); i++)
             if (add_event(sp, sched_events[i], err) < 0)
                 return -1;
+        for (int e = 0; e < sp->nevents; e++)
+            if (strcmp(sp->events[e].system, "irq") == 0 && strncmp(sp->events[e].name, "softirq_", 8) == 0)
+                sp->filters[e] = ST_NET_SOFTIRQS;
     }
     for (int i = 0; i < cfg->nevents; i++)
         if (add_event(sp, cfg->events[i], err) < 0)

@@ -28,7 +28,7 @@ def event_fields() -> dict[str, list[str]]:
     """Field names in declaration order, without the common ones, for every event of tracefs."""
     fields: dict[str, list[str]] = {}
     for fmt in TRACEFS.glob("events/*/*/format"):
-        if fmt.parent.parent.name not in ("sched", "net", "sock", "tcp", "ftrace", "syscalls"):
+        if fmt.parent.parent.name not in ("sched", "net", "sock", "tcp", "ftrace", "syscalls", "irq"):
             continue
         names = re.findall(r"field:[^;]*?([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?;\s*offset",
                            fmt.read_text())
