@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hostwire.campaign.repetitions import point_key, with_point_stats
 from hostwire.code_digest import code_digest
 from hostwire.safewrite import write_with
 from hostwire.errors import HostwireError, InputError
@@ -207,6 +208,7 @@ def compute_row(run: Any) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
         "reason": run.reason,
     }
     row.update({f"{k}": v for k, v in point.items()})
+    row["point_key"] = point_key(point)  # the repetitions of one grid point share it (campaign.repetitions)
     guest = run.manifest.get("vm") or {}
     row["host_mode"] = "vm" if guest else "hosts" if run.manifest.get("hosts") else "netns"
     if run.manifest.get("hosts"):
@@ -415,6 +417,7 @@ def analyze_campaign(campaign: str | Path, *, workers: int | None = None, dask_a
         raise HostwireError(f"{campaign}: every run is locked by another process; nothing analysed")
     summary = pd.DataFrame(rows).sort_values(["senders", "background", "repetition", "run_id"],
                                              kind="stable").reset_index(drop=True)
+    summary = with_point_stats(summary)
     write_with(campaign / "summary.parquet", lambda handle: summary.to_parquet(handle, index=False))
     write_with(campaign / "summary.csv", lambda handle: summary.to_csv(handle, index=False))
     return summary
