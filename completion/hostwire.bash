@@ -6,10 +6,11 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_hostwire_metrics_subparsers=(intervals bursts idc hurst contract fairness goodput sanity)
-_shtab_hostwire_subparsers=(analyze demo doctor gaps metrics model overhead pcapcols record report run timeline)
+_shtab_hostwire_subparsers=(analyze demo diff doctor gaps metrics model overhead pcapcols record report run timeline)
 
 _shtab_hostwire_analyze_option_strings=(-h --help --workers --dask --force)
 _shtab_hostwire_demo_option_strings=(-h --help --out --senders -M --background -N --duration --warmup --rate --loopback)
+_shtab_hostwire_diff_option_strings=(-h --help --json --all)
 _shtab_hostwire_doctor_option_strings=(-h --help --cleanup --ssh-config --remote-dir)
 _shtab_hostwire_gaps_option_strings=(-h --help --stream --min-gap --from --to --link-rate --summary --preempters --waits --engine --json)
 _shtab_hostwire_metrics_intervals_option_strings=(-h --help --from --to --stream --partial --engine --json --hist --per-decade)
@@ -25,7 +26,7 @@ _shtab_hostwire_model_option_strings=(-h --help --calibration --calibration-wind
 _shtab_hostwire_overhead_option_strings=(-h --help --loops --runs --cpu -r --rt-prio --probe-calls --runs-dir --accuracy --sets --accuracy-dir --no-pingpong --program --program-runs --program-seconds --rr-loops -o --output --json)
 _shtab_hostwire_pcapcols_option_strings=(-h --help --wirecap -o --output --keep-damaged)
 _shtab_hostwire_record_option_strings=(-h --help -o --output -i --interface --duration --pid --syscalls --no-waits --link-rate --no-kernel-trace)
-_shtab_hostwire_report_option_strings=(-h --help --digest)
+_shtab_hostwire_report_option_strings=(-h --help --against --digest)
 _shtab_hostwire_run_option_strings=(-h --help -o --output --out --set --resume --dry-run --no-progress --keep-remote)
 _shtab_hostwire_timeline_option_strings=(-h --help -o --output --pcapng --from --to --text)
 _shtab_hostwire_option_strings=(-h --help --version -v --verbose)
@@ -77,7 +78,7 @@ _shtab_hostwire_metrics_goodput___engine_choices=(auto memory chunked)
 _shtab_hostwire_metrics_sanity___engine_choices=(auto memory chunked)
 _shtab_hostwire_metrics_pos_0_choices=(intervals bursts idc hurst contract fairness goodput sanity)
 _shtab_hostwire_record___syscalls_choices=(tracefs ptrace preload none)
-_shtab_hostwire_pos_0_choices=(analyze demo doctor gaps metrics model overhead pcapcols record report run timeline)
+_shtab_hostwire_pos_0_choices=(analyze demo diff doctor gaps metrics model overhead pcapcols record report run timeline)
 
 _shtab_hostwire_analyze__h_nargs=0
 _shtab_hostwire_analyze___help_nargs=0
@@ -85,6 +86,10 @@ _shtab_hostwire_analyze___force_nargs=0
 _shtab_hostwire_demo__h_nargs=0
 _shtab_hostwire_demo___help_nargs=0
 _shtab_hostwire_demo___loopback_nargs=0
+_shtab_hostwire_diff__h_nargs=0
+_shtab_hostwire_diff___help_nargs=0
+_shtab_hostwire_diff___json_nargs=0
+_shtab_hostwire_diff___all_nargs=0
 _shtab_hostwire_doctor__h_nargs=0
 _shtab_hostwire_doctor___help_nargs=0
 _shtab_hostwire_doctor___cleanup_nargs='*'

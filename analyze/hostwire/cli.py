@@ -12,11 +12,11 @@ import signal
 import sys
 
 import hostwire
-from hostwire.commands import (analyze, demo, doctor, gaps, metrics, model, overhead, pcapcols, record, record_campaign,
+from hostwire.commands import (analyze, demo, diff, doctor, gaps, metrics, model, overhead, pcapcols, record, record_campaign,
                                report, timeline)
 from hostwire.errors import HostwireError, Terminated
 
-COMMANDS = (analyze, demo, doctor, gaps, metrics, model, overhead, pcapcols, record, report, record_campaign, timeline)
+COMMANDS = (analyze, demo, diff, doctor, gaps, metrics, model, overhead, pcapcols, record, report, record_campaign, timeline)
 
 
 class _VersionAction(argparse.Action):

@@ -21,6 +21,9 @@ beside the paper's table 3, frame and write interval distributions (figure 3), I
 (figure 4), zero-loss contracts, a process trace around the longest off period (figure 2) and a
 sanity table where lossy, failed or emulated runs stand out.
 
+--against A writes CAMPAIGN|RUN/diff.html instead: why it differs from A (hostwire diff), a
+waterfall from A's goodput to its own per group of terms, and their tables.
+
 A run directory (manifest.json, no campaign.json) needs nothing first. Writes RUN/report.html and
 RUN/plots/: what was recorded (command, pid, exit status, duration, link rate and its source,
 losses, frames of the program and foreign), the streams with their processes and goodput, the
@@ -38,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("campaign", metavar="CAMPAIGN|RUN", type=Path,
                         help="campaign directory (analysed), or one run directory")
+    parser.add_argument("--against", metavar="A", type=Path,
+                        help="a run or campaign to compare with (hostwire diff A CAMPAIGN|RUN): writes diff.html "
+                        "with a waterfall from A's goodput to this one's")
     parser.add_argument("--digest", action="store_true",
                         help="also print one line per run and the goodput fit on stdout (a campaign)")
     parser.set_defaults(func=run)
@@ -50,6 +56,13 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.campaign.is_dir():
         raise InputError(f"{args.campaign}: no such directory (a campaign or a run directory)")
+    if args.against is not None:
+        from hostwire.report.diff_report import build_diff_report
+
+        if not args.against.is_dir():
+            raise UsageError(f"--against {args.against}: no such run or campaign directory")
+        sys.stdout.write(f"{build_diff_report(args.campaign, args.against)}\n")
+        return 0
     if is_run_directory(args.campaign):
         if args.digest:
             raise UsageError("report: --digest is for a campaign; RUN/report.html has its own summary")
