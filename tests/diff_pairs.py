@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
-from record_helpers import SERVER, in_netns, record, server, stop  # noqa: E402
+from record_helpers import SERVER, record, server, stop  # noqa: E402
 
 PORT = 5311
 SECONDS = 2.0
@@ -79,6 +79,3 @@ def record_side(tx_ns: str, rx_ns: str, out: Path, pair: str, side: str) -> None
             raise RuntimeError(f"record of {pair}/{side} failed ({r.returncode}): {r.stderr[-2000:]}")
     finally:
         stop(sink)
-
-
-__all__ = ["CAUSES", "PORT", "record_side", "in_netns"]

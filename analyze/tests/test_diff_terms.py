@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from hostwire.diff import noise
-from hostwire.diff.run_facts import overlap_ns, softirqs, task_runs
+from hostwire.diff.run_facts import softirqs, task_runs
+from hostwire.timeline.intervals import overlap_ns
 from hostwire.diff.terms import Facts, decompose, goodput
 
 SECOND = 1e9

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from hostwire.diff.compare import Comparison
-from hostwire.diff.terms import Facts, goodput
+from hostwire.diff.terms import Facts, goodput, uncharged_per_byte
 
 GROUPS = {"time": "time terms: stream-time per byte [ns/B] (streams: their count)",
           "cpu": "CPU terms: the senders' CPU per byte [ns/B] (cpu-granted: CPU-seconds per second)"}
@@ -62,8 +62,6 @@ def comparison_text(c: Comparison, show_all: bool) -> str:
         total = sum(t.delta_bit_s for t in terms)
         lines += ["", title, table.to_string(index=False), f"sum of the terms: {total / 1e6:+.3f} Mbit/s"]
         if group == "cpu":
-            from hostwire.diff.terms import uncharged_per_byte
-
             lines.append(f"the network's softirqs in other tasks (charged to no sender) [ns/B]: "
                          f"A {uncharged_per_byte(c.a):.4g}, B {uncharged_per_byte(c.b):.4g}")
     if any(t.noise is not None for t in c.terms):

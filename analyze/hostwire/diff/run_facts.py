@@ -15,7 +15,7 @@ from hostwire.diff.terms import TIME_PARTS, Facts
 from hostwire.errors import HostwireError, InputError
 from hostwire.run_directory import Run, load_run
 from hostwire.timeline.gap_tables import CAUSE_NAMES, CAUSES, SUMMED, Totals
-from hostwire.timeline.intervals import union
+from hostwire.timeline.intervals import overlap_ns
 from hostwire.window import Window
 
 TIME_KEYS = (*TIME_PARTS, *(CAUSE_NAMES[c] for c in CAUSES))
@@ -91,14 +91,6 @@ def stream_spans(data: pd.DataFrame, window: Window) -> dict[str, tuple[int, int
     g = pd.DataFrame({"stream": data["stream"].astype(str).to_numpy()[inside], "t": t[inside]}).groupby("stream")["t"]
     lo, hi = g.min(), g.max()
     return {str(s): (int(lo[s]), int(hi[s])) for s in lo.index}
-
-
-def overlap_ns(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    """The length of the intersection of two unions of intervals: |A| + |B| - |A u B|."""
-    ua, ub = union(*a), union(*b)
-    both = union(np.concatenate([ua[0], ub[0]]), np.concatenate([ua[1], ub[1]]))
-    size = lambda u: float((u[1] - u[0]).sum())  # noqa: E731
-    return size(ua) + size(ub) - size(both)
 
 
 def clipped(t0: np.ndarray, t1: np.ndarray, window: Window) -> tuple[np.ndarray, np.ndarray]:

@@ -27,6 +27,13 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[first], np.maximum.reduceat(e, first)
 
 
+def overlap_ns(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """The length of the intersection of two unions of intervals: |A| + |B| - |A u B|."""
+    ua, ub = union(*a), union(*b)
+    both = union(np.concatenate([ua[0], ub[0]]), np.concatenate([ua[1], ub[1]]))
+    return float((ua[1] - ua[0]).sum() + (ub[1] - ub[0]).sum() - (both[1] - both[0]).sum())
+
+
 def covered(x: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For sorted points and sorted disjoint intervals [start, end): whether each point lies in
     one, and which (-1: none). Counts, for every point, the starts and the ends at or before it
