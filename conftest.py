@@ -53,6 +53,7 @@ TIMING_MODULES = frozenset({
 LONG_TESTS = frozenset({
     "tests/test_campaign_e2e.py", "tests/test_gaps_e2e.py", "tests/test_install.py", "tests/test_record_lifetimes.py",
     "tests/test_record_sendstyles.py", "tests/test_record_waits.py", "tests/test_diff.py",
+    "tests/test_until_ci.py::test_repetitions_are_added_until_each_point_is_within_or_at_the_bound",
     "analyze/tests/test_cache_code.py", "analyze/tests/test_open_files_limit.py",
     "analyze/tests/test_cache_integrity.py::test_report_recomputes_an_empty_table_instead_of_a_traceback",
     "analyze/tests/test_campaign.py::test_campaign_records_every_point_and_resume_skips_complete_runs",

@@ -27,7 +27,7 @@ _shtab_hostwire_overhead_option_strings=(-h --help --loops --runs --cpu -r --rt-
 _shtab_hostwire_pcapcols_option_strings=(-h --help --wirecap -o --output --keep-damaged)
 _shtab_hostwire_record_option_strings=(-h --help -o --output -i --interface --duration --pid --syscalls --no-waits --link-rate --no-kernel-trace)
 _shtab_hostwire_report_option_strings=(-h --help --against --digest)
-_shtab_hostwire_run_option_strings=(-h --help -o --output --out --set --resume --dry-run --no-progress --keep-remote)
+_shtab_hostwire_run_option_strings=(-h --help -o --output --out --set --resume --dry-run --no-progress --until-ci --max-repetitions --keep-remote)
 _shtab_hostwire_timeline_option_strings=(-h --help -o --output --pcapng --from --to --text)
 _shtab_hostwire_option_strings=(-h --help --version -v --verbose)
 

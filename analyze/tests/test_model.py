@@ -18,7 +18,8 @@ from hostwire.errors import InputError
 from hostwire.model import calibration as cal
 from hostwire.model.layers import PAYLOAD_SHARE, Calibration, Setup, predict, sender_share
 from hostwire.model.mva import solve_closed
-from hostwire.model.validate import model_table, summary_lines, within_share
+from hostwire.campaign.repetitions import point_key, with_point_stats
+from hostwire.model.validate import model_table, point_mean_lines, summary_lines, within_share
 
 ANALYZE = Path(__file__).resolve().parents[1]
 
@@ -191,6 +192,33 @@ def test_repeatability_is_each_run_against_its_points_other_runs(tmp_path: Path)
     assert table["jain_repeat_error_pct"].to_numpy()[:3] == pytest.approx([-15.0, 0.0, 100 * (0.95 / 0.8 - 1)])
     line = next(x for x in summary_lines(table) if "repeatability" in x)
     assert "within 10 % of 3 of 5 runs (60 %)" in line and "up to 150 %" in line
+
+
+def test_the_model_against_each_points_mean_and_the_means_interval(tmp_path: Path) -> None:
+    key = (0.05, "none", "100mbit", 1000)
+    calibration = Calibration(176e6, 0.7, 1.0, "synthetic")
+    rows = []
+    # three points, the model's figure times: (1.00, 1.02, 0.98) mean 1.00 sd 0.02; (1.2, 1.2) mean 1.2;
+    # (0.5, 1.5, 1.0) mean 1.0 sd 0.5
+    for m, n, factors in ((1, 0, (1.00, 1.02, 0.98)), (5, 2, (1.2, 1.2)), (10, 10, (0.5, 1.5, 1.0))):
+        for rep, factor in enumerate(factors):
+            point = {"senders": m, "background": n, "sender_cpu_share": key[0], "link_qdisc": key[1],
+                     "link_rate": key[2], "link_queue": key[3]}
+            rows.append({"run_id": f"{m}-{n}-{rep}", "directory": f"{m}-{n}-{rep}", "repetition": rep, **point,
+                         "point_key": point_key(point), "status": "complete", "marked": 0, "limit": "cpu",
+                         "goodput_bit_s": 176e6 * sender_share(m, n, 0.7) * factor, "jain": 1.0})
+    table = model_table(tmp_path, with_point_stats(pd.DataFrame(rows)), {key: calibration})
+    by_point = table.drop_duplicates(["senders", "background"]).set_index("senders")
+    # by hand: the model against the means 1.00, 1.2 and 1.0 of its own figure
+    assert by_point["goodput_point_error_pct"].to_numpy() == pytest.approx([0.0, 100 * (1 / 1.2 - 1), 0.0])
+    assert by_point["goodput_point_n"].tolist() == [3, 2, 3]
+    lines = point_mean_lines(table)
+    assert lines[0].startswith("goodput against each point's mean over its repetitions (n = 2-3): 2 of 3 points (67 %)")
+    # t(0.975, 2) = 4.303: ±4.303 · 0.02 / √3 = ±4.97 % and ±4.303 · 0.5 / √3 = ±124.2 %; the sd-0 point ±0
+    assert "the model inside the mean's 95 % interval at 2" in lines[0]
+    assert "±0.0 to ±124.2 % (median ±5.0 %); 2 of 3 points' means are known to within 10 %" in lines[1]
+    one_each = table.assign(goodput_point_n=1)
+    assert point_mean_lines(one_each) == []
 
 
 def _hostwire(*args: str) -> subprocess.CompletedProcess[str]:

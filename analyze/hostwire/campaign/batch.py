@@ -14,7 +14,7 @@ import json
 import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Any
 from hostwire import manifest as manifest_mod
 from hostwire.campaign import diskuse
 from hostwire.campaign.config import CampaignConfig
+from hostwire.campaign.precision import Precision
 from hostwire.errors import HostwireError, UsageError
 from hostwire.lifeline import sigterm_unwinds
 from hostwire.locks import locked
@@ -50,6 +51,7 @@ class PlannedRun:
     key: str
     repetition: int
     point: RunPoint
+    point_index: int = 0
 
     def describe(self) -> str:
         p = self.point
@@ -93,13 +95,18 @@ def plan(config: CampaignConfig, facts: dict[str, Any] | None = None) -> list[Pl
              for i, point in (points[::-1] if config.order == "alternating" and rep % 2 else points)]
     if config.order == "shuffled":
         random.Random(config.seed).shuffle(order)
-    planned = []
-    for index, (rep, i, point) in enumerate(order):
-        key = run_key(point, rep, facts, {role: d.text for role, d in config.hosts.destinations().items()}
-                      if config.hosts.remote else None)
-        run_id = f"p{i:03d}-M{point.senders}-N{point.background}-r{rep + 1}-{key[:8]}"
-        planned.append(PlannedRun(index=index, run_id=run_id, key=key, repetition=rep, point=point))
-    return planned
+    return [planned_run(config, facts, index, i, point, rep) for index, (rep, i, point) in enumerate(order)]
+
+
+def planned_run(config: CampaignConfig, facts: dict[str, Any], index: int, point_index: int,
+                point: RunPoint, repetition: int) -> PlannedRun:
+    """The run of the grid's point_index-th point, repetition `repetition` (from 0), recorded
+    index-th: its key and the directory name that carries it."""
+    key = run_key(point, repetition, facts, {role: d.text for role, d in config.hosts.destinations().items()}
+                  if config.hosts.remote else None)
+    run_id = f"p{point_index:03d}-M{point.senders}-N{point.background}-r{repetition + 1}-{key[:8]}"
+    return PlannedRun(index=index, run_id=run_id, key=key, repetition=repetition, point=point,
+                      point_index=point_index)
 
 
 def complete_run(directory: Path, key: str) -> bool:
@@ -138,11 +145,12 @@ def _write_campaign(directory: Path, config: CampaignConfig, planned: list[Plann
 
 def run_campaign(config: CampaignConfig, directory: Path, *, resume: bool = False,
                  progress: Callable[[PlannedRun, int, int], None] | None = None,
-                 keep_remote: bool = False) -> CampaignResult:
+                 keep_remote: bool = False, until: Precision | None = None) -> CampaignResult:
     """Records every planned run into directory. `progress(run, done, total)` is called before
-    each run; keep_remote leaves the real hosts' scratch folders in place. Raises UsageError when
-    directory holds another campaign's runs and resume is off; KeyboardInterrupt and Terminated
-    propagate after campaign.json is written."""
+    each run; keep_remote leaves the real hosts' scratch folders in place; `until` adds
+    repetitions to the points whose goodput interval is wider than it asks (campaign.precision).
+    Raises UsageError when directory holds another campaign's runs and resume is off;
+    KeyboardInterrupt and Terminated propagate after campaign.json is written."""
     planned = plan(config)
     if config.host["mode"] == "vm":
         from hostwire.record import vm
@@ -155,13 +163,14 @@ def run_campaign(config: CampaignConfig, directory: Path, *, resume: bool = Fals
         try:
             # real hosts: SIGTERM unwinds too, so that their scratch folders are removed
             with sigterm_unwinds() if config.hosts.remote else nullcontext():
-                return _record_campaign(config, planned, directory, resume, progress, keep_remote)
+                return _record_campaign(config, planned, directory, resume, progress, keep_remote, until)
         finally:
             manifest_mod.unregister_live(live)
 
 
 def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], directory: Path, resume: bool,
-                     progress: Callable[[PlannedRun, int, int], None] | None, keep_remote: bool) -> CampaignResult:
+                     progress: Callable[[PlannedRun, int, int], None] | None, keep_remote: bool,
+                     until: Precision | None = None) -> CampaignResult:
     existing = [p for p in directory.iterdir() if not p.name.startswith(".") and p.name != CAMPAIGN_FILE]
     if existing and not resume:
         raise UsageError(f"{directory} holds runs already; --resume continues that campaign, "
@@ -175,7 +184,7 @@ def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], director
         hosts = CampaignHosts.prepare(config, keep_remote)
     try:
         _write_campaign(directory, config, planned, runs, state, hosts)
-        for done, item in enumerate(planned):
+        for item in _rounds(config, planned, directory, until):
             final = directory / item.run_id
             entry = {"run_id": item.run_id, "key": item.key, "point": asdict(item.point),
                      "repetition": item.repetition}
@@ -190,7 +199,7 @@ def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], director
                 aside = _keep_aside(partial)
                 log.info("kept the earlier attempt of %s as %s", item.run_id, aside.name)
             if progress is not None:
-                progress(item, done, len(planned))
+                progress(item, item.index, len(planned))
             run_config = {**config.resolved(), "run_key": item.key, "run_index": item.index,
                           "repetition": item.repetition}
             try:
@@ -224,6 +233,24 @@ def _record_campaign(config: CampaignConfig, planned: list[PlannedRun], director
             if hosts is not None:  # the hosts' scratch folders, also after an error or Ctrl-C
                 hosts.cleanup()
     return CampaignResult(directory=directory, runs=[runs[p.run_id] for p in planned])
+
+
+def _rounds(config: CampaignConfig, planned: list[PlannedRun], directory: Path,
+            until: Precision | None) -> Iterator[PlannedRun]:
+    """The planned runs, then (with `until`) round after round of one more repetition of each
+    point whose goodput interval is still too wide, appended to `planned` as they are decided
+    from the runs recorded so far."""
+    yield from list(planned)
+    if until is None:
+        return
+    facts = host_facts(None)
+    round_number = 0
+    while wanted := until.next_round(config, planned, directory, round_number):
+        extra = [planned_run(config, facts, len(planned) + k, i, point, rep)
+                 for k, (i, point, rep) in enumerate(wanted)]
+        planned.extend(extra)
+        yield from extra
+        round_number += 1
 
 
 def estimated_seconds(config: CampaignConfig) -> float:

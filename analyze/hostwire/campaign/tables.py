@@ -135,3 +135,25 @@ def df_collector_accuracy(summary: pd.DataFrame) -> tuple[pd.DataFrame, str] | N
         return pd.DataFrame(), baseline
     table = pd.DataFrame(compare_sets(rows, baseline))
     return (table[table["low"].notna()] if "low" in table else table), baseline
+
+
+def df_point_intervals(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per grid point recorded more than once: its set-up, M, N, n, and the mean, standard
+    deviation and 95 % interval of goodput (Mbit/s) and of Jain's index (campaign.repetitions), the
+    goodput interval's half-width relative to the mean beside them. Empty when no point repeats."""
+    if "goodput_n" not in summary or not (summary["goodput_n"].fillna(0) > 1).any():
+        return pd.DataFrame()
+    points = summary[summary["goodput_n"] > 1].assign(setup=setups(summary)).drop_duplicates("point_key")
+    out = pd.DataFrame({
+        "setup": points["setup"], "M": points["senders"].astype(int), "N": points["background"].astype(int),
+        "n": points["goodput_n"].astype(int),
+        "goodput_mean_mbps": points["goodput_mean_bit_s"] / 1e6, "goodput_sd_mbps": points["goodput_sd_bit_s"] / 1e6,
+        "goodput_ci95_mbps": [f"{lo / 1e6:.2f}-{hi / 1e6:.2f}" for lo, hi in
+                              zip(points["goodput_ci95_low_bit_s"], points["goodput_ci95_high_bit_s"])],
+        "goodput_ci95_half_pct": 100 * (points["goodput_ci95_high_bit_s"] - points["goodput_ci95_low_bit_s"])
+        / 2 / points["goodput_mean_bit_s"],
+    })
+    if "jain_mean" in points:
+        out["jain_mean"] = points["jain_mean"]
+        out["jain_ci95"] = [f"{lo:.4f}-{hi:.4f}" for lo, hi in zip(points["jain_ci95_low"], points["jain_ci95_high"])]
+    return out.sort_values(["setup", "M", "N"]).reset_index(drop=True)

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from hostwire.campaign.precision import DEFAULT_MAX_REPETITIONS, Precision, parse_target
+from hostwire.errors import UsageError
 from hostwire.paths import runs_root
 
 EPILOG = """examples:
@@ -13,6 +15,7 @@ EPILOG = """examples:
   hostwire run configs/quick.toml --dry-run
   hostwire run configs/quick.toml --set duration_s=2 --set warmup_s=0.5
   hostwire run configs/paper.toml --out /var/tmp/paper --resume
+  hostwire run configs/diff-noise.toml --until-ci 5% --max-repetitions 12   # repeat the points until mean ± 5 %
   hostwire run configs/vm-quick.toml     # [host] mode = "vm": a fresh guest per run (make kernel first)
   hostwire run lab.toml --out runs/lab   # [hosts] sender = "root@pc1" ...: real hosts over ssh (docs/hosts.md)
 
@@ -40,6 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="continue a campaign: skip its complete runs whose key matches, redo the rest")
     parser.add_argument("--dry-run", action="store_true", help="list the runs in order and the estimated time")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (one log line per run)")
+    parser.add_argument("--until-ci", metavar="WIDTH", type=_target,
+                        help="after the config's repetitions, add one more to each point whose 95 %% confidence "
+                        "interval of goodput is wider than mean ± WIDTH (e.g. 5%% or 0.05), round after round, "
+                        "until every point is within it or has --max-repetitions runs")
+    parser.add_argument("--max-repetitions", metavar="K", type=int,
+                        help="with --until-ci: at most K runs of a point (default %d)" % DEFAULT_MAX_REPETITIONS)
     parser.add_argument("--keep-remote", action="store_true",
                         help="[hosts]: leave each host's scratch folder (tools, unfetched files) in place")
     parser.set_defaults(func=run)
@@ -50,14 +59,18 @@ def run(args: argparse.Namespace) -> int:
     from hostwire.campaign.config import load_config, parse_overrides
 
     config = load_config(args.config, parse_overrides(args.set))
+    until = _precision(args, config.repetitions)
     if args.dry_run:
         sys.stdout.write("\n".join(dry_run_lines(config)) + "\n")
+        if until is not None:
+            sys.stdout.write(f"then, --until-ci {100 * until.target:g} %: up to {until.max_repetitions} runs a point "
+                             f"({until.max_repetitions - config.repetitions} more each, at most)\n")
         return 0
     directory = args.out if args.out is not None else runs_root() / config.name
     bar = _ProgressBar(disabled=args.no_progress or not sys.stderr.isatty())
     try:
         result = run_campaign(config, directory, resume=args.resume, progress=bar.update,
-                              keep_remote=args.keep_remote)
+                              keep_remote=args.keep_remote, until=until)
     finally:
         bar.close()
     failed = result.failed
@@ -65,7 +78,30 @@ def run(args: argparse.Namespace) -> int:
                      f"complete in {directory}\n")
     for entry in failed:
         sys.stdout.write(f"  {entry['run_id']}: {entry['status']}: {entry['reason']}\n")
+    if until is not None:
+        sys.stdout.write(until.describe() + "\n")
     return 1 if failed else 0
+
+
+def _target(text: str) -> float:
+    try:
+        return parse_target(text)
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--until-ci: ")) from None
+
+
+def _precision(args: argparse.Namespace, repetitions: int) -> Precision | None:
+    from hostwire.campaign.config import MAX_REPETITIONS
+
+    if args.until_ci is None:
+        if args.max_repetitions is not None:
+            raise UsageError("--max-repetitions bounds --until-ci: give --until-ci too")
+        return None
+    bound = DEFAULT_MAX_REPETITIONS if args.max_repetitions is None else args.max_repetitions
+    if not max(2, repetitions) <= bound <= MAX_REPETITIONS:
+        raise UsageError(f"--max-repetitions: expected {max(2, repetitions)} (the config's repetitions, "
+                         f"two at least) to {MAX_REPETITIONS}, got {bound}")
+    return Precision(target=args.until_ci, max_repetitions=bound)
 
 
 class _ProgressBar:

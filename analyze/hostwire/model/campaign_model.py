@@ -14,7 +14,7 @@ import pandas as pd
 from hostwire.errors import InputError
 from hostwire.model import calibration as cal
 from hostwire.model.layers import Calibration, predict
-from hostwire.model.validate import (calibration_lines, model_table, point_lines, summary_lines,
+from hostwire.model.validate import (calibration_lines, model_table, point_lines, point_mean_lines, summary_lines,
                                      write_model_table)
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,8 @@ def model_campaign(campaign: str | Path, *, calibration_dir: list[Path] | None =
     if windows:
         table = add_window_columns(campaign, summary, table)
     path = write_model_table(campaign, table)
-    result = ModelResult(table, path, calibrations, calibration_lines(calibrations), summary_lines(table),
+    result = ModelResult(table, path, calibrations, calibration_lines(calibrations),
+                         summary_lines(table) + point_mean_lines(table),
                          point_lines(table))
     for point in predict:
         key = _point_key(summary, point)

@@ -176,6 +176,21 @@ class ReportBuilder:
         name = self.save(plots.plot_goodput_vs_mix(s[s["senders"] > 0], cpu_fit, paper["pearson_r"]), "goodput_vs_mix")
         self.sections.append(Section("Goodput against the process mix (paper figure 5)", text, [name]))
 
+    def repetitions(self) -> None:
+        """Each repeated grid point's n, mean, standard deviation and 95 % interval of goodput and
+        Jain's index (campaign.repetitions), as summary.parquet holds them."""
+        points = tables.df_point_intervals(self.summary)
+        if points.empty:
+            return
+        half = points["goodput_ci95_half_pct"]
+        text = (f"<p>{len(points)} grid points recorded {int(points['n'].min())} to {int(points['n'].max())} "
+                "times: the mean of each, its standard deviation and its 95 % confidence interval (Student's t "
+                "with n - 1 degrees of freedom), drawn as the black bars in the goodput figure above. The goodput "
+                f"intervals' half-widths are {half.min():.1f} to {half.max():.1f} % of their means (median "
+                f"{half.median():.1f} %); <code>hostwire run --until-ci 5%</code> repeats the wider points.</p>")
+        self.sections.append(Section("Repetitions: each point's mean and its interval",
+                                     text + table_html(points, float_format="{:.3f}")))
+
     def _twenty_against_one(self, paper_share: float) -> str:
         """The paper's figure: goodput with 20 senders and no background process as a share of
         goodput with one, both at N = 0 and in one setup; where the grid lacks those points, says so."""
@@ -376,7 +391,7 @@ class ReportBuilder:
             return {}
 
     def build(self) -> Path:
-        steps = (self.overview, self.goodput, self.fairness, self.intervals, self.idc, self.contracts,
+        steps = (self.overview, self.goodput, self.repetitions, self.fairness, self.intervals, self.idc, self.contracts,
                  self.process_trace, self.gap_causes, self.model, self.accuracy, self.hosts, self.sanity)
         for step in steps:
             step()

@@ -55,6 +55,8 @@ def plot_goodput_vs_mix(summary: pd.DataFrame, fit: dict[str, float] | None, pap
         ax.scatter(mix[mine & ok], goodput[mine & ok], color=colour)
         ax.scatter(mix[mine & ~ok], goodput[mine & ~ok], facecolors="none", edgecolors=colour)
         handles.append(Line2D([], [], marker="o", ls="", color=colour, label=label))
+        if _draw_point_means(ax, summary, mine) and not any(h.get_label() == POINT_MEAN_LABEL for h in handles):
+            handles.append(Line2D([], [], marker="D", ls="-", color="black", markersize=4, label=POINT_MEAN_LABEL))
         if fit is not None and name in ("cpu", ""):
             xs = np.linspace(0, 1, 50)
             text = ("fit of the CPU-limited runs" if regimes else "fit") + f", r = {fit['pearson_r']:.2f}"
@@ -72,6 +74,26 @@ def plot_goodput_vs_mix(summary: pd.DataFrame, fit: dict[str, float] | None, pap
                               label="marked run (hollow)"))
     outside_legend(fig, handles)
     return fig
+
+
+POINT_MEAN_LABEL = "a point's mean and its 95 % interval"
+
+
+def _draw_point_means(ax: Axes, summary: pd.DataFrame, rows: np.ndarray) -> bool:
+    """Each grid point recorded more than once (campaign.repetitions' columns) among `rows`: its
+    mean goodput as a diamond with its 95 % confidence interval as the bar, beside its runs.
+    Whether any was drawn."""
+    if "goodput_n" not in summary or "point_key" not in summary:
+        return False
+    points = summary[rows & (summary["goodput_n"].fillna(0).to_numpy() > 1)].drop_duplicates("point_key")
+    if points.empty:
+        return False
+    mean = points["goodput_mean_bit_s"].to_numpy(float) / 1e6
+    low = mean - points["goodput_ci95_low_bit_s"].to_numpy(float) / 1e6
+    high = points["goodput_ci95_high_bit_s"].to_numpy(float) / 1e6 - mean
+    ax.errorbar(points["mix"].to_numpy(float), mean, yerr=np.vstack([low, high]), fmt="D", color="black",
+                markersize=4, capsize=3, lw=1, zorder=3)
+    return True
 
 
 def plot_jain_heatmap(jain: pd.DataFrame, title: str) -> Figure:
