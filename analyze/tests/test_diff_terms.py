@@ -141,3 +141,38 @@ def test_overlap_of_two_interval_sets() -> None:
     a = (np.array([0, 10, 20]), np.array([5, 15, 30]))
     b = (np.array([3, 12]), np.array([11, 25]))
     assert overlap_ns(a, b) == 2 + 1 + 3 + 5  # [3, 5), [10, 11), [12, 15), [20, 25)
+
+
+def test_a_side_without_traced_calls_makes_both_sides_split_cpu_as_task_and_softirq() -> None:
+    from hostwire.diff.compare import coarse_cpu
+
+    traced = Facts(window_ns=1e9, bytes=1e6, streams=1, time_ns={"sending": 1e9},
+                   cpu_ns={"cpu-user": 10.0, "cpu-calls": 30.0, "cpu-softirq": 5.0})
+    untraced = Facts(window_ns=1e9, bytes=1e6, streams=1, time_ns={"sending": 1e9},
+                     cpu_ns={"cpu-task": 50.0, "cpu-softirq": 7.0})
+    coarse_cpu([traced, untraced])
+    assert traced.cpu_ns == {"cpu-task": 40.0, "cpu-softirq": 5.0}
+    assert untraced.cpu_ns == {"cpu-task": 50.0, "cpu-softirq": 7.0}
+    both = Facts(window_ns=1e9, bytes=1e6, streams=1, time_ns={"sending": 1e9},
+                 cpu_ns={"cpu-user": 1.0, "cpu-calls": 2.0, "cpu-softirq": 3.0})
+    coarse_cpu([both])
+    assert both.cpu_ns == {"cpu-user": 1.0, "cpu-calls": 2.0, "cpu-softirq": 3.0}  # nothing to join
+
+
+def test_a_point_recorded_before_a_parameter_existed_matches_it_at_its_default() -> None:
+    from hostwire.diff.compare import point_identity
+
+    old = {"senders": 5, "background": 2, "sender_cpu_share": 0.05}
+    assert point_identity(old) == point_identity({**old, "sender_rps": False})
+    assert point_identity(old) != point_identity({**old, "sender_rps": True})
+    assert point_identity(old) != point_identity({**old, "background": 3})
+
+
+def test_the_change_of_goodput_is_tested_on_its_own() -> None:
+    """Goodputs 1, 2, 3 against 4, 5, 6 Mbit/s: t = 3 / sqrt(1/3 + 1/3) = 3.674 on 4 degrees of
+    freedom, two-sided p = 0.0213 (a t table); one run on a side gives no p."""
+    def side(mbps: list[float]) -> list[Facts]:
+        return [Facts(window_ns=1e9, bytes=m * 1e6 / 8, streams=1, time_ns={"sending": 1e9}) for m in mbps]
+
+    assert noise.goodput_p(side([1, 2, 3]), side([4, 5, 6])) == pytest.approx(0.0213, abs=2e-4)
+    assert noise.goodput_p(side([1]), side([4, 5, 6])) is None

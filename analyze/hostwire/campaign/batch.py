@@ -76,6 +76,8 @@ def run_key(point: RunPoint, repetition: int, facts: dict[str, Any], hosts: dict
         described.pop("collectors", None)
     if described.get("kernel_source") == "tracefs":
         described.pop("kernel_source", None)
+    if described.get("sender_rps") is False:
+        described.pop("sender_rps", None)
     material = {
         "point": described,
         "repetition": repetition,

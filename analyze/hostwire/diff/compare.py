@@ -29,6 +29,7 @@ class Comparison:
     b: list[Facts]
     terms: list[Term] = field(default_factory=list)
     cannot: str = ""  # why the change was not split (a side moved no byte)
+    goodput_p: float | None = None  # Welch's p of the runs' goodputs (None: one run on a side)
 
     @property
     def goodput_a_bit_s(self) -> float:
@@ -42,6 +43,8 @@ class Comparison:
         terms = [{**asdict(t), "a": _finite(t.a), "b": _finite(t.b), "share": _finite(t.share)} for t in self.terms]
         return {"point": self.point, "repetitions_a": len(self.a), "repetitions_b": len(self.b),
                 "goodput_a_bit_s": self.goodput_a_bit_s, "goodput_b_bit_s": self.goodput_b_bit_s,
+                "goodput_p": self.goodput_p,
+                "goodput_noise": None if self.goodput_p is None else bool(self.goodput_p > noise.ALPHA),
                 "terms": terms, "cannot_split": self.cannot or None,
                 "uncharged_softirq_ns_per_byte": {"a": _finite(uncharged_per_byte(self.a)),
                                                   "b": _finite(uncharged_per_byte(self.b))},
@@ -67,6 +70,14 @@ def is_campaign(path: Path) -> bool:
     return (path / CAMPAIGN_FILE).is_file()
 
 
+def point_identity(point: dict[str, Any]) -> str:
+    """The point as sorted JSON with every run parameter the point does not name at its default:
+    a campaign recorded before a parameter existed matches one recorded after it at its default."""
+    from hostwire.record.point import RunPoint
+
+    return json.dumps({**asdict(RunPoint()), **point}, sort_keys=True, default=str)
+
+
 def campaign_groups(path: Path) -> list[tuple[dict[str, Any], list[Path]]]:
     """The complete runs of a campaign by grid point, in the campaign's order."""
     try:
@@ -78,7 +89,7 @@ def campaign_groups(path: Path) -> list[tuple[dict[str, Any], list[Path]]]:
         if entry.get("status") != "complete":
             continue
         point = entry.get("point") or {}
-        key = json.dumps(point, sort_keys=True)
+        key = point_identity(point)
         groups.setdefault(key, (point, []))[1].append(path / str(entry["run_id"]))
     return list(groups.values())
 
@@ -92,8 +103,8 @@ def compare(a: Path, b: Path, progress: Callable[[str], None] = lambda _: None) 
     if not is_campaign(a):
         pairs = [({}, [a], [b])]
     else:
-        mine = {json.dumps(p, sort_keys=True): (p, runs) for p, runs in campaign_groups(a)}
-        theirs = {json.dumps(p, sort_keys=True): runs for p, runs in campaign_groups(b)}
+        mine = {point_identity(p): (p, runs) for p, runs in campaign_groups(a)}
+        theirs = {point_identity(p): runs for p, runs in campaign_groups(b)}
         pairs = [(p, runs, theirs[k]) for k, (p, runs) in mine.items() if k in theirs]
         if not pairs:
             raise InputError(f"{a} and {b}: no grid point with complete runs in both campaigns")
@@ -110,11 +121,23 @@ def compare(a: Path, b: Path, progress: Callable[[str], None] = lambda _: None) 
     return out
 
 
+def coarse_cpu(sides: Sequence[Facts]) -> None:
+    """Where a side traced no system calls (its CPU split is cpu-task and cpu-softirq), the others'
+    user and call time joined as cpu-task too, so that every side has the same terms."""
+    if any(f.cpu_ns and "cpu-task" in f.cpu_ns for f in sides):
+        for f in sides:
+            if f.cpu_ns and "cpu-task" not in f.cpu_ns:
+                cpu = dict(f.cpu_ns)
+                f.cpu_ns = {"cpu-task": cpu.pop("cpu-user", 0.0) + cpu.pop("cpu-calls", 0.0), **cpu}
+
+
 def finish(c: Comparison) -> Comparison:
     """Splits c's change and marks its noise (or says why it cannot be split)."""
     if any(f.bytes <= 0 for f in (*c.a, *c.b)):
         c.cannot = "a run moved no payload byte in its window: it has no time per byte to split"
         return c
+    coarse_cpu(c.a + c.b)
     c.terms = decompose(c.a, c.b)
     noise.mark(c.terms, c.a, c.b)
+    c.goodput_p = noise.goodput_p(c.a, c.b)
     return c

@@ -38,3 +38,12 @@ def mark(terms: list[Term], a: Sequence[Facts], b: Sequence[Facts], alpha: float
         rejected[i] = True
     for t, r in zip(terms, rejected):
         t.noise = not bool(r)
+
+
+def goodput_p(a: Sequence[Facts], b: Sequence[Facts]) -> float | None:
+    """Welch's p that the two sides' runs have the same mean goodput (None below two runs a side).
+    The change itself can lie beyond the spread while each of its terms, split over many factors
+    that each scatter, stays within its own: the two marks answer different questions."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    return p_value(np.array([f.goodput_bit_s for f in a]), np.array([f.goodput_bit_s for f in b]))

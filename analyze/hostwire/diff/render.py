@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from hostwire.diff.compare import Comparison
+from hostwire.diff.noise import ALPHA
 from hostwire.diff.terms import Facts, goodput, uncharged_per_byte
 
 GROUPS = {"time": "time terms: stream-time per byte [ns/B] (streams: their count)",
@@ -40,7 +41,9 @@ def comparison_text(c: Comparison, show_all: bool) -> str:
     lines = [f"A: {_side(c.a)}", f"B: {_side(c.b)}"]
     change = c.goodput_b_bit_s - c.goodput_a_bit_s
     pct = 100 * change / c.goodput_a_bit_s if c.goodput_a_bit_s else math.nan
-    lines.append(f"change: {change / 1e6:+.3f} Mbit/s ({pct:+.1f} %)")
+    lines.append(f"change: {change / 1e6:+.3f} Mbit/s ({pct:+.1f} %)"
+                 + ("" if c.goodput_p is None else
+                    f"; {'within' if c.goodput_p > ALPHA else 'beyond'} the runs' spread (Welch p = {c.goodput_p:.2g})"))
     if c.cannot:
         return "\n".join(lines + [f"not split: {c.cannot}"]) + "\n"
     for group, title in GROUPS.items():

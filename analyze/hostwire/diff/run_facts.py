@@ -19,7 +19,7 @@ from hostwire.timeline.intervals import overlap_ns
 from hostwire.window import Window
 
 TIME_KEYS = (*TIME_PARTS, *(CAUSE_NAMES[c] for c in CAUSES))
-CPU_KEYS = ("cpu-user", "cpu-calls", "cpu-softirq")
+CPU_KEYS = ("cpu-user", "cpu-calls", "cpu-softirq")  # cpu-task for user and calls where no call was traced
 
 
 def run_facts(path: str, label: str = "") -> Facts:
@@ -155,8 +155,10 @@ def cpu_facts(run: Run, senders: set[int], window: Window, facts: Facts) -> None
 
     if not run.has("raw/sched.tsv"):
         raise InputError("the run has no kernel trace")
-    tl = Timeline.of(run)
-    calls = tl.df_calls()
+    if run.has("raw/syscalls.tsv"):
+        calls = Timeline.of(run).df_calls()
+    else:  # no calls traced: the senders' own tasks, their time in user mode and in calls together (cpu-task)
+        calls = pd.DataFrame({c: np.zeros(0, np.int64) for c in ("pid", "tid", "t_enter_ns", "t_exit_ns")})
     tasks = set(senders) | {int(t) for t in calls.loc[calls["pid"].isin(list(senders)), "tid"]}
     irq = softirqs(run.df_sched())
     irq = irq.assign(**dict(zip(("t_start_ns", "t_end_ns"), clipped(irq["t_start_ns"].to_numpy(),
@@ -175,8 +177,11 @@ def cpu_facts(run: Run, senders: set[int], window: Window, facts: Facts) -> None
         in_calls += overlap_ns((r0[on], r1[on]), (c0, c1))
         own = irq[mine & (irq["pid"].to_numpy() == tid)]
         softirq_in_calls += overlap_ns((own["t_start_ns"].to_numpy(), own["t_end_ns"].to_numpy()), (c0, c1))
-    facts.cpu_ns = {"cpu-user": run_ns - in_calls - (softirq_ns - softirq_in_calls),
-                    "cpu-calls": in_calls - softirq_in_calls, "cpu-softirq": softirq_ns}
+    if run.has("raw/syscalls.tsv"):
+        facts.cpu_ns = {"cpu-user": run_ns - in_calls - (softirq_ns - softirq_in_calls),
+                        "cpu-calls": in_calls - softirq_in_calls, "cpu-softirq": softirq_ns}
+    else:
+        facts.cpu_ns = {"cpu-task": run_ns - softirq_ns, "cpu-softirq": softirq_ns}
     facts.uncharged_ns = float((irq["t_end_ns"] - irq["t_start_ns"])[~mine].sum())
     per = irq.assign(ns=irq["t_end_ns"] - irq["t_start_ns"], senders=mine)
     for cpu, g in per.groupby("cpu"):

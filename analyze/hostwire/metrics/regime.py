@@ -39,7 +39,8 @@ def setup_label(point: Mapping[str, Any]) -> str:
     qdisc = str(point.get("link_qdisc", "?"))
     link = "no shaper" if qdisc == "none" else f"{point.get('link_rate', '?')} {qdisc}"
     share = float(point.get("sender_cpu_share") or 0)
-    return link + (f", CPU cap {100 * share:g} %" if share else "")
+    return (link + (f", CPU cap {100 * share:g} %" if share else "")
+            + (", ACKs on the sender's CPU" if point.get("sender_rps") else ""))
 
 
 def throttled_share(cpu_cap: object) -> float:

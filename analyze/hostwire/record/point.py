@@ -85,6 +85,11 @@ class RunPoint:
     # a cgroup (hostwire.record.cpulimit); 0: no cap. Recreates the 1997 regime, where the sender's CPU
     # and not the wire was the bottleneck.
     sender_cpu_share: float = 0.0
+    # The sender host's receive work (the ACKs, and the segments TCP sends from them) steered by
+    # RPS to sender_cpus, where the scheduler and the quota charge it: the sender host does all its
+    # own network work, as a 1997 host did. False: it runs on the CPU that hands the ACK to the
+    # veth, the receiver's, and no quota of the sender's sees it (docs/paper-comparison.md).
+    sender_rps: bool = False
     # The collectors' kernel buffers in KiB (0: each tool's default), and whether hw-schedtrace
     # drains its buffers while recording: small buffers or no draining make a run lossy on purpose
     # (to test that every loss is counted and named).
@@ -146,6 +151,8 @@ class RunPoint:
             if value > MAX_SECONDS:
                 raise PointError((name,), f"{name} = {value!r}: at most {MAX_SECONDS:g} s (one day, hw-bench's limit), got {value!r}")
         _whole(self, "trace_buffer_kib", 0, 1 << 22)
+        if not isinstance(self.sender_rps, bool):
+            raise PointError(("sender_rps",), f"sender_rps = {self.sender_rps!r}: expected true or false")
         if not isinstance(self.trace_drain, bool):
             raise PointError(("trace_drain",), f"trace_drain = {self.trace_drain!r}: expected true or false")
         cpus = os.cpu_count() or 1

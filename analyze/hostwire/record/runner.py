@@ -162,8 +162,8 @@ def _record_into(partial: Path, final: Path, point: RunPoint, record: RunRecord,
     try:
         with sigterm_unwinds():
             if point.topology == "netns":
-                topology = Topology(link=point.link(),
-                                    receiver_cpus=point.receiver_cpus)
+                topology = Topology(link=point.link(), receiver_cpus=point.receiver_cpus,
+                                    sender_rps_cpus=point.sender_cpus if point.sender_rps else None)
             with topology if topology is not None else nullcontext():
                 manifest["host"] = host_facts(topology)
                 link_start = topology.qdisc_stats() if topology is not None else None

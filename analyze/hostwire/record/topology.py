@@ -58,6 +58,7 @@ class Topology:
     run_id: str = field(default_factory=_next_tag)
     link: LinkSpec = field(default_factory=LinkSpec)
     receiver_cpus: str | None = None
+    sender_rps_cpus: str | None = None  # RPS of the sender's veth: where its received ACKs are processed
     owner_pid: int = field(default_factory=os.getpid)
     up_done: bool = False
 
@@ -103,16 +104,19 @@ class Topology:
         for args in self.link.tc_args(self.tx_dev):
             run_cmd(["tc", *args], netns=self.tx_ns)
         if self.receiver_cpus is not None:
-            self._steer_rps(self.receiver_cpus)
+            self._steer_rps(self.rx_ns, self.rx_dev, self.receiver_cpus)
+        if self.sender_rps_cpus is not None:
+            self._steer_rps(self.tx_ns, self.tx_dev, self.sender_rps_cpus)
         log.debug("topology %s up: %s <-> %s", self.run_id, self.tx_ns, self.rx_ns)
         return self
 
-    def _steer_rps(self, cpus: str) -> None:
+    @staticmethod
+    def _steer_rps(ns: str, dev: str, cpus: str) -> None:
         mask = 0
         for cpu in parse_cpu_list(cpus):
             mask |= 1 << cpu
-        path = f"/sys/class/net/{self.rx_dev}/queues/rx-0/rps_cpus"
-        run_cmd(["sh", "-c", f"echo {mask:x} > {path}"], netns=self.rx_ns, check=False)
+        path = f"/sys/class/net/{dev}/queues/rx-0/rps_cpus"
+        run_cmd(["sh", "-c", f"echo {mask:x} > {path}"], netns=ns, check=False)
 
     def down(self) -> None:
         if not self.up_done:

@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from hostwire.diff.compare import Comparison, compare
+from hostwire.diff.noise import ALPHA
 from hostwire.diff.render import GROUPS
 from hostwire.report.figure import HEIGHT, WIDE, new_figure
 from hostwire.report.html_table import table_html
@@ -55,7 +56,10 @@ def build_diff_report(b: Path, a: Path) -> Path:
         point = ", ".join(f"{key}={v}" for key, v in c.point.items()) or "the two runs"
         change = c.goodput_b_bit_s - c.goodput_a_bit_s
         text = (f"<p>A: {c.goodput_a_bit_s / 1e6:.3f} Mbit/s ({len(c.a)} run{'s' if len(c.a) > 1 else ''}), "
-                f"B: {c.goodput_b_bit_s / 1e6:.3f} Mbit/s ({len(c.b)}); change {change / 1e6:+.3f} Mbit/s. "
+                f"B: {c.goodput_b_bit_s / 1e6:.3f} Mbit/s ({len(c.b)}); change {change / 1e6:+.3f} Mbit/s"
+                + ("" if c.goodput_p is None else
+                   f", {'within' if c.goodput_p > ALPHA else 'beyond'} the runs' spread (Welch p = {c.goodput_p:.2g})")
+                + ". "
                 "Each group's terms add up to the change (docs/timeline.md, \"Why two runs differ\"); "
                 "~ marks a term within the repetitions' spread.</p>")
         if c.cannot:
