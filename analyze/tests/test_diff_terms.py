@@ -176,3 +176,13 @@ def test_the_change_of_goodput_is_tested_on_its_own() -> None:
 
     assert noise.goodput_p(side([1, 2, 3]), side([4, 5, 6])) == pytest.approx(0.0213, abs=2e-4)
     assert noise.goodput_p(side([1]), side([4, 5, 6])) is None
+
+
+def test_a_campaign_point_is_named_by_what_sets_it_apart() -> None:
+    from dataclasses import asdict
+
+    from hostwire.diff.render import point_label
+    from hostwire.record.point import RunPoint
+
+    point = {**asdict(RunPoint()), "senders": 20, "background": 10, "sender_cpu_share": 0.05, "link_qdisc": "none"}
+    assert point_label(point) == {"senders": 20, "background": 10, "link_qdisc": "none", "sender_cpu_share": 0.05}

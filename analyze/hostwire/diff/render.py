@@ -72,12 +72,22 @@ def comparison_text(c: Comparison, show_all: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def point_label(point: dict[str, Any]) -> dict[str, Any]:
+    """M, N and the parameters the point sets away from a run's defaults: what tells it apart."""
+    from dataclasses import asdict
+
+    from hostwire.record.point import RunPoint
+
+    defaults = asdict(RunPoint())
+    return {k: v for k, v in point.items() if k in ("senders", "background") or defaults.get(k, object()) != v}
+
+
 def as_text(comparisons: Sequence[Comparison], a: Path, b: Path, show_all: bool = False) -> str:
     head = f"A: {a}\nB: {b}\n"
     if len(comparisons) == 1 and not comparisons[0].point:
         return head + "\n" + comparison_text(comparisons[0], show_all)
     parts = [head]
     for c in comparisons:
-        point = ", ".join(f"{k}={v}" for k, v in c.point.items())
+        point = ", ".join(f"{k}={v}" for k, v in point_label(c.point).items())
         parts.append(f"\n== {point} ({len(c.a)} and {len(c.b)} runs)\n" + comparison_text(c, show_all))
     return "".join(parts)
