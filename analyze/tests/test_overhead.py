@@ -160,6 +160,7 @@ def test_collectors_factor_sets_the_three_collector_fields(tmp_path: Path) -> No
     old = asdict(plain)
     old.pop("collectors")
     old.pop("kernel_source")
+    old.pop("sender_rps")
     material = {"point": old, "repetition": 0, "host": {k: None for k in KEY_FACTS}, "topology": TOPOLOGY_SETTINGS}
     assert run_key(plain, 0, {}) == hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
     assert run_key(replace(plain, kernel_source="event"), 0, {}) != run_key(plain, 0, {})
