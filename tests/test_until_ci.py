@@ -82,6 +82,14 @@ def test_repetitions_are_added_until_each_point_is_within_or_at_the_bound(tmp_pa
     assert extra > 0, by_point  # the scatter of one-second capped runs asked for more than two
     within = sum(half_width([g for _, g in runs]) <= target for runs in by_point.values())
     assert f"--until-ci 10 %: {within} of 2 points within ±10 % of their mean goodput" in proc.stdout, proc.stdout
+    # --resume decides the same rounds from the runs it finds, and records none of them again
+    again = subprocess.run([*HOSTWIRE, "run", str(config), "--out", str(out), "--no-progress", "--resume",
+                            "--until-ci", "10%", "--max-repetitions", str(bound)],
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    resumed = json.loads((out / "campaign.json").read_text())["runs"]
+    assert [r["run_id"] for r in resumed] == [r["run_id"] for r in book["runs"]]
+    assert all(r.get("resumed") for r in resumed), resumed
 
 
 def test_until_ci_options_are_checked_before_anything_starts(tmp_path: Path) -> None:
