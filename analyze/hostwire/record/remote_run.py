@@ -320,5 +320,7 @@ def point_problems(point: RunPoint) -> list[str]:
         problems.append(f"syscalls = {point.syscalls!r}: on real hosts only 'none' (the kernel trace runs there)")
     if point.sender_cpu_share:
         problems.append("sender_cpu_share: the CPU cap is set up by the namespaces' topology only")
+    if point.sender_rps:
+        problems.append("sender_rps: it steers the namespaces' veth; on real hosts set the NIC's rps_cpus")
     return problems
 
