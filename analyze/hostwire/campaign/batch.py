@@ -42,6 +42,9 @@ KEY_FACTS = ("kernel_release", "machine", "cpus", "cpu_model", "clocksource")
 # What the topology sets up identically for every run (topology.py): part of the key, so that a
 # change of these settings is a different run.
 TOPOLOGY_SETTINGS = {"offloads": "tso gso gro tx rx off", "mtu": 1500}
+# Run parameters that campaigns recorded before them did not have, with their defaults: a point
+# that leaves one at its default keeps the key it had then.
+LATER_FIELDS: dict[str, Any] = {"collectors": "", "kernel_source": "tracefs", "sender_rps": False}
 
 
 @dataclass
@@ -71,13 +74,9 @@ class CampaignResult:
 
 def run_key(point: RunPoint, repetition: int, facts: dict[str, Any], hosts: dict[str, str] | None = None) -> str:
     described = asdict(point)
-    # fields at their defaults that earlier campaigns did not have: their keys stay
-    if not described.get("collectors"):
-        described.pop("collectors", None)
-    if described.get("kernel_source") == "tracefs":
-        described.pop("kernel_source", None)
-    if described.get("sender_rps") is False:
-        described.pop("sender_rps", None)
+    for name, default in LATER_FIELDS.items():  # at their defaults, earlier campaigns' keys stay
+        if described.get(name) == default:
+            described.pop(name, None)
     material = {
         "point": described,
         "repetition": repetition,

@@ -16,14 +16,21 @@ import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from hostwire.errors import HostwireError, UsageError
 
 if TYPE_CHECKING:
-    from hostwire.campaign.batch import PlannedRun
     from hostwire.campaign.config import CampaignConfig
     from hostwire.record.runner import RunPoint
+
+
+class PlannedRun(Protocol):
+    """What the rounds read of a campaign's planned run (campaign.batch.PlannedRun)."""
+
+    run_id: str
+    point: RunPoint
+    point_index: int
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +111,7 @@ def measure(planned: list[PlannedRun], directory: Path) -> dict[int, PointPrecis
     """Each point's runs so far and its goodput interval."""
     import numpy as np
 
-    from hostwire.campaign.repetitions import confidence
+    from hostwire.campaign.repetitions import confidence, relative_half_width
 
     values: dict[int, list[float]] = {}
     for item in planned:
@@ -112,7 +119,7 @@ def measure(planned: list[PlannedRun], directory: Path) -> dict[int, PointPrecis
     out = {}
     for i, v in values.items():
         n, mean, _sd, low, high = confidence(np.asarray(v, dtype=np.float64))
-        half = (high - low) / 2 / mean if n >= 2 and mean > 0 else math.nan
+        half = relative_half_width(low, high, mean) if n >= 2 and mean > 0 else math.nan
         out[i] = PointPrecision(point_index=i, runs=len(v), n=n, mean_bit_s=mean, half_width=half)
     return out
 

@@ -36,6 +36,12 @@ def confidence(values: np.ndarray) -> tuple[int, float, float, float, float]:
     return n, mean, sd, mean - half, mean + half
 
 
+def relative_half_width(low: Any, high: Any, mean: Any) -> Any:
+    """The 95 % interval's half-width over its mean (scalars or columns alike): how well a point's
+    mean is known, as --until-ci, the report's table and the model's floor read it."""
+    return (high - low) / 2 / mean
+
+
 def with_point_stats(summary: pd.DataFrame) -> pd.DataFrame:
     """summary with, per measure, {m}_n, {m}_mean, {m}_sd, {m}_ci95_low and {m}_ci95_high
     (goodput's with the _bit_s unit), the same on every row of a point."""

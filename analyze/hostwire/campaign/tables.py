@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hostwire.campaign.repetitions import relative_half_width
 from hostwire.metrics.regime import setup_label
 from hostwire.stats import ACCURACY_METRICS, compare_sets
 from hostwire.timeline.gaps import CAUSES
@@ -150,8 +151,8 @@ def df_point_intervals(summary: pd.DataFrame) -> pd.DataFrame:
         "goodput_mean_mbps": points["goodput_mean_bit_s"] / 1e6, "goodput_sd_mbps": points["goodput_sd_bit_s"] / 1e6,
         "goodput_ci95_mbps": [f"{lo / 1e6:.2f}-{hi / 1e6:.2f}" for lo, hi in
                               zip(points["goodput_ci95_low_bit_s"], points["goodput_ci95_high_bit_s"])],
-        "goodput_ci95_half_pct": 100 * (points["goodput_ci95_high_bit_s"] - points["goodput_ci95_low_bit_s"])
-        / 2 / points["goodput_mean_bit_s"],
+        "goodput_ci95_half_pct": 100 * relative_half_width(
+            points["goodput_ci95_low_bit_s"], points["goodput_ci95_high_bit_s"], points["goodput_mean_bit_s"]),
     })
     if "jain_mean" in points:
         out["jain_mean"] = points["jain_mean"]

@@ -18,10 +18,11 @@ Time terms: each stream spends the window before its first or after its last dat
 gaps); as stream-time per byte they add up to streams / goodput, so the change in goodput splits
 into one term per component, and the streams' count, exactly. CPU terms (runs recorded with the
 network's softirq events): the CPU time the senders' tasks were granted, and their CPU per byte
-as user time, time in the traced calls and the network's softirqs run in their tasks; the
-softirq time run in other tasks (no quota charges it to the senders) stands beside them. With
-two or more repetitions on both sides, a term whose factor does not differ by Welch's t-test
-(Holm's correction over the terms, family-wise 1 %) is noise, marked "~".
+as user time, time in the traced calls and the network's softirqs run in their tasks (cpu-task,
+user and calls together, where no call was traced); the softirq time run in other tasks (no quota
+charges it to the senders) stands beside them. With two or more repetitions on both sides, a term
+whose factor does not differ by Welch's t-test (Holm's correction over the terms, family-wise 1 %)
+is noise, marked "~", and the change of goodput is tested on its own the same way.
 
 exit status: 0 done, 1 unreadable or unsplittable input, 2 a bad option."""
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hostwire.campaign.repetitions import relative_half_width
 from hostwire.model.calibration import setup_key, setup_of
 from hostwire.model.layers import Calibration, predict
 from hostwire.model.measure import sender_cpu_wait_share
@@ -127,8 +128,8 @@ def point_mean_lines(table: pd.DataFrame) -> list[str]:
         return []
     points = table[table["goodput_point_n"] > 1].drop_duplicates(["setup", "senders", "background"])
     hit, total = within_share(points["goodput_point_error_pct"])
-    half = 100 * (points["goodput_point_ci95_high_mbps"] - points["goodput_point_ci95_low_mbps"]) / 2 \
-        / points["goodput_point_mean_mbps"]
+    half = 100 * relative_half_width(points["goodput_point_ci95_low_mbps"], points["goodput_point_ci95_high_mbps"],
+                                     points["goodput_point_mean_mbps"])
     inside = ((points["goodput_model_mbps"] >= points["goodput_point_ci95_low_mbps"])
               & (points["goodput_model_mbps"] <= points["goodput_point_ci95_high_mbps"])).sum()
     known = int((half <= WITHIN_PCT).sum())
