@@ -297,25 +297,32 @@ def check_gaps(v: Verdict, gaps: pd.DataFrame, ours: set[str]) -> None:
 
 # The shaped device's queue paired with the capture (hostwire.timeline.device_queue), checked
 # against what the kernel trace says of each buffer the qdisc sent whole: its own net_dev_xmit
-# (same skbaddr) must be at the frame the pairing gave it. At 100 Mbit/s a frame holds the link
-# 121 us, so a frame paired with its neighbour's buffer is about that far off. Thirty recordings
-# (as below): the largest distance of a run 5.1-56.0 us (median of the thirty 24.4 us). A transmit
-# preempted between the capture's tap and the driver holds one buffer far longer now and then (424 us
-# for 1 of 4,028 in a redis -P 1 run beside an emulated guest taking a CPU), while a pairing off by one
-# moves nearly every buffer after it by a frame's time: a share of the buffers, not each, is checked.
-XMIT_NEAR_NS = 90_000
-MOST_FAR_SHARE = 0.01
-# Buffers the shaped device's qdisc took and the capture never saw leave: those enqueued as the
-# capture stopped. Thirty recordings (redis -P 16, the pre-forking server, iperf3 -R,
-# ten each, on a machine loaded by other work): 1 or 2 in each, no frame without a buffer.
-MOST_UNSENT = 3
+# (same skbaddr). The device's qdisc hands out one buffer at a time, and the capture taps it just
+# before the driver takes it and net_dev_xmit fires; so a buffer's net_dev_xmit is never before
+# its frame (by more than the clocks' conversion, XMIT_BEFORE_SLACK_NS) and no other frame leaves
+# between the two, however long the transmit was held (preempted, or its vCPU stolen: under CI's
+# steal 2 of 19 buffers were held 90-400 us). A pairing off by one breaks that for nearly every
+# buffer after it: the check allows none. A hundred recordings (redis -P 1 and -P 16, the
+# pre-forking server, iperf3 -R, a recorded iperf3 report, ten each on a quiet host and ten beside
+# a CPU-bound process): none crossed, the distance 1.0-1.7 us at least and 3.2-1141 us at most;
+# two redis -P 16 runs had a pair of buffers swapped (docs/timeline.md), which before the pairing
+# knew it left a frame without a buffer. (A frame the capture saw after the kernel trace ended
+# has no net_dev_xmit to check: the pre-forking server's queue held 28 ms of frames at the stop.)
+XMIT_BEFORE_SLACK_NS = 1_000
+MOST_CROSSED = 0
+# Buffers the device's qdisc took and never transmitted (no net_dev_xmit of theirs), enqueued
+# before the buffer of the capture's last frame (so they had their turn): the qdisc's drops. TCP's small queues keep the shaper's queue short in these runs:
+# none allowed (0 in the hundred recordings above). The pairing also counts as never sent the
+# buffers that left before the capture began or after it stopped and those the analysis does not
+# read (ARP, IPv6's neighbour discovery): 1-4 a run in the hundred, reported only.
+MOST_DROPPED = 0
 
 
-def check_device_queue(v: Verdict, run: Path, most_unsent: int) -> None:
-    """The pairing of the run's shaped device: no frame without a buffer, at most `most_unsent`
-    buffers never sent, all but MOST_FAR_SHARE of the whole buffers' net_dev_xmit within
-    XMIT_NEAR_NS of their frames, the
-    same holds from the trace in slabs (1 MiB each) as whole."""
+def check_device_queue(v: Verdict, run: Path) -> None:
+    """The pairing of the run's shaped device: no frame without a buffer, at most MOST_DROPPED
+    buffers dropped, at most MOST_CROSSED whole buffers whose net_dev_xmit is missing, before their
+    frame or after another frame, and the same holds from the trace in slabs (1 MiB each) as
+    whole."""
     from hostwire.run_directory import load_run
     from hostwire.timeline import device_queue, gap_sources, kernel_slabs
     from hostwire.timeline.build import Timeline
@@ -331,33 +338,45 @@ def check_device_queue(v: Verdict, run: Path, most_unsent: int) -> None:
     sent = sched[(sched["event"].to_numpy() == "net_dev_xmit") & name]
     frames = gap_sources.leaving_frames(r, gap_sources.local_addresses(Timeline.of(r).df_streams()), False)
     q_len = pd.to_numeric(queued["len"]).to_numpy(np.int64)
-    got = device_queue.pair(queued["t_ns"].to_numpy(np.int64), q_len, frames["t_ns"].to_numpy(np.int64),
+    frame_t = frames["t_ns"].to_numpy(np.int64)
+    got = device_queue.pair(queued["t_ns"].to_numpy(np.int64), q_len, frame_t,
                             frames["ip_len"].to_numpy(np.int64), frames["payload_len"].to_numpy(np.int64),
                             device_queue.frame_flows(frames))
     # frames the capture saw after the kernel trace ended (the collectors stop one after the other)
-    late = device_queue.outside(got, frames["t_ns"].to_numpy(), (int(sched["t_ns"].min()), int(sched["t_ns"].max())))
-    v.numbers["device queue"] = {**got.summary(), "outside the trace": late}
-    if got.unpaired_frames - late or got.unsent_buffers > most_unsent:
-        v.problems.append(f"device queue: {got.unpaired_frames - late} frames without a buffer, "
-                          f"{got.unsent_buffers} buffers never sent (at most {most_unsent})")
+    late = device_queue.outside(got, frame_t, (int(sched["t_ns"].min()), int(sched["t_ns"].max())))
     b = got.buffer_of
-    whole = (b >= 0) & (q_len[np.maximum(b, 0)] - got.link_header == frames["ip_len"].to_numpy(np.int64))
-    mine = pd.DataFrame({"t_enq": queued["t_ns"].to_numpy(np.int64)[b[whole]],
-                         "skb": queued["skbaddr"].astype(str).to_numpy()[b[whole]],
-                         "t_frame": frames["t_ns"].to_numpy(np.int64)[whole]}).sort_values("t_enq")
     xmits = pd.DataFrame({"t_xmit": sent["t_ns"].to_numpy(np.int64),
                           "skb": sent["skbaddr"].astype(str).to_numpy()}).sort_values("t_xmit")
-    near = pd.merge_asof(mine, xmits, left_on="t_enq", right_on="t_xmit", by="skb", direction="forward")
-    off = (near["t_xmit"] - near["t_frame"]).abs()
-    v.numbers["whole buffers: |xmit - frame| max us"] = round(float(off.max()) / 1e3, 1) if len(off) else None
+    buffers = pd.DataFrame({"t_enq": queued["t_ns"].to_numpy(np.int64), "skb": queued["skbaddr"].astype(str).to_numpy()})
+    own = pd.merge_asof(buffers.reset_index().sort_values("t_enq"), xmits, left_on="t_enq", right_on="t_xmit",
+                        by="skb", direction="forward").set_index("index").sort_index()
+    never_sent = np.setdiff1d(np.arange(got.buffers), b[b >= 0])
+    # FIFO: a buffer enqueued before the one the capture's last frame left in had its turn
+    before_last = never_sent[never_sent < b.max()] if (b >= 0).any() else never_sent[:0]
+    dropped = int(own["t_xmit"].isna().to_numpy()[before_last].sum())
+    v.numbers["device queue"] = {**got.summary(), "outside the trace": late, "dropped": dropped}
+    if got.unpaired_frames - late or dropped > MOST_DROPPED:
+        v.problems.append(f"device queue: {got.unpaired_frames - late} frames without a buffer, "
+                          f"{dropped} buffers dropped while the capture ran (at most {MOST_DROPPED})")
+    whole = (b >= 0) & (q_len[np.maximum(b, 0)] - got.link_header == frames["ip_len"].to_numpy(np.int64))
+    t_frame = frame_t[whole]
+    t_xmit = own["t_xmit"].to_numpy()[b[whole]]
+    off = t_xmit - t_frame
+    v.numbers["whole buffers: xmit - frame us (min, max)"] = (
+        (round(float(np.nanmin(off)) / 1e3, 1), round(float(np.nanmax(off)) / 1e3, 1)) if len(off) else None)
+    # the other frames the capture saw between a whole buffer's frame and its net_dev_xmit
+    ordered = np.sort(frame_t)
+    ends = np.where(np.isnan(t_xmit), t_frame, t_xmit).astype(np.int64)
+    between = np.searchsorted(ordered, ends, "left") - np.searchsorted(ordered, t_frame, "right")
+    missing = np.isnan(off) & (t_frame <= int(sched["t_ns"].max()))  # not a frame after the trace ended
+    crossed = int((missing | (off < -XMIT_BEFORE_SLACK_NS) | (between > 0)).sum())
+    v.numbers["whole buffers crossed"] = f"{crossed} of {len(off)}"
+    if crossed > MOST_CROSSED:
+        v.problems.append(f"device queue: {crossed} of {len(off)} whole buffers whose net_dev_xmit is missing, "
+                          f"before their frame or after another frame (at most {MOST_CROSSED})")
     # the trace read in slabs and the capture in chunks give the same holds as both read whole
     local = gap_sources.local_addresses(Timeline.of(r).df_streams())
     whole_holds = gap_sources.device_holds(r, None, local)
     sliced = gap_sources.device_holds(r, kernel_slabs.first_pass(r.path / "raw" / "sched.tsv", 1 << 20), local)
     if whole_holds is None or sliced is None or whole_holds[1] != sliced[1] or not whole_holds[0].equals(sliced[0]):
         v.problems.append("device queue: the holds read in slabs differ from those read whole")
-    far = int((off.isna() | (off > XMIT_NEAR_NS)).sum())
-    if far > MOST_FAR_SHARE * len(near):
-        v.problems.append(f"device queue: {far} of {len(near)} whole buffers' net_dev_xmit not within "
-                          f"{XMIT_NEAR_NS / 1e3:.0f} us of the frame paired with them (at most "
-                          f"{MOST_FAR_SHARE:.0%})")

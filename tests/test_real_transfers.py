@@ -18,7 +18,7 @@ import pytest
 from hostwire.record.topology import Topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file (importlib mode)
-from program_matrix import (MOST_UNSENT, PEER, SERVED, check_device_queue, examine, finish, one_process,
+from program_matrix import (PEER, SERVED, check_device_queue, examine, finish, one_process,
                             record_command, run_in, spawn, topology, wait_listening, wait_recording)
 from record_helpers import manifest, stop
 
@@ -60,7 +60,7 @@ def test_iperf3_reverse_server_sends(topo: Topology, tmp_path: Path) -> None:
     # (MOST_UNEXPLAINED 5 %), ten recordings on a machine loaded by other work (a kernel build,
     # other test suites): 0.00 % in all ten (6-49 long gaps, 8.6-144 ms; qdisc 3-29 %); with the
     # tcp_probe rule alone 7 of 8 runs passed, once 5.8 %
-    check_device_queue(verdict, tmp_path / "run", MOST_UNSENT)
+    check_device_queue(verdict, tmp_path / "run")
     assert verdict.problems == [], str(verdict)
 
 
@@ -132,6 +132,8 @@ def test_preforking_server_a_child_per_connection(topo: Topology, tmp_path: Path
     # wait in its queue, seen by the device's own queue; unexplained share of the long gaps' time
     # (MOST_UNEXPLAINED 5 %), ten recordings on a machine loaded by other work (a kernel build,
     # other test suites): 0.00 % in nine, 0.04 % in one (13-40 long gaps, 44-211 ms; qdisc 2-65 %,
-    # wire_busy 24-59 %); with the tcp_probe rule alone 4 of 8 runs passed, otherwise 5.9-11.1 %
-    check_device_queue(verdict, tmp_path / "run", MOST_UNSENT)
+    # wire_busy 24-59 %); with the tcp_probe rule alone 4 of 8 runs passed, otherwise 5.9-11.1 %.
+    # Twenty more (ten on a quiet host, ten beside a CPU-bound process): 0.00 % in thirteen,
+    # 0.03-0.92 % in five, 3.4 % and 4.1 % in two
+    check_device_queue(verdict, tmp_path / "run")
     assert verdict.problems == [], str(verdict)

@@ -58,7 +58,25 @@ def test_each_frame_pairs_with_its_buffer_through_gso_a_drop_and_a_lost_enqueue(
     assert got.enqueued_ns.tolist() == EXPECTED_ENQUEUED
     assert got.buffer_of.tolist() == [0, 1, 1, 2, 4, -1, 5]  # b3 dropped
     assert got.summary() == {"buffers": 6, "frames": 7, "paired_buffers": 5, "segmented_buffers": 1,
-                             "unsent_buffers": 1, "unpaired_frames": 1, "link_header": 14}
+                             "unsent_buffers": 1, "unpaired_frames": 1, "swapped_buffers": 0, "link_header": 14}
+
+
+def test_two_buffers_enqueued_by_two_cpus_at_once_pair_in_the_order_they_left() -> None:
+    """As redis and the other CPU's softirq did: A's answer traced 100 ns before B's pure
+    acknowledgement, the acknowledgement transmitted first; then a buffer in order again."""
+    q = queued([(1_000, 14 + HEADERS + 30), (1_100, 14 + HEADERS), (2_000, 14 + HEADERS)])
+    got = paired(q, frames([(5_000, B, 0), (6_000, A, 30), (7_000, A, 0)]))
+    assert got.buffer_of.tolist() == [1, 0, 2] and got.enqueued_ns.tolist() == [1_100, 1_000, 2_000]
+    assert (got.swapped_buffers, got.unsent_buffers, got.unpaired_frames) == (2, 0, 0)
+
+
+def test_buffers_traced_further_apart_than_the_swap_slack_are_not_swapped() -> None:
+    """The same, the second traced 25 us after the first: the re-synchronisation's smallest skip
+    takes the acknowledgement's frame as without a buffer and its buffer as never sent."""
+    q = queued([(1_000, 14 + HEADERS + 30), (26_000, 14 + HEADERS)])
+    got = paired(q, frames([(30_000, B, 0), (31_000, A, 30)]))
+    assert got.buffer_of.tolist() == [-1, 0]
+    assert (got.swapped_buffers, got.unsent_buffers, got.unpaired_frames) == (0, 1, 1)
 
 
 def test_a_frame_never_pairs_with_a_buffer_enqueued_after_it() -> None:

@@ -12,6 +12,12 @@ k-th transmitted one, with two exceptions this pairing handles:
   as consecutive frames of one flow whose payloads add up to the buffer's payload: its `len`
   less the link header less the first segment's IP and TCP headers. (A buffer the qdisc does not
   segment is captured as one frame of the buffer's whole length.)
+- Two buffers handed to the device by two CPUs at nearly the same time: `net_dev_queue` fires
+  before the qdisc's lock is taken, so the CPU that traced second can enqueue first (redis
+  answering on one CPU while the other CPU's softirq acknowledges: 0.1 us apart, transmitted in
+  the other order). When the next buffer does not fit the next frame but the one after it does,
+  both stamped within SWAP_SLACK_NS, and the first then fits the frames after the second's, the
+  two are paired swapped.
 - Buffers never transmitted (a qdisc drop, skb:kfree_skb; or still queued when the capture
   stopped) and frames whose enqueue the trace lacks (a ring buffer's lost events): when the next
   buffer does not fit the next frame, the pairing re-synchronises on the smallest skip of either
@@ -27,7 +33,7 @@ it), O(buffers + frames). Every count goes into the gap table's sources, never s
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -42,6 +48,7 @@ TRACE_COLUMNS = ("len", "name")  # what the kernel trace's reader must keep of a
 FIFO_KINDS = frozenset({"tbf", "pfifo", "bfifo", "pfifo_fast", "pfifo_head_drop"})
 LINK_HEADERS = (14, 0)  # Ethernet (veth, lo, NICs), then none (tun, wireguard): the one that pairs more wins
 CLOCK_SLACK_NS = 20_000
+SWAP_SLACK_NS = 20_000
 RESYNC_WINDOW = 32
 PROBE_BUFFERS = 400  # the buffers the link header is chosen on
 
@@ -106,12 +113,13 @@ class Pairing:
     segmented_buffers: int = 0  # buffers that left as two frames or more (GSO)
     unsent_buffers: int = 0      # never transmitted: dropped, or queued when the capture stopped
     unpaired_frames: int = 0     # frames without a buffer: its enqueue not in the trace
-    counts: dict[str, int] = field(default_factory=dict)
+    swapped_buffers: int = 0     # paired in the other order than the trace's (the module doc)
 
     def summary(self) -> dict[str, int]:
         return {"buffers": self.buffers, "frames": len(self.enqueued_ns), "paired_buffers": self.paired_buffers,
                 "segmented_buffers": self.segmented_buffers, "unsent_buffers": self.unsent_buffers,
-                "unpaired_frames": self.unpaired_frames, "link_header": self.link_header}
+                "unpaired_frames": self.unpaired_frames, "swapped_buffers": self.swapped_buffers,
+                "link_header": self.link_header}
 
 
 def pair(queue_t: np.ndarray, queue_len: np.ndarray, frame_t: np.ndarray, ip_len: np.ndarray,
@@ -152,9 +160,30 @@ def _walk(queue_t: np.ndarray, need: np.ndarray, frame_t: np.ndarray, ip_len: np
             k += 1
         return k if total == nd[i] else 0
 
+    def take(i: int, j: int, k: int) -> None:
+        got[j:j + k] = qt[i]
+        which[j:j + k] = i
+        out.paired_buffers += 1
+        out.segmented_buffers += k > 1
+
+    def swapped(i: int, j: int) -> tuple[int, int] | None:
+        """The frame counts of buffers i + 1 and i when the two entered the qdisc in the other
+        order than the trace's (the module doc), None when they did not."""
+        if i + 1 >= n or qt[i + 1] - qt[i] > SWAP_SLACK_NS:
+            return None
+        second = fits(i + 1, j)
+        first = fits(i, j + second) if second and j + second < m else 0
+        return (second, first) if first else None
+
     i = j = 0
     while i < n and j < m:
         k = fits(i, j)
+        if k == 0 and (swap := swapped(i, j)) is not None:
+            take(i + 1, j, swap[0])
+            take(i, j + swap[0], swap[1])
+            out.swapped_buffers += 2
+            i, j = i + 2, j + swap[0] + swap[1]
+            continue
         if k == 0:
             skip = _resync(fits, i, j, n, m)
             if skip is None:  # nothing fits near: this buffer went nowhere the capture saw
@@ -166,10 +195,7 @@ def _walk(queue_t: np.ndarray, need: np.ndarray, frame_t: np.ndarray, ip_len: np
             out.unpaired_frames += dj
             i, j = i + di, j + dj
             k = fits(i, j)
-        got[j:j + k] = qt[i]
-        which[j:j + k] = i
-        out.paired_buffers += 1
-        out.segmented_buffers += k > 1
+        take(i, j, k)
         i, j = i + 1, j + k
     out.unsent_buffers += n - i
     out.unpaired_frames += m - j

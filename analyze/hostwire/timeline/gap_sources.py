@@ -188,8 +188,9 @@ def device_holds(run: Run, kernel: FirstPass | None, local: set[str]) -> tuple[p
     outside = device_queue.outside(found, frames["t_ns"].to_numpy(), span)
     lacking = c["unpaired_frames"] - outside
     partly = "partly paired: " if lacking else ""  # what then holds is tcp_probe's alone
+    swapped = f", {c['swapped_buffers']} two by two in the other order" if c["swapped_buffers"] else ""
     return holds, (f"{partly}{devices[0]}: {c['buffers']} buffers enqueued (net_dev_queue), {c['frames']} frames sent; "
-                   f"{c['paired_buffers']} buffers paired ({c['segmented_buffers']} segmented); "
+                   f"{c['paired_buffers']} buffers paired ({c['segmented_buffers']} segmented{swapped}); "
                    f"{c['unsent_buffers']} buffers never sent, {lacking} frames without a buffer, "
                    f"{outside} outside the kernel trace")
 
