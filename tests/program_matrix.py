@@ -311,8 +311,9 @@ def check_gaps(v: Verdict, gaps: pd.DataFrame, ours: set[str]) -> None:
 XMIT_BEFORE_SLACK_NS = 1_000
 MOST_CROSSED = 0
 # Buffers the device's qdisc took and never transmitted (no net_dev_xmit of theirs), enqueued
-# before the buffer of the capture's last frame (so they had their turn): the qdisc's drops. TCP's small queues keep the shaper's queue short in these runs:
-# none allowed (0 in the hundred recordings above). The pairing also counts as never sent the
+# before the buffer of the capture's last frame (so they had their turn): the qdisc's drops.
+# TCP's small queues keep the shaper's queue short in these runs: none allowed (0 in the hundred
+# recordings above). The pairing also counts as never sent the
 # buffers that left before the capture began or after it stopped and those the analysis does not
 # read (ARP, IPv6's neighbour discovery): 1-4 a run in the hundred, reported only.
 MOST_DROPPED = 0
@@ -336,14 +337,16 @@ def check_device_queue(v: Verdict, run: Path) -> None:
     name = sched["name"].astype(str).to_numpy() == devices[0]
     queued = sched[(sched["event"].to_numpy() == "net_dev_queue") & name]
     sent = sched[(sched["event"].to_numpy() == "net_dev_xmit") & name]
-    frames = gap_sources.leaving_frames(r, gap_sources.local_addresses(Timeline.of(r).df_streams()), False)
+    local = gap_sources.local_addresses(Timeline.of(r).df_streams())
+    frames = gap_sources.leaving_frames(r, local, False)
     q_len = pd.to_numeric(queued["len"]).to_numpy(np.int64)
     frame_t = frames["t_ns"].to_numpy(np.int64)
     got = device_queue.pair(queued["t_ns"].to_numpy(np.int64), q_len, frame_t,
                             frames["ip_len"].to_numpy(np.int64), frames["payload_len"].to_numpy(np.int64),
                             device_queue.frame_flows(frames))
     # frames the capture saw after the kernel trace ended (the collectors stop one after the other)
-    late = device_queue.outside(got, frame_t, (int(sched["t_ns"].min()), int(sched["t_ns"].max())))
+    span = (int(sched["t_ns"].min()), int(sched["t_ns"].max()))
+    late = device_queue.outside(got, frame_t, span)
     b = got.buffer_of
     xmits = pd.DataFrame({"t_xmit": sent["t_ns"].to_numpy(np.int64),
                           "skb": sent["skbaddr"].astype(str).to_numpy()}).sort_values("t_xmit")
@@ -368,14 +371,13 @@ def check_device_queue(v: Verdict, run: Path) -> None:
     ordered = np.sort(frame_t)
     ends = np.where(np.isnan(t_xmit), t_frame, t_xmit).astype(np.int64)
     between = np.searchsorted(ordered, ends, "left") - np.searchsorted(ordered, t_frame, "right")
-    missing = np.isnan(off) & (t_frame <= int(sched["t_ns"].max()))  # not a frame after the trace ended
+    missing = np.isnan(off) & (t_frame <= span[1])  # not a frame after the trace ended
     crossed = int((missing | (off < -XMIT_BEFORE_SLACK_NS) | (between > 0)).sum())
     v.numbers["whole buffers crossed"] = f"{crossed} of {len(off)}"
     if crossed > MOST_CROSSED:
         v.problems.append(f"device queue: {crossed} of {len(off)} whole buffers whose net_dev_xmit is missing, "
                           f"before their frame or after another frame (at most {MOST_CROSSED})")
     # the trace read in slabs and the capture in chunks give the same holds as both read whole
-    local = gap_sources.local_addresses(Timeline.of(r).df_streams())
     whole_holds = gap_sources.device_holds(r, None, local)
     sliced = gap_sources.device_holds(r, kernel_slabs.first_pass(r.path / "raw" / "sched.tsv", 1 << 20), local)
     if whole_holds is None or sliced is None or whole_holds[1] != sliced[1] or not whole_holds[0].equals(sliced[0]):
