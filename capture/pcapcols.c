@@ -1,5 +1,6 @@
-/* The conversion loop: libpcap reads the records (both byte orders, micro/nano pcap, pcapng),
- * frameparse decodes them, rows go into fixed-size chunks flushed to one file per column. */
+/* The conversion loop: a classic pcap file in this machine's byte order is walked in its mapping,
+ * anything else goes through libpcap (the other byte order, pcapng, a damaged or unusual file);
+ * frameparse decodes the records, rows go into fixed-size chunks flushed to one file per column. */
 #include "pcapcols.h"
 
 #include <errno.h>
@@ -9,6 +10,7 @@
 #include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,7 +102,8 @@ struct addr_cache {
 
 static inline int32_t cached_code(struct cap_addrdict *d, struct addr_cache *c, uint8_t family, const uint8_t *addr)
 {
-    if (c->family == family && memcmp(c->addr, addr, family == 4 ? 4 : 16) == 0)
+    /* sizes the compiler knows: a call to memcmp per address was a tenth of the conversion */
+    if (c->family == family && (family == 4 ? memcmp(c->addr, addr, 4) : memcmp(c->addr, addr, 16)) == 0)
         return c->code;
     c->code = cap_addrdict_code(d, family, addr);
     c->family = family;
@@ -112,6 +115,7 @@ struct state {
     int fds[C_NCOLS];  /* -1 for a column not written */
     struct chunk *chunk;
     struct cap_addrdict *dict;
+    const char *outdir;
     int64_t *malformed;
     size_t n_malformed, cap_malformed;
 };
@@ -142,6 +146,115 @@ static int add_malformed(struct state *s, int64_t frame)
     }
     s->malformed[s->n_malformed++] = frame;
     return 0;
+}
+
+/* One record: counted, parsed and, when it is a TCP or UDP frame, added as a row. */
+static int take_frame(struct state *s, struct cap_pcapcols_result *res, int dlt, int64_t frame, int64_t t_ns,
+                      const u_char *data, uint32_t caplen, uint32_t len, int malformed_record,
+                      struct addr_cache *src_cache, struct addr_cache *dst_cache, struct hw_err *err)
+{
+    struct cap_fp_fields ff;
+    enum cap_fp_status st;
+    if (malformed_record) {
+        res->malformed_records++;
+        st = CAP_FP_MALFORMED;
+    } else {
+        st = cap_fp_parse(dlt, data, caplen, len, &ff);
+    }
+    res->kinds[st]++;
+    if (st == CAP_FP_MALFORMED) {
+        if (add_malformed(s, frame) < 0) {
+            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+            return -1;
+        }
+        return 0;
+    }
+    if (st != CAP_FP_OK)
+        return 0;
+    struct chunk *c = s->chunk;
+    int n = c->n;
+    int32_t src = cached_code(s->dict, src_cache, ff.family, ff.src);
+    int32_t dst = cached_code(s->dict, dst_cache, ff.family, ff.dst);
+    if (src < 0 || dst < 0) {
+        hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+        return -1;
+    }
+    c->frame[n] = frame;
+    c->t_ns[n] = t_ns;
+    c->wire_len[n] = len;
+    c->cap_len[n] = caplen;
+    c->ip_len[n] = ff.ip_len;
+    c->proto[n] = ff.proto;
+    c->src[n] = src;
+    c->dst[n] = dst;
+    c->sport[n] = ff.sport;
+    c->dport[n] = ff.dport;
+    c->seq[n] = ff.seq;
+    c->ack[n] = ff.ack;
+    c->flags[n] = ff.flags;
+    c->window[n] = ff.window;
+    c->payload_len[n] = ff.payload_len;
+    c->wscale[n] = ff.wscale;
+    res->rows++;
+    if (++c->n == CHUNK && flush_chunk(s) < 0) {
+        hw_seterr(err, "failed to write %s: %s", s->outdir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+#define PCAP_MAGIC_MICRO 0xa1b2c3d4u
+#define PCAP_MAGIC_NANO 0xa1b23c4du
+#define PCAP_FILE_HEADER 24
+#define PCAP_RECORD_HEADER 16
+/* The passes over a file, each the fallback of the one before (and convert()'s return asking for it). */
+enum pass { PASS_MAPPED = 0, PASS_LIBPCAP = 3, PASS_EXACT = 4 };
+#define MAPPED_POPULATE_MAX (256u << 20)
+
+/* The records of a classic pcap file in this machine's byte order, read from a mapping of the
+ * file. Returns 0, -1 (err set), PASS_EXACT for a record longer than the snap length or
+ * PASS_LIBPCAP for anything else it does not take as it is (the other byte order, a file cut
+ * short): the caller then converts the file again from the start in that pass. */
+static int walk_mapped(pcap_t *p, struct state *s, struct cap_pcapcols_result *res, uint32_t snaplen, int dlt,
+                       struct addr_cache *src_cache, struct addr_cache *dst_cache, struct hw_err *err)
+{
+    int fd = fileno(pcap_file(p));
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size < PCAP_FILE_HEADER)
+        return PASS_LIBPCAP;
+    size_t size = (size_t)st.st_size;
+    /* Mapped in one go when small (no fault per page); a large file (an hour's capture can
+     * outgrow the memory) is faulted in as it is walked, read ahead and dropped behind. */
+    int populate = size <= MAPPED_POPULATE_MAX ? MAP_POPULATE : 0;
+    const u_char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | populate, fd, 0);
+    if (map == MAP_FAILED)
+        return PASS_LIBPCAP;
+    madvise((void *)map, size, MADV_SEQUENTIAL);
+    uint32_t magic;
+    memcpy(&magic, map, 4);
+    int64_t ns_per_tick = magic == PCAP_MAGIC_NANO ? 1 : magic == PCAP_MAGIC_MICRO ? 1000 : 0;
+    int ret = ns_per_tick ? 0 : PASS_LIBPCAP;
+    size_t off = PCAP_FILE_HEADER;
+    while (ret == 0 && off < size) {
+        uint32_t rec[4];  /* seconds, sub-second ticks, captured length, wire length */
+        if (size - off < PCAP_RECORD_HEADER) {
+            ret = PASS_LIBPCAP;
+            break;
+        }
+        memcpy(rec, map + off, sizeof(rec));
+        off += PCAP_RECORD_HEADER;
+        if (rec[2] > snaplen || rec[2] > size - off) {
+            ret = rec[2] > snaplen ? PASS_EXACT : PASS_LIBPCAP;
+            break;
+        }
+        int64_t frame = ++res->frames;
+        if (take_frame(s, res, dlt, frame, (int64_t)rec[0] * 1000000000LL + (int64_t)rec[1] * ns_per_tick,
+                       map + off, rec[2], rec[3], 0, src_cache, dst_cache, err) < 0)
+            ret = -1;
+        off += rec[2];
+    }
+    munmap((void *)map, size);
+    return ret;
 }
 
 static const char *format_name(pcap_t *p, int *is_ng)
@@ -267,7 +380,7 @@ static int open_columns(const struct cap_pcapcols_opts *opts, struct state *s, s
     return 0;
 }
 
-static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_result *res, int exact,
+static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_result *res, enum pass pass,
                    struct hw_err *err)
 {
     char errbuf[PCAP_ERRBUF_SIZE];
@@ -316,13 +429,15 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
         goto cleanup;
     }
     snaplen = (uint32_t)pcap_snapshot(p);
-    /* libpcap cuts a record longer than the snap length down to it without a word. The fast
-     * pass adds up the record sizes and compares the sum with the file's size at the end; on a
-     * mismatch the conversion runs again with the file position checked after every record
-     * (ftello() costs a system call, hence not by default). */
+    /* A pcap file is read from its mapping, record by record, without libpcap's copies (most of
+     * the time libpcap's fread() took, docs/performance.md). A file the walk does not take as it
+     * is (the other byte order, cut short) goes to libpcap again; libpcap cuts a record longer
+     * than the snap length down without a word, so such a record (seen by the walk, or by the sum
+     * of the record sizes against the file's size) sends the file to the exact pass, with the
+     * file position checked after every record (ftello() costs a system call, hence only then). */
     int is_ng;
     format_name(p, &is_ng);
-    FILE *pf = (is_ng || !exact) ? NULL : pcap_file(p);
+    FILE *pf = (is_ng || pass != PASS_EXACT) ? NULL : pcap_file(p);
     int64_t pos = pf ? ftello(pf) : 0, expected_size = 24;
 
     s.chunk = malloc(sizeof(*s.chunk));
@@ -332,62 +447,28 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
         goto cleanup;
     }
     s.chunk->n = 0;
+    s.outdir = opts->outdir;
     if (open_columns(opts, &s, err) < 0)
         goto cleanup;
 
-    while ((rc = pcap_next_ex(p, &hdr, &data)) == 1) {
-        struct cap_fp_fields ff;
-        enum cap_fp_status st;
-        int64_t frame = ++res->frames;
-
-        int64_t next = pf ? ftello(pf) : 0;
-        expected_size += 16 + (int64_t)hdr->caplen;
-        int64_t record_caplen = pf ? next - pos - 16 : hdr->caplen;
-        pos = next;
-        if (hdr->caplen > snaplen || record_caplen != hdr->caplen) {
-            res->malformed_records++;
-            st = CAP_FP_MALFORMED;
-        } else {
-            st = cap_fp_parse(dlt, data, hdr->caplen, hdr->len, &ff);
-        }
-        res->kinds[st]++;
-        if (st == CAP_FP_MALFORMED) {
-            if (add_malformed(&s, frame) < 0) {
-                hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+    if (!is_ng && pass == PASS_MAPPED) {
+        rc = walk_mapped(p, &s, res, snaplen, dlt, &src_cache, &dst_cache, err);
+        if (rc == PASS_LIBPCAP || rc == PASS_EXACT)
+            ret = rc;
+        if (rc != 0)
+            goto cleanup;
+        rc = 0;
+    } else {
+        while ((rc = pcap_next_ex(p, &hdr, &data)) == 1) {
+            int64_t frame = ++res->frames;
+            int64_t next = pf ? ftello(pf) : 0;
+            int64_t record_caplen = pf ? next - pos - 16 : hdr->caplen;
+            expected_size += 16 + (int64_t)hdr->caplen;
+            pos = next;
+            int malformed_record = hdr->caplen > snaplen || record_caplen != hdr->caplen;
+            if (take_frame(&s, res, dlt, frame, (int64_t)hdr->ts.tv_sec * 1000000000LL + hdr->ts.tv_usec,
+                           data, hdr->caplen, hdr->len, malformed_record, &src_cache, &dst_cache, err) < 0)
                 goto cleanup;
-            }
-            continue;
-        }
-        if (st != CAP_FP_OK)
-            continue;
-        struct chunk *c = s.chunk;
-        int n = c->n;
-        int32_t src = cached_code(s.dict, &src_cache, ff.family, ff.src);
-        int32_t dst = cached_code(s.dict, &dst_cache, ff.family, ff.dst);
-        if (src < 0 || dst < 0) {
-            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
-            goto cleanup;
-        }
-        c->frame[n] = frame;
-        c->t_ns[n] = (int64_t)hdr->ts.tv_sec * 1000000000LL + hdr->ts.tv_usec;
-        c->wire_len[n] = hdr->len;
-        c->cap_len[n] = hdr->caplen;
-        c->ip_len[n] = ff.ip_len;
-        c->proto[n] = ff.proto;
-        c->src[n] = src;
-        c->dst[n] = dst;
-        c->sport[n] = ff.sport;
-        c->dport[n] = ff.dport;
-        c->seq[n] = ff.seq;
-        c->ack[n] = ff.ack;
-        c->flags[n] = ff.flags;
-        c->window[n] = ff.window;
-        c->payload_len[n] = ff.payload_len;
-        c->wscale[n] = ff.wscale;
-        res->rows++;
-        if (++c->n == CHUNK && flush_chunk(&s) < 0) {
-            hw_seterr(err, "failed to write %s: %s", opts->outdir, strerror(errno));
-            goto cleanup;
         }
     }
     if (rc == PCAP_ERROR) {
@@ -417,10 +498,10 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
         goto cleanup;
     }
     ret = res->damaged ? 1 : 0;
-    if (!is_ng && !exact && !res->damaged) {
+    if (!is_ng && pass == PASS_LIBPCAP && !res->damaged) {
         struct stat st;
         if (fstat(fileno(pcap_file(p)), &st) == 0 && st.st_size != expected_size)
-            ret = 3;  /* some record was longer than libpcap let us see */
+            ret = PASS_EXACT;  /* some record was longer than libpcap let us see */
     }
 cleanup:
     for (int i = 0; i < C_NCOLS; i++)
@@ -439,8 +520,10 @@ cleanup:
 
 int cap_pcapcols_convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_result *res, struct hw_err *err)
 {
-    int ret = convert(opts, res, 0, err);
-    if (ret == 3)
-        ret = convert(opts, res, 1, err);
+    int ret = convert(opts, res, PASS_MAPPED, err);
+    if (ret == PASS_LIBPCAP)
+        ret = convert(opts, res, PASS_LIBPCAP, err);
+    if (ret == PASS_EXACT)
+        ret = convert(opts, res, PASS_EXACT, err);
     return ret;
 }

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "hwargs.h"
+#include "hwsignal.h"
 #include "pcapcols.h"
 
 #define TOOL "hw-pcapcols"
@@ -60,6 +61,7 @@ int main(int argc, char **argv)
     struct cap_pcapcols_result res;
     static struct hw_err err;
 
+    hw_die_with_parent_from_env();
     int rc = hw_getopt(argc, argv, ":o:c:vh", longopts, usage, take, &v, &err);
     if (rc)
         return rc > 0 ? HW_EXIT_OK : hw_err_exit(TOOL, NULL, &err);

@@ -3,7 +3,7 @@
 
 1. pcap -> DataFrame: frames/s of hostwire.read_pcap on a synthetic capture of 1.2 million frames,
    against `tshark -T fields` (same fields), a Python dpkt loop, `tcpdump -r -tt -nn` text, and
-   hw-pcapcols alone. The slow peers read a prefix of the file (their rate is steady).
+   hw-pcapcols alone, and `cat` of the file (the read alone, the floor). The slow peers read a prefix of the file (their rate is steady).
 2. The link shapers: 10 s of bulk TCP over tbf, tbf-peak (the default) and htb at 10 Mbit/s,
    captured on both ends; the share of impossible intervals and the gap percentiles.
 3. The highest frame rate hw-wirecap holds without a drop on an unshaped veth (paced UDP, 64-byte
@@ -103,6 +103,9 @@ def bench_loader(n: int, workdir: Path) -> None:
     results["hw-pcapcols (C part alone)"] = n / min(
         timed(lambda: subprocess.run([str(tool("hw-pcapcols")), str(full), "-o", str(cols)], check=True))
         for _ in range(3))
+    # the machine's pace: the file out of the page cache and thrown away, no parsing at all
+    results["cat > /dev/null (the read alone)"] = n / min(timed(lambda: subprocess.run(
+        ["cat", str(full)], stdout=subprocess.DEVNULL, check=True)) for _ in range(3))
     results["tcpdump -r -tt -nn"] = n / timed(lambda: subprocess.run(
         ["tcpdump", "-r", str(full), "-tt", "-nn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         check=True))

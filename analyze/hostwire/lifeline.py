@@ -25,6 +25,13 @@ def die_with_parent() -> None:
     _libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
+def die_with_parent_env() -> dict[str, str]:
+    """The environment for a tool that sets its parent-death signal itself (hw-pcapcols): started
+    without preexec_fn, subprocess spawns it without forking the interpreter (0.75 ms a start
+    instead of 5.5 ms with pandas loaded, which a capture read in many pieces pays each time)."""
+    return dict(os.environ, HOSTWIRE_PARENT_PID=str(os.getpid()))
+
+
 def pool_worker_init(parent_pid: int) -> None:
     """initializer of a process pool's workers: the parent's Python signal handlers (inherited by
     fork) are dropped, SIGTERM kills the worker (and, through their own parent-death signal, the

@@ -120,6 +120,28 @@ def test_byte_orders_and_precisions(write, nano: bool, big_endian: bool) -> None
     assert df.attrs["tstamp_precision"] == ("nano" if nano else "micro")
 
 
+@pytest.mark.sanitized
+def test_mapped_walk_equals_the_libpcap_pass(write, tmp_path: Path) -> None:
+    # A little-endian pcap is walked in place; the same records in the other byte order go
+    # through libpcap. Both must give the same column files, byte for byte: over more than one
+    # chunk of rows, with IPv6, UDP, a VLAN tag, a frame the parser rejects and addresses that
+    # change from frame to frame (the last-address cache).
+    kinds = [ether(ipv4_tcp(A, B, 40000, 5001, 1, 1448)), ether(ipv6_udp(100)),
+             ether(ipv4_tcp(B, A, 5001, 40000, 2, 0, flags=0x10), vlan=7), ether(b"\x45" + b"\0" * 10),
+             ether(ipv4_tcp(bytes([198, 18, 1, 9]), B, 1, 2, 3, 10))]
+    frames = [(T0 + i * 1000, kinds[i % len(kinds)]) for i in range(40_000)]
+    outputs = []
+    for big_endian in (False, True):
+        path = write(f"{big_endian}.pcap", pcap_bytes(frames, big_endian=big_endian))
+        rc, err, meta = pcapcols(path, tmp_path / str(big_endian))
+        assert rc == 0, err
+        outputs.append({f.name: f.read_bytes() for f in (tmp_path / str(big_endian)).glob("*.bin")})
+        assert meta["rows"] == 32_000 and meta["malformed"][:2] == [4, 9]
+    assert sorted(outputs[0]) == sorted(outputs[1]) and len(outputs[0]) == 16
+    for name in outputs[0]:
+        assert outputs[0][name] == outputs[1][name], name
+
+
 def test_dtypes_and_categories(write) -> None:
     frames = sample_frames(3) + [(T0 + 10**7, ether(ipv4_tcp(B, A, 5001, 40000, 9, 0, flags=0x10, window=65535)))]
     df = read_pcap(write("s.pcap", pcap_bytes(frames)))
@@ -377,3 +399,52 @@ def test_corpus_and_mutations_never_crash(shared_corpus: Path, tmp_path: Path) -
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode in (0, 1), (path, proc.returncode, proc.stderr[-2000:])
         assert len(proc.stderr.strip().splitlines()) <= 1, (path, proc.stderr[-2000:])
+
+
+def test_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    # hw-pcapcols sets its own parent-death signal (Python starts it without a pre-exec step). A
+    # parent killed with SIGKILL while the tool waits on its input (a FIFO nobody writes) must
+    # take the tool with it; a tool whose named parent is already gone must not start at all.
+    import contextlib
+    import os
+    import signal
+    import time
+
+    fifo = tmp_path / "never-written.pcap"
+    os.mkfifo(fifo)
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys, time\n"
+         "from hostwire.lifeline import die_with_parent_env\n"
+         f"p = subprocess.Popen([{str(tool('hw-pcapcols'))!r}, {str(fifo)!r}, '-o', {str(tmp_path / 'out')!r}],"
+         " env=die_with_parent_env())\n"
+         "print(p.pid, flush=True)\n"
+         "time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    child = 0
+    try:
+        child = int(parent.stdout.readline())
+        time.sleep(0.2)  # the child is in its blocking open of the FIFO
+        assert Path(f"/proc/{child}").exists()
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        def alive() -> bool:  # a zombie is dead: whoever inherited it may reap it late
+            try:
+                return Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            except (FileNotFoundError, ProcessLookupError):
+                return False
+
+        deadline = time.monotonic() + 5
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not alive(), "hw-pcapcols outlived the process that started it"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if child and Path(f"/proc/{child}").exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)  # ours: the tool this test started, left behind
+    orphan = subprocess.run([str(tool("hw-pcapcols")), str(fifo), "-o", str(tmp_path / "out2")],
+                            env=dict(os.environ, HOSTWIRE_PARENT_PID="1"), capture_output=True, timeout=10)
+    assert orphan.returncode == 1 and not (tmp_path / "out2").exists()

@@ -29,7 +29,7 @@ import pandas as pd
 
 from hostwire.versioned import read_json
 from hostwire.errors import HostwireError, InputError
-from hostwire.lifeline import die_with_parent
+from hostwire.lifeline import die_with_parent_env
 from hostwire.paths import tool
 
 COLUMNS_FORMAT = "hostwire-columns"
@@ -51,7 +51,7 @@ def read_pcap(path: str | os.PathLike[str], clock_pairs: Sequence[Mapping[str, i
         raise InputError(f"{path}: no such capture file")
     with tempfile.TemporaryDirectory(prefix="hw-pcapcols-", dir=_scratch_dir()) as outdir:
         proc = subprocess.run([str(tool("hw-pcapcols")), str(path), "-o", outdir],
-                              capture_output=True, text=True, preexec_fn=die_with_parent)
+                              capture_output=True, text=True, env=die_with_parent_env())
         message = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
         message = message.removeprefix("hw-pcapcols: ")
         meta_path = Path(outdir, "columns.json")

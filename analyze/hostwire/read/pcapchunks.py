@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from hostwire.errors import InputError
-from hostwire.lifeline import die_with_parent
+from hostwire.lifeline import die_with_parent_env
 from hostwire.paths import tool
 from hostwire.read.pcap import COLUMNS_FORMAT, COLUMNS_VERSION
 from hostwire.versioned import read_json
@@ -69,7 +69,7 @@ class CaptureChunks:
     def _convert(self, keep_damaged: bool, columns: Sequence[str] | None) -> None:
         only = ["--columns", ",".join(dict.fromkeys(("t_ns", *columns)))] if columns else []
         proc = subprocess.run([str(tool("hw-pcapcols")), *only, str(self.path), "-o", str(self.outdir)],
-                              capture_output=True, text=True, preexec_fn=die_with_parent)
+                              capture_output=True, text=True, env=die_with_parent_env())
         message = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
         message = message.removeprefix("hw-pcapcols: ")
         meta_path = self.outdir / "columns.json"
