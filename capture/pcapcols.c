@@ -115,6 +115,7 @@ struct state {
     int fds[C_NCOLS];  /* -1 for a column not written */
     struct chunk *chunk;
     struct cap_addrdict *dict;
+    struct addr_cache src_cache, dst_cache;
     const char *outdir;
     int64_t *malformed;
     size_t n_malformed, cap_malformed;
@@ -150,8 +151,7 @@ static int add_malformed(struct state *s, int64_t frame)
 
 /* One record: counted, parsed and, when it is a TCP or UDP frame, added as a row. */
 static int take_frame(struct state *s, struct cap_pcapcols_result *res, int dlt, int64_t frame, int64_t t_ns,
-                      const u_char *data, uint32_t caplen, uint32_t len, int malformed_record,
-                      struct addr_cache *src_cache, struct addr_cache *dst_cache, struct hw_err *err)
+                      const u_char *data, uint32_t caplen, uint32_t len, int malformed_record, struct hw_err *err)
 {
     struct cap_fp_fields ff;
     enum cap_fp_status st;
@@ -173,8 +173,8 @@ static int take_frame(struct state *s, struct cap_pcapcols_result *res, int dlt,
         return 0;
     struct chunk *c = s->chunk;
     int n = c->n;
-    int32_t src = cached_code(s->dict, src_cache, ff.family, ff.src);
-    int32_t dst = cached_code(s->dict, dst_cache, ff.family, ff.dst);
+    int32_t src = cached_code(s->dict, &s->src_cache, ff.family, ff.src);
+    int32_t dst = cached_code(s->dict, &s->dst_cache, ff.family, ff.dst);
     if (src < 0 || dst < 0) {
         hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
         return -1;
@@ -203,60 +203,6 @@ static int take_frame(struct state *s, struct cap_pcapcols_result *res, int dlt,
     return 0;
 }
 
-#define PCAP_MAGIC_MICRO 0xa1b2c3d4u
-#define PCAP_MAGIC_NANO 0xa1b23c4du
-#define PCAP_FILE_HEADER 24
-#define PCAP_RECORD_HEADER 16
-/* The passes over a file, each the fallback of the one before (and convert()'s return asking for it). */
-enum pass { PASS_MAPPED = 0, PASS_LIBPCAP = 3, PASS_EXACT = 4 };
-#define MAPPED_POPULATE_MAX (256u << 20)
-
-/* The records of a classic pcap file in this machine's byte order, read from a mapping of the
- * file. Returns 0, -1 (err set), PASS_EXACT for a record longer than the snap length or
- * PASS_LIBPCAP for anything else it does not take as it is (the other byte order, a file cut
- * short): the caller then converts the file again from the start in that pass. */
-static int walk_mapped(pcap_t *p, struct state *s, struct cap_pcapcols_result *res, uint32_t snaplen, int dlt,
-                       struct addr_cache *src_cache, struct addr_cache *dst_cache, struct hw_err *err)
-{
-    int fd = fileno(pcap_file(p));
-    struct stat st;
-    if (fstat(fd, &st) < 0 || st.st_size < PCAP_FILE_HEADER)
-        return PASS_LIBPCAP;
-    size_t size = (size_t)st.st_size;
-    /* Mapped in one go when small (no fault per page); a large file (an hour's capture can
-     * outgrow the memory) is faulted in as it is walked, read ahead and dropped behind. */
-    int populate = size <= MAPPED_POPULATE_MAX ? MAP_POPULATE : 0;
-    const u_char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | populate, fd, 0);
-    if (map == MAP_FAILED)
-        return PASS_LIBPCAP;
-    madvise((void *)map, size, MADV_SEQUENTIAL);
-    uint32_t magic;
-    memcpy(&magic, map, 4);
-    int64_t ns_per_tick = magic == PCAP_MAGIC_NANO ? 1 : magic == PCAP_MAGIC_MICRO ? 1000 : 0;
-    int ret = ns_per_tick ? 0 : PASS_LIBPCAP;
-    size_t off = PCAP_FILE_HEADER;
-    while (ret == 0 && off < size) {
-        uint32_t rec[4];  /* seconds, sub-second ticks, captured length, wire length */
-        if (size - off < PCAP_RECORD_HEADER) {
-            ret = PASS_LIBPCAP;
-            break;
-        }
-        memcpy(rec, map + off, sizeof(rec));
-        off += PCAP_RECORD_HEADER;
-        if (rec[2] > snaplen || rec[2] > size - off) {
-            ret = rec[2] > snaplen ? PASS_EXACT : PASS_LIBPCAP;
-            break;
-        }
-        int64_t frame = ++res->frames;
-        if (take_frame(s, res, dlt, frame, (int64_t)rec[0] * 1000000000LL + (int64_t)rec[1] * ns_per_tick,
-                       map + off, rec[2], rec[3], 0, src_cache, dst_cache, err) < 0)
-            ret = -1;
-        off += rec[2];
-    }
-    munmap((void *)map, size);
-    return ret;
-}
-
 static const char *format_name(pcap_t *p, int *is_ng)
 {
     /* pcap_major_version() is 1 for pcapng in libpcap (documented), 2 for pcap. */
@@ -282,6 +228,61 @@ static const char *file_precision(const char *path, int is_ng)
     if (magic == 0xa1b2c3d4 || magic == 0xd4c3b2a1)
         return "micro";
     return "unknown";
+}
+
+#define PCAP_FILE_HEADER 24
+#define PCAP_RECORD_HEADER 16
+/* The passes over a file, each the fallback of the one before (and convert()'s return asking for it). */
+enum pass { PASS_MAPPED = 0, PASS_LIBPCAP = 3, PASS_EXACT = 4 };
+#define MAPPED_POPULATE_MAX (256u << 20)
+
+/* The records of a classic pcap file in this machine's byte order, read from a mapping of the
+ * file. Returns 0, -1 (err set), PASS_EXACT for a record longer than the snap length or
+ * PASS_LIBPCAP for anything else it does not take as it is (the other byte order, a file cut
+ * short): the caller then converts the file again from the start in that pass. */
+static int walk_mapped(pcap_t *p, const char *path, struct state *s, struct cap_pcapcols_result *res,
+                       uint32_t snaplen, int dlt, struct hw_err *err)
+{
+    const char *precision = file_precision(path, 0);
+    int64_t ns_per_tick = strcmp(precision, "nano") == 0 ? 1 : strcmp(precision, "micro") == 0 ? 1000 : 0;
+    int fd = fileno(pcap_file(p));
+    struct stat st;
+    if (!ns_per_tick || pcap_is_swapped(p) || fstat(fd, &st) < 0 || st.st_size < PCAP_FILE_HEADER)
+        return PASS_LIBPCAP;
+    size_t size = (size_t)st.st_size;
+    /* Mapped in one go when small (no fault per page); a large file (an hour's capture can
+     * outgrow the memory) is faulted in as it is walked, read ahead and dropped behind. */
+    int populate = size <= MAPPED_POPULATE_MAX ? MAP_POPULATE : 0;
+    const u_char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | populate, fd, 0);
+    if (map == MAP_FAILED)
+        return PASS_LIBPCAP;
+    madvise((void *)map, size, MADV_SEQUENTIAL);
+    int ret = 0;
+    size_t off = PCAP_FILE_HEADER;
+    while (ret == 0 && off < size) {
+        uint32_t rec[4];  /* seconds, sub-second ticks, captured length, wire length */
+        if (size - off < PCAP_RECORD_HEADER) {
+            ret = PASS_LIBPCAP;
+            break;
+        }
+        memcpy(rec, map + off, sizeof(rec));
+        off += PCAP_RECORD_HEADER;
+        if (rec[2] > snaplen) {
+            ret = PASS_EXACT;
+            break;
+        }
+        if (rec[2] > size - off) {
+            ret = PASS_LIBPCAP;
+            break;
+        }
+        int64_t frame = ++res->frames;
+        if (take_frame(s, res, dlt, frame, (int64_t)rec[0] * 1000000000LL + (int64_t)rec[1] * ns_per_tick,
+                       map + off, rec[2], rec[3], 0, err) < 0)
+            ret = -1;
+        off += rec[2];
+    }
+    munmap((void *)map, size);
+    return ret;
 }
 
 static int write_json(const struct cap_pcapcols_opts *opts, struct state *s, struct cap_pcapcols_result *res,
@@ -387,7 +388,6 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
     struct state s;
     struct cap_damage dmg;
     struct pcap_pkthdr *hdr;
-    struct addr_cache src_cache = {0}, dst_cache = {0};
     const u_char *data;
     pcap_t *p = NULL;
     FILE *fp = NULL;
@@ -438,7 +438,7 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
     int is_ng;
     format_name(p, &is_ng);
     FILE *pf = (is_ng || pass != PASS_EXACT) ? NULL : pcap_file(p);
-    int64_t pos = pf ? ftello(pf) : 0, expected_size = 24;
+    int64_t pos = pf ? ftello(pf) : 0, expected_size = PCAP_FILE_HEADER;
 
     s.chunk = malloc(sizeof(*s.chunk));
     s.dict = cap_addrdict_new();
@@ -452,7 +452,7 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
         goto cleanup;
 
     if (!is_ng && pass == PASS_MAPPED) {
-        rc = walk_mapped(p, &s, res, snaplen, dlt, &src_cache, &dst_cache, err);
+        rc = walk_mapped(p, opts->input, &s, res, snaplen, dlt, err);
         if (rc == PASS_LIBPCAP || rc == PASS_EXACT)
             ret = rc;
         if (rc != 0)
@@ -462,12 +462,12 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
         while ((rc = pcap_next_ex(p, &hdr, &data)) == 1) {
             int64_t frame = ++res->frames;
             int64_t next = pf ? ftello(pf) : 0;
-            int64_t record_caplen = pf ? next - pos - 16 : hdr->caplen;
-            expected_size += 16 + (int64_t)hdr->caplen;
+            int64_t record_caplen = pf ? next - pos - PCAP_RECORD_HEADER : hdr->caplen;
+            expected_size += PCAP_RECORD_HEADER + (int64_t)hdr->caplen;
             pos = next;
             int malformed_record = hdr->caplen > snaplen || record_caplen != hdr->caplen;
             if (take_frame(&s, res, dlt, frame, (int64_t)hdr->ts.tv_sec * 1000000000LL + hdr->ts.tv_usec,
-                           data, hdr->caplen, hdr->len, malformed_record, &src_cache, &dst_cache, err) < 0)
+                           data, hdr->caplen, hdr->len, malformed_record, err) < 0)
                 goto cleanup;
         }
     }
