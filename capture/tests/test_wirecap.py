@@ -194,6 +194,20 @@ def test_two_cpus_filing_at_once_file_some_stamps_out_of_order(tmp_path: Path) -
     assert (np.diff(flows["t_ns"].to_numpy()) >= 0).all()
 
 
+def test_covered_bytes_counts_a_resent_segment_once() -> None:
+    """Hand-computed: 3 segments of 100 bytes, the second sent again whole, then again from its
+    middle (a partly acknowledged retransmission), across the 2^32 wrap; then with a hole."""
+    first = 2**32 - 150
+    seq = np.array([first, first + 100, first + 100, first + 150, first + 200], dtype=np.int64) % 2**32
+    size = np.array([100, 100, 100, 50, 100])
+    assert wireload.covered_bytes(seq.astype(np.uint32), size) == (300, 0)
+    assert wireload.covered_bytes(seq[[0, 2, 4]].astype(np.uint32), size[[0, 2, 4]]) == (300, 0)
+    assert wireload.covered_bytes(seq[[0, 4]].astype(np.uint32), size[[0, 4]]) == (200, 100)
+    # a retransmission filed before the stream's first frame, just below it in sequence space
+    assert wireload.covered_bytes((np.array([first + 100, first]) % 2**32).astype(np.uint32),
+                                  np.array([100, 100])) == (200, 0)
+
+
 def _total_cpu_times() -> list[int]:
     return parse_proc_stat(Path("/proc/stat").read_text(), 1)[0][0][1]
 
@@ -222,7 +236,9 @@ def test_shaped_link_wire_timeline(tmp_path: Path) -> None:
             assert "capturing on" in tx_cap.stderr.readline()
             rx_cap = wireload.start_wirecap(topo, tmp_path / "rx" / "wire.pcap")
             try:
+                resent_before = wireload.retransmitted_segments(topo.tx_ns)
                 received = wireload.bulk_transfer(topo, 10.0)
+                resent = wireload.retransmitted_segments(topo.tx_ns) - resent_before
             finally:
                 err = wireload.stop_wirecap(rx_cap)
         finally:
@@ -239,10 +255,16 @@ def test_shaped_link_wire_timeline(tmp_path: Path) -> None:
     dump = subprocess.run(["tcpdump", "-nn", "-r", str(tmp_path / "rx" / "wire.pcap")], capture_output=True,
                           text=True, timeout=60)
     assert dump.returncode == 0 and len(dump.stdout.splitlines()) == df.attrs["frames"]
-    # ground truth: every byte the receiver read crossed the wire in a data frame, once
+    # ground truth: every byte the receiver read crossed the wire in a data frame, and a segment
+    # crossed it twice only as one of the retransmissions the sender's TCP counted (rare: 1 of
+    # 7,878 data frames in one run of this test; none in the others)
     data = df[(df["src"] == SENDER_ADDR) & (df["payload_len"] > 0)]
-    assert data["seq"].nunique() == len(data), "a segment crossed the wire twice"
-    assert int(data["payload_len"].sum()) == received, (int(data["payload_len"].sum()), received)
+    repeats = len(data) - data["seq"].nunique()
+    assert repeats <= resent, f"{repeats} segments crossed the wire twice, the sender resent {resent}"
+    covered, holes = wireload.covered_bytes(data["seq"].to_numpy(), data["payload_len"].to_numpy())
+    assert (covered, holes) == (received, 0), (covered, holes, received)
+    if resent == 0:
+        assert int(data["payload_len"].sum()) == received, (int(data["payload_len"].sum()), received)
     assert (data["wire_len"] <= 1514).all()  # one Ethernet frame per packet: offloads are off
     # the stamps themselves follow the link: the sender's veth files its data frames in the order the
     # shaper released them (one CPU at a time runs the qdisc), and each is stamped in the receiver
@@ -251,7 +273,9 @@ def test_shaped_link_wire_timeline(tmp_path: Path) -> None:
     tx_data = tx_all[(tx_all["src"] == SENDER_ADDR) & (tx_all["payload_len"] > 0)]
     released = tx_data.sort_values("t_ns", kind="stable")["seq"].to_numpy()
     assert (released == tx_data["seq"].to_numpy()).all(), "the sender's veth filed a data frame out of order"
-    both_ends = data[["seq", "t_pcap_ns"]].merge(tx_data[["seq", "t_ns"]], on="seq", how="inner")
+    # a segment sent again pairs with its copy in the same place of the sender's veth's order
+    both_ends = data[["seq", "t_pcap_ns"]].assign(copy=data.groupby("seq").cumcount()).merge(
+        tx_data[["seq", "t_ns"]].assign(copy=tx_data.groupby("seq").cumcount()), on=["seq", "copy"], how="inner")
     assert len(both_ends) == len(data) == len(tx_data)
     one_way_ns = both_ends["t_pcap_ns"] - both_ends["t_ns"]
     assert one_way_ns.min() >= 0, f"a frame stamped on arrival {-one_way_ns.min()} ns before it left"

@@ -121,3 +121,27 @@ def gap_summary(gaps: pd.DataFrame) -> dict:
         "full_min_us": float(full.min()),
         "full_p99_us": float(full.quantile(0.99)),
     }
+
+
+def retransmitted_segments(netns: str) -> int:
+    """The namespace's TCP RetransSegs counter (/proc/net/snmp is per network namespace): the
+    sender's own count of the segments it sent again, the ground truth for repeats on the wire."""
+    snmp = subprocess.run(["ip", "netns", "exec", netns, "cat", "/proc/net/snmp"], capture_output=True,
+                          text=True, check=True, timeout=10).stdout
+    header, values = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Tcp:")]
+    return int(dict(zip(header, values))["RetransSegs"])
+
+
+def covered_bytes(seq: np.ndarray, payload_len: np.ndarray) -> tuple[int, int]:
+    """The bytes of the stream's sequence space that the data segments cover (a retransmission
+    covers its bytes again, and need not start where the first copy did), and the holes' bytes
+    between the lowest and the highest covered byte; sequence numbers wrap at 2^32."""
+    start = (seq.astype(np.int64) - int(seq[0])) % 2**32
+    start = np.where(start >= 2**31, start - 2**32, start)  # a retransmission just below the first
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], start[order] + payload_len[order].astype(np.int64)
+    reached = np.maximum.accumulate(end)
+    before = np.concatenate(([start[0]], reached[:-1]))
+    covered = int(np.clip(end - np.maximum(start, before), 0, None).sum())
+    holes = int(np.clip(start - before, 0, None).sum())
+    return covered, holes
