@@ -107,7 +107,7 @@ $(BUILD)/pic/%.o: %.c
 
 -include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
 
-.PHONY: setup build build-c ctest test test-long test-guest test-vm demo bench soak clean check-libs kernel vm-image help \
+.PHONY: setup build build-c ctest ctest-threads test test-long test-guest test-vm demo bench soak clean check-libs kernel vm-image help \
         install uninstall deb man completion
 
 help:
@@ -144,6 +144,12 @@ build-c: $(PROGRAMS) $(LIBS_SO) $(CTESTS)
 ctest: build-c
 	$(Q)fail=0; for t in $(CTESTS); do echo "== $$t"; $$t || fail=1; done; exit $$fail
 
+# The C unit tests of code that runs threads, under ThreadSanitizer (build/tsan).
+CTESTS_THREADS := test-pcapcols-parts
+ctest-threads: check-libs
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) SAN=thread $(addprefix build/tsan/test/,$(CTESTS_THREADS))
+	$(Q)fail=0; for t in $(CTESTS_THREADS); do echo "== build/tsan/test/$$t"; build/tsan/test/$$t || fail=1; done; exit $$fail
+
 # pytest in two parts: the tests that do not depend on the host's timing on every CPU at once
 # (pytest-xdist, one worker per CPU), then the `timing` ones one at a time (conftest.py). A part
 # that selects nothing (pytest's exit 5) is not a failure.
@@ -159,6 +165,7 @@ test: setup
 	$(Q)$(MAKE) --no-print-directory -j$(JOBS) SAN=1 build-c
 	$(Q)$(MAKE) --no-print-directory ctest
 	$(Q)$(MAKE) --no-print-directory SAN=1 ctest
+	$(Q)$(MAKE) --no-print-directory ctest-threads
 	$(call pytest_parts,not vm and not long,)
 	$(call pytest_parts,sanitized and not long,HOSTWIRE_BUILD=$(TOP)/build/asan)
 

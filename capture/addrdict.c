@@ -125,3 +125,8 @@ int32_t cap_addrdict_code(struct cap_addrdict *d, uint8_t family, const uint8_t 
 uint32_t cap_addrdict_size(const struct cap_addrdict *d) { return d->n; }
 
 const char *cap_addrdict_text(const struct cap_addrdict *d, uint32_t i) { return d->entries[i].text; }
+
+int32_t cap_addrdict_add_from(struct cap_addrdict *d, const struct cap_addrdict *other, uint32_t i)
+{
+    return cap_addrdict_code(d, other->entries[i].family, other->entries[i].addr);
+}

@@ -14,4 +14,7 @@ int32_t cap_addrdict_code(struct cap_addrdict *d, uint8_t family, const uint8_t 
 uint32_t cap_addrdict_size(const struct cap_addrdict *d);
 /* The text form of code i: IPv4 dotted quad or IPv6 compressed (RFC 5952, as inet_ntop). */
 const char *cap_addrdict_text(const struct cap_addrdict *d, uint32_t i);
+/* The code in d of code i of `other` (added to d when it is new): merges the dictionary of a later
+ * part of a file into the earlier part's, in the order one pass over the file would have met them. */
+int32_t cap_addrdict_add_from(struct cap_addrdict *d, const struct cap_addrdict *other, uint32_t i);
 #endif

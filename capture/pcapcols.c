@@ -1,6 +1,7 @@
-/* The conversion loop: a classic pcap file in this machine's byte order is walked in its mapping,
- * anything else goes through libpcap (the other byte order, pcapng, a damaged or unusual file);
- * frameparse decodes the records, rows go into fixed-size chunks flushed to one file per column. */
+/* The conversion loop: a classic pcap file in this machine's byte order is walked in its mapping
+ * (pcapcols_rows.c; over several threads when the rows go to memory, pcapcols_parts.c), anything
+ * else goes through libpcap (the other byte order, pcapng, a damaged or unusual file); the rows go
+ * into fixed-size chunks flushed to one file per column, or into columns mapped in memory. */
 #include "pcapcols.h"
 
 #include <errno.h>
@@ -19,28 +20,9 @@
 #include "hwio.h"
 #include "hwjson.h"
 #include "hwsafe.h"
+#include "pcapcols_rows.h"
 
 #define CHUNK 16384
-
-enum col {
-    C_FRAME, C_T_NS, C_WIRE_LEN, C_CAP_LEN, C_IP_LEN, C_PROTO, C_SRC, C_DST, C_SPORT, C_DPORT,
-    C_SEQ, C_ACK, C_FLAGS, C_WINDOW, C_PAYLOAD_LEN, C_WSCALE, C_NCOLS
-};
-
-static const struct {
-    const char *name;
-    const char *dtype;  /* numpy dtype string */
-    size_t size;
-} cols[C_NCOLS] = {
-    [C_FRAME] = {"frame", "<i8", 8},       [C_T_NS] = {"t_ns", "<i8", 8},
-    [C_WIRE_LEN] = {"wire_len", "<i8", 8}, [C_CAP_LEN] = {"cap_len", "<i8", 8},
-    [C_IP_LEN] = {"ip_len", "<i8", 8},     [C_PROTO] = {"proto", "|u1", 1},
-    [C_SRC] = {"src", "<i4", 4},           [C_DST] = {"dst", "<i4", 4},
-    [C_SPORT] = {"sport", "<u2", 2},       [C_DPORT] = {"dport", "<u2", 2},
-    [C_SEQ] = {"seq", "<u4", 4},           [C_ACK] = {"ack", "<u4", 4},
-    [C_FLAGS] = {"flags", "|u1", 1},       [C_WINDOW] = {"window", "<u2", 2},
-    [C_PAYLOAD_LEN] = {"payload_len", "<i8", 8}, [C_WSCALE] = {"wscale", "|i1", 1},
-};
 
 const char *const cap_pcapcols_column_names[] = {
     "frame", "t_ns", "wire_len", "cap_len", "ip_len", "proto", "src", "dst", "sport", "dport",
@@ -55,7 +37,7 @@ int cap_pcapcols_column_mask(const char *list, uint32_t *mask, struct hw_err *er
         size_t len = strcspn(p, ",");
         int found = -1;
         for (int i = 0; i < C_NCOLS; i++)
-            if (strlen(cols[i].name) == len && strncmp(cols[i].name, p, len) == 0)
+            if (strlen(cap_cols[i].name) == len && strncmp(cap_cols[i].name, p, len) == 0)
                 found = i;
         if (found < 0) {
             hw_usage_err(err, "--columns: no column '%.*s'; columns are frame, t_ns, wire_len, cap_len, ip_len, "
@@ -90,116 +72,25 @@ struct chunk {
     uint16_t window[CHUNK];
     int64_t payload_len[CHUNK];
     int8_t wscale[CHUNK];
-    int n;
 };
 
-/* The last address seen in one column and its code: most frames repeat their predecessor's. */
-struct addr_cache {
-    uint8_t family;
-    uint8_t addr[16];
-    int32_t code;
-};
-
-static inline int32_t cached_code(struct cap_addrdict *d, struct addr_cache *c, uint8_t family, const uint8_t *addr)
+static void point_at_chunk(struct cap_rows *r, struct chunk *c)
 {
-    /* sizes the compiler knows: a call to memcmp per address was a tenth of the conversion */
-    if (c->family == family && (family == 4 ? memcmp(c->addr, addr, 4) : memcmp(c->addr, addr, 16)) == 0)
-        return c->code;
-    c->code = cap_addrdict_code(d, family, addr);
-    c->family = family;
-    memcpy(c->addr, addr, 16);
-    return c->code;
-}
-
-struct state {
-    int fds[C_NCOLS];  /* -1 for a column not written */
-    struct chunk *chunk;
-    struct cap_addrdict *dict;
-    struct addr_cache src_cache, dst_cache;
-    const char *outdir;
-    int64_t *malformed;
-    size_t n_malformed, cap_malformed;
-};
-
-static int flush_chunk(struct state *s)
-{
-    struct chunk *c = s->chunk;
-    const void *arrays[C_NCOLS] = {
+    void *cols[C_NCOLS] = {
         c->frame, c->t_ns, c->wire_len, c->cap_len, c->ip_len, c->proto, c->src, c->dst,
         c->sport, c->dport, c->seq, c->ack, c->flags, c->window, c->payload_len, c->wscale,
     };
+    cap_rows_point(r, cols, CHUNK);
+}
+
+static int flush_chunk(struct cap_state *s)
+{
+    void *cols[C_NCOLS];
+    cap_rows_columns(&s->rows, cols);
     for (int i = 0; i < C_NCOLS; i++)
-        if (s->fds[i] >= 0 && hw_write_all(s->fds[i], arrays[i], cols[i].size * (size_t)c->n) < 0)
+        if (s->fds[i] >= 0 && hw_write_all(s->fds[i], cols[i], cap_cols[i].size * (size_t)s->rows.n) < 0)
             return -1;
-    c->n = 0;
-    return 0;
-}
-
-static int add_malformed(struct state *s, int64_t frame)
-{
-    if (s->n_malformed == s->cap_malformed) {
-        size_t cap = s->cap_malformed ? s->cap_malformed * 2 : 64;
-        int64_t *m = realloc(s->malformed, cap * sizeof(*m));
-        if (!m)
-            return -1;
-        s->malformed = m;
-        s->cap_malformed = cap;
-    }
-    s->malformed[s->n_malformed++] = frame;
-    return 0;
-}
-
-/* One record: counted, parsed and, when it is a TCP or UDP frame, added as a row. */
-static int take_frame(struct state *s, struct cap_pcapcols_result *res, int dlt, int64_t frame, int64_t t_ns,
-                      const u_char *data, uint32_t caplen, uint32_t len, int malformed_record, struct hw_err *err)
-{
-    struct cap_fp_fields ff;
-    enum cap_fp_status st;
-    if (malformed_record) {
-        res->malformed_records++;
-        st = CAP_FP_MALFORMED;
-    } else {
-        st = cap_fp_parse(dlt, data, caplen, len, &ff);
-    }
-    res->kinds[st]++;
-    if (st == CAP_FP_MALFORMED) {
-        if (add_malformed(s, frame) < 0) {
-            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
-            return -1;
-        }
-        return 0;
-    }
-    if (st != CAP_FP_OK)
-        return 0;
-    struct chunk *c = s->chunk;
-    int n = c->n;
-    int32_t src = cached_code(s->dict, &s->src_cache, ff.family, ff.src);
-    int32_t dst = cached_code(s->dict, &s->dst_cache, ff.family, ff.dst);
-    if (src < 0 || dst < 0) {
-        hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
-        return -1;
-    }
-    c->frame[n] = frame;
-    c->t_ns[n] = t_ns;
-    c->wire_len[n] = len;
-    c->cap_len[n] = caplen;
-    c->ip_len[n] = ff.ip_len;
-    c->proto[n] = ff.proto;
-    c->src[n] = src;
-    c->dst[n] = dst;
-    c->sport[n] = ff.sport;
-    c->dport[n] = ff.dport;
-    c->seq[n] = ff.seq;
-    c->ack[n] = ff.ack;
-    c->flags[n] = ff.flags;
-    c->window[n] = ff.window;
-    c->payload_len[n] = ff.payload_len;
-    c->wscale[n] = ff.wscale;
-    res->rows++;
-    if (++c->n == CHUNK && flush_chunk(s) < 0) {
-        hw_seterr(err, "failed to write %s: %s", s->outdir, strerror(errno));
-        return -1;
-    }
+    s->rows.n = 0;
     return 0;
 }
 
@@ -230,74 +121,40 @@ static const char *file_precision(const char *path, int is_ng)
     return "unknown";
 }
 
-#define PCAP_FILE_HEADER 24
-#define PCAP_RECORD_HEADER 16
-/* The passes over a file, each the fallback of the one before (and convert()'s return asking for it). */
-enum pass { PASS_MAPPED = 0, PASS_LIBPCAP = 3, PASS_EXACT = 4 };
 #define MAPPED_POPULATE_MAX (256u << 20)
 
-/* The records of a classic pcap file in this machine's byte order, read from a mapping of the
- * file. Returns 0, -1 (err set), PASS_EXACT for a record longer than the snap length or
- * PASS_LIBPCAP for anything else it does not take as it is (the other byte order, a file cut
- * short): the caller then converts the file again from the start in that pass. */
-static int walk_mapped(pcap_t *p, const char *path, struct state *s, struct cap_pcapcols_result *res,
-                       uint32_t snaplen, int dlt, struct hw_err *err)
+/* A classic pcap file in this machine's byte order, mapped for the walk (1), or 0 when the file is
+ * for libpcap (the other byte order, an unknown precision) or cannot be mapped. */
+static int map_capture(pcap_t *p, const char *path, uint32_t snaplen, int dlt, struct cap_mapped *m)
 {
     const char *precision = file_precision(path, 0);
     int64_t ns_per_tick = strcmp(precision, "nano") == 0 ? 1 : strcmp(precision, "micro") == 0 ? 1000 : 0;
     int fd = fileno(pcap_file(p));
     struct stat st;
     if (!ns_per_tick || pcap_is_swapped(p) || fstat(fd, &st) < 0 || st.st_size < PCAP_FILE_HEADER)
-        return PASS_LIBPCAP;
+        return 0;
     size_t size = (size_t)st.st_size;
     /* Mapped in one go when small (no fault per page); a large file (an hour's capture can
      * outgrow the memory) is faulted in as it is walked, read ahead and dropped behind. */
     int populate = size <= MAPPED_POPULATE_MAX ? MAP_POPULATE : 0;
-    const u_char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | populate, fd, 0);
+    const uint8_t *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | populate, fd, 0);
     if (map == MAP_FAILED)
-        return PASS_LIBPCAP;
+        return 0;
     madvise((void *)map, size, MADV_SEQUENTIAL);
-    int ret = 0;
-    size_t off = PCAP_FILE_HEADER;
-    while (ret == 0 && off < size) {
-        uint32_t rec[4];  /* seconds, sub-second ticks, captured length, wire length */
-        if (size - off < PCAP_RECORD_HEADER) {
-            ret = PASS_LIBPCAP;
-            break;
-        }
-        memcpy(rec, map + off, sizeof(rec));
-        off += PCAP_RECORD_HEADER;
-        if (rec[2] > snaplen) {
-            ret = PASS_EXACT;
-            break;
-        }
-        if (rec[2] > size - off) {
-            ret = PASS_LIBPCAP;
-            break;
-        }
-        int64_t frame = ++res->frames;
-        if (take_frame(s, res, dlt, frame, (int64_t)rec[0] * 1000000000LL + (int64_t)rec[1] * ns_per_tick,
-                       map + off, rec[2], rec[3], 0, err) < 0)
-            ret = -1;
-        off += rec[2];
-    }
-    munmap((void *)map, size);
-    return ret;
+    *m = (struct cap_mapped){.map = map, .size = size, .ns_per_tick = ns_per_tick, .snaplen = snaplen, .dlt = dlt};
+    return 1;
 }
 
-static int write_json(const struct cap_pcapcols_opts *opts, struct state *s, struct cap_pcapcols_result *res,
-                      pcap_t *p, const struct cap_damage *dmg, const char *damage)
+/* columns.json's text: the file's format, the columns (all of them in memory), the address
+ * dictionary, the frames skipped and malformed, the damage. */
+static void print_meta(FILE *f, const struct cap_pcapcols_opts *opts, const struct cap_state *s,
+                       const struct cap_pcapcols_result *res, pcap_t *p, const struct cap_damage *dmg,
+                       const char *damage)
 {
-    struct hw_safe_file sf;
-    FILE *f;
     int is_ng, dlt = pcap_datalink(p);
     const char *fmt = format_name(p, &is_ng);
     const char *dlt_name = pcap_datalink_val_to_name(dlt);
 
-    /* through a fresh temporary file, in the output folder not followed if it is a symbolic link */
-    f = hw_safe_open(&sf, opts->outdir, "columns.json");
-    if (!f)
-        return -1;
     fprintf(f, "{\n  \"format\": \"hostwire-columns 1\",\n  \"source\": ");
     hw_json_str(f, opts->input);
     fprintf(f, ",\n  \"file_format\": \"%s\",\n  \"link_type\": ", fmt);
@@ -312,9 +169,9 @@ static int write_json(const struct cap_pcapcols_opts *opts, struct state *s, str
             last = i;
     for (int i = 0; i < C_NCOLS; i++)
         if (wanted(opts, i))
-            fprintf(f, "    {\"name\": \"%s\", \"dtype\": \"%s\", \"file\": \"%s.bin\"%s}%s\n", cols[i].name,
-                    cols[i].dtype, cols[i].name, (i == C_SRC || i == C_DST) ? ", \"dictionary\": \"addresses\"" : "",
-                    i < last ? "," : "");
+            fprintf(f, "    {\"name\": \"%s\", \"dtype\": \"%s\", \"file\": \"%s.bin\"%s}%s\n", cap_cols[i].name,
+                    cap_cols[i].dtype, cap_cols[i].name,
+                    (i == C_SRC || i == C_DST) ? ", \"dictionary\": \"addresses\"" : "", i < last ? "," : "");
     fprintf(f, "  ],\n  \"dictionaries\": {\"addresses\": [");
     for (uint32_t i = 0; i < cap_addrdict_size(s->dict); i++) {
         if (i)
@@ -342,6 +199,21 @@ static int write_json(const struct cap_pcapcols_opts *opts, struct state *s, str
         fputs("null", f);
     }
     fputs("\n}\n", f);
+}
+
+static int write_json(const char *outdir, const struct cap_pcapcols_opts *opts, struct cap_state *s,
+                      struct cap_pcapcols_result *res, pcap_t *p, const struct cap_damage *dmg, const char *damage,
+                      const char *meta)
+{
+    struct hw_safe_file sf;
+    /* through a fresh temporary file, in the output folder not followed if it is a symbolic link */
+    FILE *f = hw_safe_open(&sf, outdir, "columns.json");
+    if (!f)
+        return -1;
+    if (meta)
+        fputs(meta, f);
+    else
+        print_meta(f, opts, s, res, p, dmg, damage);
     int rc = hw_safe_commit(&sf);
     if (rc < 0) {
         errno = -rc;
@@ -350,28 +222,29 @@ static int write_json(const struct cap_pcapcols_opts *opts, struct state *s, str
     return 0;
 }
 
-static int open_columns(const struct cap_pcapcols_opts *opts, struct state *s, struct hw_err *err)
+static int open_columns(const char *outdir, const struct cap_pcapcols_opts *opts, int fds[C_NCOLS],
+                        struct hw_err *err)
 {
     char name[64];
     int dirfd;
-    if (mkdir(opts->outdir, 0777) < 0 && errno != EEXIST) {
-        hw_seterr(err, "failed to create %s: %s", opts->outdir, strerror(errno));
+    if (mkdir(outdir, 0777) < 0 && errno != EEXIST) {
+        hw_seterr(err, "failed to create %s: %s", outdir, strerror(errno));
         return -1;
     }
     /* neither the folder nor a column file is followed if it is a symbolic link */
-    dirfd = hw_open_dir_nofollow(opts->outdir);
+    dirfd = hw_open_dir_nofollow(outdir);
     if (dirfd < 0) {
-        hw_seterr(err, "%s: %s", opts->outdir, dirfd == -ELOOP || dirfd == -ENOTDIR
+        hw_seterr(err, "%s: %s", outdir, dirfd == -ELOOP || dirfd == -ENOTDIR
                   ? "is a symbolic link or not a directory; refusing to write through it" : strerror(-dirfd));
         return -1;
     }
     for (int i = 0; i < C_NCOLS; i++) {
         if (!wanted(opts, i))
             continue;
-        snprintf(name, sizeof(name), "%s.bin", cols[i].name);
-        s->fds[i] = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (s->fds[i] < 0) {
-            hw_seterr(err, "failed to create %s/%s: %s", opts->outdir, name,
+        snprintf(name, sizeof(name), "%s.bin", cap_cols[i].name);
+        fds[i] = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fds[i] < 0) {
+            hw_seterr(err, "failed to create %s/%s: %s", outdir, name,
                       errno == ELOOP ? "is a symbolic link; refusing to write through it" : strerror(errno));
             close(dirfd);
             return -1;
@@ -381,12 +254,77 @@ static int open_columns(const struct cap_pcapcols_opts *opts, struct state *s, s
     return 0;
 }
 
-static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_result *res, enum pass pass,
-                   struct hw_err *err)
+/* Closes the column files; -1 (err set) when one of them failed to write. */
+static int close_columns(const char *outdir, int fds[C_NCOLS], struct hw_err *err)
+{
+    int ret = 0;
+    for (int i = 0; i < C_NCOLS; i++) {
+        int fd = fds[i];
+        fds[i] = -1;
+        if (fd >= 0 && close(fd) < 0 && ret == 0) {
+            hw_seterr(err, "failed to write %s: %s", outdir, strerror(errno));
+            ret = -1;
+        }
+    }
+    return ret;
+}
+
+/* Where a conversion's rows go: column files in opts->outdir, or (table set) mapped columns. */
+struct target {
+    struct cap_pcapcols_table *table;
+    int threads;
+};
+
+/* The most rows a file of `size` bytes can hold: one per record header at least. */
+static int64_t row_bound(int64_t size)
+{
+    return size / PCAP_RECORD_HEADER + 1;
+}
+
+/* The mapped columns handed over to the table, each cut down to its rows' pages. */
+static void hand_over(struct cap_state *s, struct cap_pcapcols_table *t)
+{
+    void *cols[C_NCOLS];
+    long page = sysconf(_SC_PAGESIZE);
+    cap_rows_columns(&s->rows, cols);
+    for (int i = 0; i < C_NCOLS; i++) {
+        size_t full = (size_t)s->rows.cap * cap_cols[i].size;
+        size_t used = ((size_t)s->rows.n * cap_cols[i].size + (size_t)page - 1) / (size_t)page * (size_t)page;
+        if (used == 0)
+            used = (size_t)page;
+        if (used < full)
+            munmap((char *)cols[i] + used, full - used);
+        t->columns[i] = cols[i];
+        t->mapped[i] = used;
+    }
+    t->rows = s->rows.n;
+    memset(&s->rows, 0, sizeof(s->rows));
+}
+
+static char *meta_text(const struct cap_pcapcols_opts *opts, const struct cap_state *s,
+                       const struct cap_pcapcols_result *res, pcap_t *p, const struct cap_damage *dmg,
+                       const char *damage)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    print_meta(f, opts, s, res, p, dmg, damage);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_result *res, enum cap_pass pass,
+                   const struct target *to, struct hw_err *err)
 {
     char errbuf[PCAP_ERRBUF_SIZE];
-    struct state s;
+    struct cap_state s;
     struct cap_damage dmg;
+    struct cap_mapped m = {0};
     struct pcap_pkthdr *hdr;
     const u_char *data;
     pcap_t *p = NULL;
@@ -439,25 +377,45 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
     format_name(p, &is_ng);
     FILE *pf = (is_ng || pass != PASS_EXACT) ? NULL : pcap_file(p);
     int64_t pos = pf ? ftello(pf) : 0, expected_size = PCAP_FILE_HEADER;
+    int mapped = !is_ng && pass == PASS_MAPPED && map_capture(p, opts->input, snaplen, dlt, &m);
+    if (!is_ng && pass == PASS_MAPPED && !mapped) {
+        ret = PASS_LIBPCAP;
+        goto cleanup;
+    }
 
-    s.chunk = malloc(sizeof(*s.chunk));
     s.dict = cap_addrdict_new();
-    if (!s.chunk || !s.dict) {
+    if (!s.dict) {
         hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
         goto cleanup;
     }
-    s.chunk->n = 0;
     s.outdir = opts->outdir;
-    if (open_columns(opts, &s, err) < 0)
-        goto cleanup;
+    if (to->table) {
+        struct stat st;
+        s.in_memory = 1;
+        if (fstat(fileno(pcap_file(p)), &st) < 0 || cap_rows_map(&s.rows, row_bound(st.st_size)) < 0) {
+            hw_seterr(err, "failed to allocate the columns of %s: %s", opts->input, strerror(errno));
+            goto cleanup;
+        }
+    } else {
+        s.chunk = malloc(sizeof(struct chunk));
+        if (!s.chunk) {
+            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+            goto cleanup;
+        }
+        point_at_chunk(&s.rows, s.chunk);
+        if (open_columns(opts->outdir, opts, s.fds, err) < 0)
+            goto cleanup;
+    }
 
-    if (!is_ng && pass == PASS_MAPPED) {
-        rc = walk_mapped(p, opts->input, &s, res, snaplen, dlt, err);
+    if (mapped) {
+        rc = to->threads > 1 ? cap_walk_parts(&m, to->threads, &s, res, err)
+                             : cap_walk_range(&m, PCAP_FILE_HEADER, m.size, &s, res, err);
         if (rc == PASS_LIBPCAP || rc == PASS_EXACT)
             ret = rc;
         if (rc != 0)
             goto cleanup;
-        rc = 0;
+        if (res->parts == 0)
+            res->parts = 1;
     } else {
         while ((rc = pcap_next_ex(p, &hdr, &data)) == 1) {
             int64_t frame = ++res->frames;
@@ -466,64 +424,127 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
             expected_size += PCAP_RECORD_HEADER + (int64_t)hdr->caplen;
             pos = next;
             int malformed_record = hdr->caplen > snaplen || record_caplen != hdr->caplen;
-            if (take_frame(&s, res, dlt, frame, (int64_t)hdr->ts.tv_sec * 1000000000LL + hdr->ts.tv_usec,
-                           data, hdr->caplen, hdr->len, malformed_record, err) < 0)
+            if (cap_take_frame(&s, res, dlt, frame, (int64_t)hdr->ts.tv_sec * 1000000000LL + hdr->ts.tv_usec,
+                               data, hdr->caplen, hdr->len, malformed_record, err) < 0)
                 goto cleanup;
         }
+        if (rc == PCAP_ERROR) {
+            res->damaged = 1;
+            if (cap_damage_locate(opts->input, &dmg) == 0 && dmg.found)
+                hw_seterr(err, "failed to read %s: %s, at byte offset %lld (frame %lld)",
+                          opts->input, dmg.what, (long long)dmg.offset, (long long)dmg.frame);
+            else
+                hw_seterr(err, "failed to read %s: %s, after frame %lld", opts->input,
+                          pcap_geterr(p), (long long)res->frames);
+        }
     }
-    if (rc == PCAP_ERROR) {
-        res->damaged = 1;
-        if (cap_damage_locate(opts->input, &dmg) == 0 && dmg.found)
-            hw_seterr(err, "failed to read %s: %s, at byte offset %lld (frame %lld)",
-                      opts->input, dmg.what, (long long)dmg.offset, (long long)dmg.frame);
-        else
-            hw_seterr(err, "failed to read %s: %s, after frame %lld", opts->input,
-                      pcap_geterr(p), (long long)res->frames);
-    }
-    if (flush_chunk(&s) < 0) {
-        hw_seterr(err, "failed to write %s: %s", opts->outdir, strerror(errno));
-        goto cleanup;
-    }
-    for (int i = 0; i < C_NCOLS; i++) {
-        int fd = s.fds[i];
-        s.fds[i] = -1;
-        if (fd >= 0 && close(fd) < 0) {
-            hw_seterr(err, "failed to write %s: %s", opts->outdir, strerror(errno));
+    if (!is_ng && pass == PASS_LIBPCAP && !res->damaged) {
+        struct stat st;
+        if (fstat(fileno(pcap_file(p)), &st) == 0 && st.st_size != expected_size) {
+            ret = PASS_EXACT;  /* some record was longer than libpcap let us see */
             goto cleanup;
         }
     }
-    if (write_json(opts, &s, res, p, &dmg, err->msg) < 0) {
-        hw_seterr(err, "failed to write %s/columns.json: %s", opts->outdir,
-                  strerror(errno));
-        goto cleanup;
+    if (to->table) {
+        char *meta = meta_text(opts, &s, res, p, &dmg, err->msg);
+        if (!meta) {
+            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+            goto cleanup;
+        }
+        hand_over(&s, to->table);
+        to->table->meta = meta;
+    } else {
+        if (flush_chunk(&s) < 0) {
+            hw_seterr(err, "failed to write %s: %s", opts->outdir, strerror(errno));
+            goto cleanup;
+        }
+        if (close_columns(opts->outdir, s.fds, err) < 0)
+            goto cleanup;
+        if (write_json(opts->outdir, opts, &s, res, p, &dmg, err->msg, NULL) < 0) {
+            hw_seterr(err, "failed to write %s/columns.json: %s", opts->outdir, strerror(errno));
+            goto cleanup;
+        }
     }
     ret = res->damaged ? 1 : 0;
-    if (!is_ng && pass == PASS_LIBPCAP && !res->damaged) {
-        struct stat st;
-        if (fstat(fileno(pcap_file(p)), &st) == 0 && st.st_size != expected_size)
-            ret = PASS_EXACT;  /* some record was longer than libpcap let us see */
-    }
 cleanup:
     for (int i = 0; i < C_NCOLS; i++)
         if (s.fds[i] >= 0)
             close(s.fds[i]);
+    if (m.map)
+        munmap((void *)m.map, m.size);
     if (p)
         pcap_close(p);
     if (fp)
         fclose(fp);
     free(iobuf);
     free(s.chunk);
+    if (s.in_memory)
+        cap_rows_unmap(&s.rows);
     free(s.malformed);
     cap_addrdict_free(s.dict);
     return ret;
 }
 
+static int convert_in_passes(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_result *res,
+                             const struct target *to, struct hw_err *err)
+{
+    int ret = convert(opts, res, PASS_MAPPED, to, err);
+    if (ret == PASS_LIBPCAP)
+        ret = convert(opts, res, PASS_LIBPCAP, to, err);
+    if (ret == PASS_EXACT)
+        ret = convert(opts, res, PASS_EXACT, to, err);
+    return ret;
+}
+
 int cap_pcapcols_convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_result *res, struct hw_err *err)
 {
-    int ret = convert(opts, res, PASS_MAPPED, err);
-    if (ret == PASS_LIBPCAP)
-        ret = convert(opts, res, PASS_LIBPCAP, err);
-    if (ret == PASS_EXACT)
-        ret = convert(opts, res, PASS_EXACT, err);
-    return ret;
+    const struct target files = {NULL, 1};
+    return convert_in_passes(opts, res, &files, err);
+}
+
+int cap_pcapcols_to_memory(const char *input, uint32_t columns, int threads, struct cap_pcapcols_table *table,
+                           struct cap_pcapcols_result *res, struct hw_err *err)
+{
+    const struct cap_pcapcols_opts opts = {.input = input, .outdir = NULL, .columns = columns};
+    const struct target memory = {table, threads};
+    memset(table, 0, sizeof(*table));
+    return convert_in_passes(&opts, res, &memory, err);
+}
+
+void cap_pcapcols_unmap(void *column, size_t mapped)
+{
+    if (column)
+        munmap(column, mapped);
+}
+
+int cap_pcapcols_write_table(const struct cap_pcapcols_table *table, const struct cap_pcapcols_opts *opts,
+                             struct hw_err *err)
+{
+    int fds[C_NCOLS];
+    for (int i = 0; i < C_NCOLS; i++)
+        fds[i] = -1;
+    if (open_columns(opts->outdir, opts, fds, err) < 0) {
+        close_columns(opts->outdir, fds, NULL);
+        return -1;
+    }
+    for (int i = 0; i < C_NCOLS; i++)
+        if (fds[i] >= 0 && hw_write_all(fds[i], table->columns[i], (size_t)table->rows * cap_cols[i].size) < 0) {
+            hw_seterr(err, "failed to write %s: %s", opts->outdir, strerror(errno));
+            close_columns(opts->outdir, fds, NULL);
+            return -1;
+        }
+    if (close_columns(opts->outdir, fds, err) < 0)
+        return -1;
+    if (write_json(opts->outdir, NULL, NULL, NULL, NULL, NULL, NULL, table->meta) < 0) {
+        hw_seterr(err, "failed to write %s/columns.json: %s", opts->outdir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void cap_pcapcols_struct_sizes(size_t sizes[3])
+{
+    sizes[0] = sizeof(struct cap_pcapcols_table);
+    sizes[1] = sizeof(struct cap_pcapcols_result);
+    sizes[2] = sizeof(struct hw_err);
 }

@@ -2,6 +2,7 @@
  * column plus columns.json (format "hostwire-columns 1"), which numpy maps without copying. */
 #ifndef CAP_PCAPCOLS_H
 #define CAP_PCAPCOLS_H
+#include <stddef.h>
 #include <stdint.h>
 
 #include "frameparse.h"
@@ -24,6 +25,7 @@ struct cap_pcapcols_result {
     int64_t kinds[CAP_FP_NKINDS];       /* frames per kind (CAP_FP_OK: rows) */
     int64_t malformed_records;      /* records longer than the snap length (also malformed) */
     int damaged;                    /* the file is cut short or damaged after `frames` frames */
+    int parts;                      /* parts the mapped walk was split into (1: one walk; 0: libpcap read it) */
 };
 
 /* Returns 0 when the whole file was read, 1 when it is damaged (the table holds every frame
@@ -31,4 +33,26 @@ struct cap_pcapcols_result {
  * (format or link type unsupported, no such file; nothing is written), -1 on a local failure
  * (output, memory). err holds one line for any non-zero return (for 1: where the damage is). */
 int cap_pcapcols_convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_result *res, struct hw_err *err);
+
+#define CAP_PCAPCOLS_NCOLS 16
+
+/* The same conversion into memory: columns[i] (in cap_pcapcols_column_names order; every column,
+ * whatever `columns`, which names those columns.json lists) is an anonymous mapping of mapped[i]
+ * bytes holding rows values, released with cap_pcapcols_unmap(columns[i], mapped[i]); meta is
+ * columns.json's text (malloc'd, free() it). A pcap file is split over up to `threads` threads.
+ * Returns as cap_pcapcols_convert; on a return other than 0 and 1 nothing is left to release. */
+struct cap_pcapcols_table {
+    void *columns[CAP_PCAPCOLS_NCOLS];
+    size_t mapped[CAP_PCAPCOLS_NCOLS];
+    int64_t rows;
+    char *meta;
+};
+int cap_pcapcols_to_memory(const char *input, uint32_t columns, int threads, struct cap_pcapcols_table *table,
+                           struct cap_pcapcols_result *res, struct hw_err *err);
+void cap_pcapcols_unmap(void *column, size_t mapped);
+/* sizeof the table, the result and struct hw_err: a binding checks its copies of them against these. */
+void cap_pcapcols_struct_sizes(size_t sizes[3]);
+/* A table as hw-pcapcols writes one (the columns opts->columns names, columns.json) into opts->outdir. */
+int cap_pcapcols_write_table(const struct cap_pcapcols_table *table, const struct cap_pcapcols_opts *opts,
+                             struct hw_err *err);
 #endif

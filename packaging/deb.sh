@@ -47,7 +47,7 @@ chmod 644 "$doc/changelog.gz"
 say "dependencies"
 install -d -m 755 "$stage/DEBIAN"  # dpkg-shlibdeps finds the package's root by it
 printf 'Source: hostwire\n\nPackage: hostwire\nArchitecture: any\n' > "$out/debian/control"
-libs=$(cd "$out" && dpkg-shlibdeps -O -edebian/hostwire/usr/libexec/hostwire/lib/libhwiowrap.so \
+libs=$(cd "$out" && dpkg-shlibdeps -O $(printf -- '-e%s ' debian/hostwire/usr/libexec/hostwire/lib/*.so) \
        $(printf -- '-e%s ' debian/hostwire/usr/libexec/hostwire/bin/*) | sed -n 's/^shlibs:Depends=//p')
 
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)

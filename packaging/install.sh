@@ -2,6 +2,7 @@
 # Installs hostwire into DESTDIR/PREFIX (`make install`, and the staged tree of `make deb`):
 #   PREFIX/libexec/hostwire/bin/hw-*          the C tools (built into BUILD by make build-c)
 #   PREFIX/libexec/hostwire/lib/libhwiowrap.so the preload library (hw-iotrace finds it at ../lib)
+#   PREFIX/libexec/hostwire/lib/libhwpcapcols.so the capture reader the Python package loads
 #   PREFIX/lib/hostwire/venv/                 a private Python environment: the hostwire package and
 #                                             its pinned dependencies (analyze/requirements.txt)
 #   PREFIX/bin/hostwire                       the launcher: that environment's Python, isolated
@@ -50,8 +51,10 @@ make_dir "$dest/libexec/hostwire/bin" "$dest/libexec/hostwire/lib" "$dest/lib/ho
 for tool in "${tools[@]}"; do
     install -m 755 -s "$build/bin/$tool" "$dest/libexec/hostwire/bin/$tool"
 done
-install -m 644 "$build/lib/libhwiowrap.so" "$dest/libexec/hostwire/lib/libhwiowrap.so"
-strip --strip-unneeded "$dest/libexec/hostwire/lib/libhwiowrap.so"
+for lib in libhwiowrap.so libhwpcapcols.so; do
+    install -m 644 "$build/lib/$lib" "$dest/libexec/hostwire/lib/$lib"
+    strip --strip-unneeded "$dest/libexec/hostwire/lib/$lib"
+done
 
 venv=$dest/lib/hostwire/venv
 say "Python environment into $venv"

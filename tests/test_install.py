@@ -51,7 +51,7 @@ def test_staged_install_runs_without_the_checkout_and_uninstall_leaves_nothing(t
     try:
         make("install", f"PREFIX={prefix}")
         for part in ("bin/hostwire", "libexec/hostwire/bin/hw-bench", "libexec/hostwire/lib/libhwiowrap.so",
-                     "lib/hostwire/venv/bin/python", "share/man/man1/hostwire-gaps.1", "share/man/man5/hostwire-run.5",
+                     "libexec/hostwire/lib/libhwpcapcols.so", "lib/hostwire/venv/bin/python", "share/man/man1/hostwire-gaps.1", "share/man/man5/hostwire-run.5",
                      "share/man/man7/hostwire-causes.7", "share/bash-completion/completions/hostwire",
                      "share/zsh/site-functions/_hostwire"):
             assert (prefix / part).exists(), part

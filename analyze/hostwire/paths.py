@@ -69,6 +69,15 @@ def tool(name: str) -> Path:
     return path
 
 
+def library(name: str) -> Path:
+    """Path of a built hostwire shared library (libhwpcapcols.so, ...); raises if it is not built."""
+    path = build_dir() / "lib" / name
+    if not os.access(path, os.R_OK):
+        fix = "reinstall hostwire" if installed() and "HOSTWIRE_BUILD" not in os.environ else "run 'make build'"
+        raise HostwireError(f"{name} is not built: {path} is missing ({fix})")
+    return path
+
+
 def runs_root() -> Path:
     """Where commands put their outputs by default: the checkout's runs/, or ./runs for an
     installed hostwire (never inside the install prefix)."""

@@ -1,8 +1,10 @@
-"""The wire timeline: a pcap/pcapng file as a DataFrame, through hw-pcapcols.
+"""The wire timeline: a pcap/pcapng file as a DataFrame.
 
-hw-pcapcols writes one raw little-endian array per column and `columns.json`; the arrays are
-memory-mapped here, so the DataFrame's numeric columns are read straight from the page cache
-without a copy (the files are unlinked once mapped; the mappings keep them alive).
+The conversion (capture/pcapcols.c) runs in this process (hostwire.read.pcaplib): it fills one
+anonymous mapping per column, a pcap file split over the CPUs, and the DataFrame's numeric columns
+are those mappings, without a copy. Where the library cannot be loaded here (a sanitizer build),
+hw-pcapcols of the same build makes the same conversion into column files and `columns.json`,
+which are memory-mapped here (the files are unlinked once mapped; the mappings keep them alive).
 
 Columns (one row per TCP or UDP frame over IPv4/IPv6, in file order):
   frame (int64, 1-based frame number in the file), t_ns (int64 ns), wire_len, cap_len, ip_len,
@@ -23,6 +25,7 @@ import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,6 +34,7 @@ from hostwire.versioned import read_json
 from hostwire.errors import HostwireError, InputError
 from hostwire.lifeline import die_with_parent_env
 from hostwire.paths import tool
+from hostwire.read import pcaplib
 
 COLUMNS_FORMAT = "hostwire-columns"
 COLUMNS_VERSION = 1
@@ -49,8 +53,21 @@ def read_pcap(path: str | os.PathLike[str], clock_pairs: Sequence[Mapping[str, i
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such capture file")
+    if pcaplib.available():
+        done = pcaplib.convert(path)
+        if done.status == 1 and not keep_damaged:
+            raise InputError(done.message)
+        df = columns_frame(done.meta, done.columns)
+    else:
+        df = _read_through_tool(path, keep_damaged)
+    if clock_pairs:
+        map_clock(df, clock_pairs)
+    return df
+
+
+def _read_through_tool(path: Path, keep_damaged: bool) -> pd.DataFrame:
     with tempfile.TemporaryDirectory(prefix="hw-pcapcols-", dir=_scratch_dir()) as outdir:
-        proc = subprocess.run([str(tool("hw-pcapcols")), str(path), "-o", outdir],
+        proc = subprocess.run([str(tool("hw-pcapcols")), str(path), "-o", outdir, "--threads", str(pcaplib.threads())],
                               capture_output=True, text=True, env=die_with_parent_env())
         message = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
         message = message.removeprefix("hw-pcapcols: ")
@@ -59,10 +76,7 @@ def read_pcap(path: str | os.PathLike[str], clock_pairs: Sequence[Mapping[str, i
             raise InputError(message or f"{path}: hw-pcapcols exited with status {proc.returncode}")
         if proc.returncode == 1 and not keep_damaged:
             raise InputError(message)
-        df = read_columns(outdir)
-    if clock_pairs:
-        map_clock(df, clock_pairs)
-    return df
+        return read_columns(outdir)
 
 
 def _scratch_dir() -> str | None:
@@ -77,11 +91,16 @@ def read_columns(outdir: str | os.PathLike[str]) -> pd.DataFrame:
     meta_path = outdir / "columns.json"
     meta = read_json(meta_path, COLUMNS_FORMAT, COLUMNS_VERSION, missing="hw-pcapcols writes it")
     rows = int(meta["rows"])
+    return columns_frame(meta, {col["name"]: _map_array(outdir / col["file"], np.dtype(col["dtype"]), rows)
+                                for col in meta["columns"]})
+
+
+def columns_frame(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """The DataFrame of a conversion: columns.json's content and the column arrays by name."""
     addresses = meta["dictionaries"]["addresses"]
     data: dict[str, object] = {}
     for col in meta["columns"]:
-        dtype = np.dtype(col["dtype"])
-        arr = _map_array(outdir / col["file"], dtype, rows)
+        arr = arrays[col["name"]]
         if col.get("dictionary"):
             categories = pd.Index(addresses, dtype=object) if addresses else pd.Index([], dtype=object)
             data[col["name"]] = pd.Categorical.from_codes(arr, categories=categories, validate=False)

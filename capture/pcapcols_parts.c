@@ -1,0 +1,262 @@
+/* A mapped pcap file walked in parts on several threads at once. A part starts where a chain of
+ * plausible record headers starts near its share of the file; that guess is proven only when the
+ * part before it ends exactly there. The parts' rows are then put after each other as one walk
+ * would have made them (frame numbers, address codes, malformed frames); a guess the walk does not
+ * prove, or a part that stops early (a file cut short, a record longer than the snap length),
+ * sends the file to one walk from the start, so the output never depends on the guess. */
+#include "pcapcols_rows.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hwerr.h"
+
+#define MAX_PARTS 16
+#define PART_MIN (4u << 20)       /* smaller parts gain less than a thread costs */
+#define SEARCH_SPAN (1u << 20)    /* how far past its share a part's start is looked for */
+#define CHAIN 8                   /* record headers in a row that make a start plausible */
+#define SPAN_MAX_S (100u * 86400) /* seconds a record may be from the file's first one */
+
+/* Whether CHAIN records (or every record to the end of the file) start at off, as record headers
+ * look: lengths within the snap length and the file, sub-second ticks below a second, stamps near
+ * the first record's. */
+static int plausible_at(const struct cap_mapped *m, size_t off, uint32_t first_s)
+{
+    uint32_t second = m->ns_per_tick == 1 ? 1000000000u : 1000000u;
+    for (int i = 0; i < CHAIN; i++) {
+        uint32_t rec[4];
+        if (off == m->size)
+            return 1;
+        if (m->size - off < PCAP_RECORD_HEADER)
+            return 0;
+        memcpy(rec, m->map + off, sizeof(rec));
+        uint32_t apart = rec[0] > first_s ? rec[0] - first_s : first_s - rec[0];
+        if (rec[1] >= second || apart > SPAN_MAX_S || rec[2] > m->snaplen || rec[2] > rec[3]
+            || rec[2] > m->size - off - PCAP_RECORD_HEADER)
+            return 0;
+        off += PCAP_RECORD_HEADER + rec[2];
+    }
+    return 1;
+}
+
+/* A plausible record start in [from, from + SEARCH_SPAN), or 0. */
+static size_t find_start(const struct cap_mapped *m, size_t from, uint32_t first_s)
+{
+    size_t end = m->size - from > SEARCH_SPAN ? from + SEARCH_SPAN : m->size;
+    for (size_t off = from; off < end; off++)
+        if (plausible_at(m, off, first_s))
+            return off;
+    return 0;
+}
+
+struct part {
+    const struct cap_mapped *m;
+    size_t from, to;
+    int64_t records;   /* found by the hop over the part */
+    int landed;        /* the hop ended exactly at `to`, so the next part's start is a record's */
+    int64_t base;      /* the frames before the part: where its rows go in the columns */
+    struct cap_rows *columns;
+    struct cap_state state;  /* its rows: a view of the columns from row `base` */
+    struct cap_pcapcols_result res;
+    struct hw_err err;
+    int rc;
+};
+
+/* Record by record over the part, without parsing: its records, and whether the last one ends
+ * exactly where the next part starts (else the guess of that start was wrong, or the file is cut
+ * short, or holds a record longer than the snap length: one walk from the start sorts it out). */
+static void *hop_part(void *arg)
+{
+    struct part *p = arg;
+    const struct cap_mapped *m = p->m;
+    size_t off = p->from;
+    int64_t n = 0;
+    while (off < p->to && m->size - off >= PCAP_RECORD_HEADER) {
+        uint32_t caplen;
+        memcpy(&caplen, m->map + off + 8, sizeof(caplen));
+        if (caplen > m->snaplen || caplen > m->size - off - PCAP_RECORD_HEADER)
+            break;
+        off += PCAP_RECORD_HEADER + caplen;
+        n++;
+    }
+    p->records = n;
+    p->landed = off == p->to;
+    return NULL;
+}
+
+static void *walk_part(void *arg)
+{
+    struct part *p = arg;
+    void *cols[C_NCOLS];
+    cap_rows_columns(p->columns, cols);
+    for (int i = 0; i < C_NCOLS; i++)
+        cols[i] = (char *)cols[i] + (size_t)p->base * cap_cols[i].size;
+    cap_rows_point(&p->state.rows, cols, p->records);
+    p->res.frames = p->base;
+    p->rc = cap_walk_range(p->m, p->from, p->to, &p->state, &p->res, &p->err);
+    return NULL;
+}
+
+/* fn on every part at once: parts[0] in this thread, the others each in its own (or here, after,
+ * when a thread cannot be started). */
+static void on_every_part(struct part *parts, int n, void *(*fn)(void *))
+{
+    pthread_t threads[MAX_PARTS];
+    int started[MAX_PARTS] = {0};
+    for (int k = 1; k < n; k++)
+        started[k] = pthread_create(&threads[k], NULL, fn, &parts[k]) == 0;
+    fn(&parts[0]);
+    for (int k = 1; k < n; k++) {
+        if (started[k])
+            pthread_join(threads[k], NULL);
+        else
+            fn(&parts[k]);
+    }
+}
+
+/* Part p's rows moved to row `at` of the columns (after the parts before it, which skipped some
+ * of their frames), its address codes made s's, its counts and malformed frames added to s's. */
+static int join_part(struct cap_state *s, struct cap_pcapcols_result *res, struct part *p, int64_t at)
+{
+    struct cap_rows *rows = &s->rows;
+    int64_t n = p->state.rows.n;
+    if (at != p->base) {
+        void *cols[C_NCOLS];
+        cap_rows_columns(rows, cols);
+        for (int i = 0; i < C_NCOLS; i++) {
+            char *col = cols[i];
+            memmove(col + (size_t)at * cap_cols[i].size, col + (size_t)p->base * cap_cols[i].size,
+                    (size_t)n * cap_cols[i].size);
+        }
+    }
+    uint32_t n_codes = cap_addrdict_size(p->state.dict);
+    int32_t *code = malloc(((size_t)n_codes + 1) * sizeof(*code));
+    if (!code)
+        return -1;
+    int same = 1;
+    for (uint32_t i = 0; i < n_codes; i++) {
+        if ((code[i] = cap_addrdict_add_from(s->dict, p->state.dict, i)) < 0) {
+            free(code);
+            return -1;
+        }
+        same = same && code[i] == (int32_t)i;
+    }
+    for (int64_t r = at; !same && r < at + n; r++) {
+        rows->src[r] = code[rows->src[r]];
+        rows->dst[r] = code[rows->dst[r]];
+    }
+    free(code);
+    for (size_t i = 0; i < p->state.n_malformed; i++)
+        if (cap_state_add_malformed(s, p->state.malformed[i]) < 0)
+            return -1;
+    res->frames = p->res.frames;
+    res->rows += p->res.rows;
+    res->malformed_records += p->res.malformed_records;
+    for (int k = 0; k < CAP_FP_NKINDS; k++)
+        res->kinds[k] += p->res.kinds[k];
+    return 0;
+}
+
+static void close_part(struct part *p)
+{
+    cap_addrdict_free(p->state.dict);
+    free(p->state.malformed);
+}
+
+/* The parts walked and joined: 0, -1 (err set) or 1 when a start proved wrong or a part stopped
+ * early (nothing of the parts is kept). */
+static int walk_in_parts(const struct cap_mapped *m, struct part *parts, int n, struct cap_state *s,
+                         struct cap_pcapcols_result *res, struct hw_err *err)
+{
+    on_every_part(parts, n, hop_part);
+    int64_t base = 0;
+    for (int k = 0; k < n; k++) {
+        if (!parts[k].landed)
+            return 1;
+        parts[k].base = base;
+        base += parts[k].records;
+    }
+    for (int k = 0; k < n; k++) {
+        parts[k].m = m;
+        parts[k].columns = &s->rows;
+        parts[k].state.in_memory = 1;
+        for (int i = 0; i < C_NCOLS; i++)
+            parts[k].state.fds[i] = -1;
+        if (!(parts[k].state.dict = cap_addrdict_new())) {
+            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+            return -1;
+        }
+    }
+    on_every_part(parts, n, walk_part);
+    for (int k = 0; k < n; k++)
+        if (parts[k].rc == -1) {
+            *err = parts[k].err;
+            return -1;
+        }
+    for (int k = 0; k < n; k++)
+        if (parts[k].rc != 0)
+            return 1;
+    for (int k = 0; k < n; k++)
+        if (join_part(s, res, &parts[k], res->rows) < 0) {
+            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+            return -1;
+        }
+    s->rows.n = res->rows;
+    return 0;
+}
+
+/* s as it was before a walk, for the walk from the start. */
+static int restart(struct cap_state *s, struct cap_pcapcols_result *res, struct hw_err *err)
+{
+    memset(res, 0, sizeof(*res));
+    s->rows.n = 0;
+    s->n_malformed = 0;
+    memset(&s->src_cache, 0, sizeof(s->src_cache));
+    memset(&s->dst_cache, 0, sizeof(s->dst_cache));
+    cap_addrdict_free(s->dict);
+    s->dict = cap_addrdict_new();
+    if (!s->dict) {
+        hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+        return -1;
+    }
+    return 0;
+}
+
+int cap_walk_parts(const struct cap_mapped *m, int threads, struct cap_state *s, struct cap_pcapcols_result *res,
+                   struct hw_err *err)
+{
+    size_t body = m->size - PCAP_FILE_HEADER;
+    int n = threads < MAX_PARTS ? threads : MAX_PARTS;
+    if ((size_t)n > body / PART_MIN)
+        n = (int)(body / PART_MIN);
+    if (n < 2 || s->rows.n != 0)
+        return cap_walk_range(m, PCAP_FILE_HEADER, m->size, s, res, err);
+
+    uint32_t first_s;
+    memcpy(&first_s, m->map + PCAP_FILE_HEADER, sizeof(first_s));
+    struct part parts[MAX_PARTS];
+    memset(parts, 0, sizeof(parts));
+    int count = 1;
+    parts[0].from = PCAP_FILE_HEADER;
+    for (int k = 1; k < n; k++) {
+        size_t start = find_start(m, PCAP_FILE_HEADER + body / (size_t)n * (size_t)k, first_s);
+        if (start > parts[count - 1].from)
+            parts[count++].from = start;
+    }
+    for (int k = 0; k < count; k++) {
+        parts[k].m = m;
+        parts[k].to = k + 1 < count ? parts[k + 1].from : m->size;
+    }
+    int rc = count > 1 ? walk_in_parts(m, parts, count, s, res, err) : 1;
+    for (int k = 0; k < count; k++)
+        close_part(&parts[k]);
+    if (rc == 0)
+        res->parts = count;
+    if (rc != 1)
+        return rc;
+    if (restart(s, res, err) < 0)
+        return -1;
+    return cap_walk_range(m, PCAP_FILE_HEADER, m->size, s, res, err);
+}
