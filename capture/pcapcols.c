@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "addrdict.h"
+#include "colpool.h"
 #include "damage.h"
 #include "hwio.h"
 #include "hwjson.h"
@@ -513,8 +514,7 @@ int cap_pcapcols_to_memory(const char *input, uint32_t columns, int threads, str
 
 void cap_pcapcols_unmap(void *column, size_t mapped)
 {
-    if (column)
-        munmap(column, mapped);
+    cap_colpool_give(column, mapped);
 }
 
 int cap_pcapcols_write_table(const struct cap_pcapcols_table *table, const struct cap_pcapcols_opts *opts,

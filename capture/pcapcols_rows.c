@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "colpool.h"
 #include "frameparse.h"
 #include "hwerr.h"
 #include "hwio.h"
@@ -42,29 +43,24 @@ void cap_rows_point(struct cap_rows *r, void *const c[C_NCOLS], int64_t cap)
     };
 }
 
-#define HUGE_PAGE_MIN (8u << 20)
-
 int cap_rows_map(struct cap_rows *r, int64_t cap)
 {
     void *cols[C_NCOLS] = {0};
-    for (int i = 0; i < C_NCOLS; i++) {
-        /* no reservation: the capacity is what the file's size allows, far more than it holds */
-        void *m = mmap(NULL, (size_t)cap * cap_cols[i].size, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m == MAP_FAILED) {
-            int saved = errno;
-            for (int j = 0; j < i; j++)
-                munmap(cols[j], (size_t)cap * cap_cols[j].size);
-            memset(r, 0, sizeof(*r));
-            errno = saved;
-            return -1;
+    /* the widest columns first: they take the largest of the kept mappings */
+    for (size_t width = 8; width >= 1; width /= 2)
+        for (int i = 0; i < C_NCOLS; i++) {
+            if (cap_cols[i].size != width)
+                continue;
+            if (!(cols[i] = cap_colpool_take((size_t)cap * width))) {
+                int saved = errno;
+                for (int j = 0; j < C_NCOLS; j++)
+                    if (cols[j])
+                        cap_colpool_give(cols[j], (size_t)cap * cap_cols[j].size);
+                memset(r, 0, sizeof(*r));
+                errno = saved;
+                return -1;
+            }
         }
-        /* huge pages where the column can fill them: a fault per 4 KiB page (and its bookkeeping)
-         * cost a fifth of a conversion, more than clearing the pages */
-        if ((size_t)cap * cap_cols[i].size >= HUGE_PAGE_MIN)
-            madvise(m, (size_t)cap * cap_cols[i].size, MADV_HUGEPAGE);
-        cols[i] = m;
-    }
     cap_rows_point(r, cols, cap);
     return 0;
 }
@@ -74,8 +70,7 @@ void cap_rows_unmap(struct cap_rows *r)
     void *cols[C_NCOLS];
     cap_rows_columns(r, cols);
     for (int i = 0; i < C_NCOLS; i++)
-        if (cols[i])
-            munmap(cols[i], (size_t)r->cap * cap_cols[i].size);
+        cap_colpool_give(cols[i], (size_t)r->cap * cap_cols[i].size);
     memset(r, 0, sizeof(*r));
 }
 
