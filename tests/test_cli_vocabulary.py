@@ -185,7 +185,7 @@ def test_hw_pcapcols_verbose_says_more(build_dir: Path, tmp_path: Path) -> None:
     plain = run(build_dir, "hw-pcapcols", str(pcap), "-o", str(tmp_path / "a"))
     loud = run(build_dir, "hw-pcapcols", "-v", str(pcap), "-o", str(tmp_path / "b"))
     assert plain.returncode == loud.returncode == 0
-    assert plain.stderr == "" and loud.stderr == "hw-pcapcols: 1 frames, 1 rows\n"
+    assert plain.stderr == "" and loud.stderr == "hw-pcapcols: 1 frames, 1 rows, 1 part\n"
 
 
 @pytest.mark.privileged()
