@@ -1,6 +1,6 @@
 # capture/: hw-wirecap (libpcap capture with nanosecond stamps), hw-pcapcols (pcap to columns) and
 # libhwpcapcols.so (the same conversion into memory, which hostwire.read.pcap loads).
-CAPTURE_PCAPCOLS_LIB := capture/pcapcols.c capture/pcapcols_rows.c capture/pcapcols_parts.c capture/colpool.c capture/frameparse.c \
+CAPTURE_PCAPCOLS_LIB := capture/pcapcols.c capture/pcapcols_rows.c capture/pcapcols_parts.c capture/pcapcols_segments.c capture/colpool.c capture/frameparse.c \
                         capture/addrdict.c capture/damage.c
 CAPTURE_WIRECAP_LIB := capture/wirecap.c
 

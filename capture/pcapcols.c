@@ -270,10 +270,12 @@ static int close_columns(const char *outdir, int fds[C_NCOLS], struct hw_err *er
     return ret;
 }
 
-/* Where a conversion's rows go: column files in opts->outdir, or (table set) mapped columns. */
+/* Where a conversion's rows go: column files in opts->outdir, or (table set) mapped columns;
+ * and by how many threads. */
 struct target {
     struct cap_pcapcols_table *table;
     int threads;
+    size_t segment_bytes;
 };
 
 /* The most rows a file of `size` bytes can hold: one per record header at least. */
@@ -409,9 +411,13 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
     }
 
     if (mapped) {
-        rc = to->threads > 1 ? cap_walk_parts(&m, to->threads, &s, res, err)
-                             : cap_walk_range(&m, PCAP_FILE_HEADER, m.size, &s, res, err);
-        if (rc == PASS_LIBPCAP || rc == PASS_EXACT)
+        if (to->threads <= 1)
+            rc = cap_walk_range(&m, PCAP_FILE_HEADER, m.size, &s, res, err);
+        else if (to->table)
+            rc = cap_walk_parts(&m, to->threads, &s, res, err);
+        else
+            rc = cap_walk_segments(&m, to->threads, to->segment_bytes, &s, res, err);
+        if (rc == PASS_LIBPCAP || rc == PASS_EXACT || rc == PASS_ONE_THREAD)
             ret = rc;
         if (rc != 0)
             goto cleanup;
@@ -490,6 +496,10 @@ static int convert_in_passes(const struct cap_pcapcols_opts *opts, struct cap_pc
                              const struct target *to, struct hw_err *err)
 {
     int ret = convert(opts, res, PASS_MAPPED, to, err);
+    if (ret == PASS_ONE_THREAD) {
+        const struct target one = {to->table, 1, 0};
+        ret = convert(opts, res, PASS_MAPPED, &one, err);
+    }
     if (ret == PASS_LIBPCAP)
         ret = convert(opts, res, PASS_LIBPCAP, to, err);
     if (ret == PASS_EXACT)
@@ -499,7 +509,7 @@ static int convert_in_passes(const struct cap_pcapcols_opts *opts, struct cap_pc
 
 int cap_pcapcols_convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_result *res, struct hw_err *err)
 {
-    const struct target files = {NULL, 1};
+    const struct target files = {NULL, opts->threads, opts->segment_bytes};
     return convert_in_passes(opts, res, &files, err);
 }
 
@@ -507,7 +517,7 @@ int cap_pcapcols_to_memory(const char *input, uint32_t columns, int threads, str
                            struct cap_pcapcols_result *res, struct hw_err *err)
 {
     const struct cap_pcapcols_opts opts = {.input = input, .outdir = NULL, .columns = columns};
-    const struct target memory = {table, threads};
+    const struct target memory = {table, threads, 0};
     memset(table, 0, sizeof(*table));
     return convert_in_passes(&opts, res, &memory, err);
 }
@@ -515,31 +525,6 @@ int cap_pcapcols_to_memory(const char *input, uint32_t columns, int threads, str
 void cap_pcapcols_unmap(void *column, size_t mapped)
 {
     cap_colpool_give(column, mapped);
-}
-
-int cap_pcapcols_write_table(const struct cap_pcapcols_table *table, const struct cap_pcapcols_opts *opts,
-                             struct hw_err *err)
-{
-    int fds[C_NCOLS];
-    for (int i = 0; i < C_NCOLS; i++)
-        fds[i] = -1;
-    if (open_columns(opts->outdir, opts, fds, err) < 0) {
-        close_columns(opts->outdir, fds, NULL);
-        return -1;
-    }
-    for (int i = 0; i < C_NCOLS; i++)
-        if (fds[i] >= 0 && hw_write_all(fds[i], table->columns[i], (size_t)table->rows * cap_cols[i].size) < 0) {
-            hw_seterr(err, "failed to write %s: %s", opts->outdir, strerror(errno));
-            close_columns(opts->outdir, fds, NULL);
-            return -1;
-        }
-    if (close_columns(opts->outdir, fds, err) < 0)
-        return -1;
-    if (write_json(opts->outdir, NULL, NULL, NULL, NULL, NULL, NULL, table->meta) < 0) {
-        hw_seterr(err, "failed to write %s/columns.json: %s", opts->outdir, strerror(errno));
-        return -1;
-    }
-    return 0;
 }
 
 void cap_pcapcols_struct_sizes(size_t sizes[3])

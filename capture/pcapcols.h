@@ -12,6 +12,8 @@ struct cap_pcapcols_opts {
     const char *input;   /* the capture file */
     const char *outdir;  /* created if missing */
     uint32_t columns;    /* bit i: write column i (enum order of cap_pcapcols_column_names); 0: all */
+    int threads;         /* a pcap file converted by this many threads at once (0, 1: one walk) */
+    size_t segment_bytes;  /* the bytes of it a thread converts at a time (0: 32 MiB) */
 };
 
 /* The column names in file order, NULL-terminated; cap_pcapcols_column_mask turns a comma list of
@@ -52,7 +54,4 @@ int cap_pcapcols_to_memory(const char *input, uint32_t columns, int threads, str
 void cap_pcapcols_unmap(void *column, size_t mapped);
 /* sizeof the table, the result and struct hw_err: a binding checks its copies of them against these. */
 void cap_pcapcols_struct_sizes(size_t sizes[3]);
-/* A table as hw-pcapcols writes one (the columns opts->columns names, columns.json) into opts->outdir. */
-int cap_pcapcols_write_table(const struct cap_pcapcols_table *table, const struct cap_pcapcols_opts *opts,
-                             struct hw_err *err);
 #endif

@@ -20,9 +20,10 @@ static const char usage[] =
     "  -c, --columns LIST write only these columns (comma-separated names, e.g. t_ns,proto,src);\n"
     "                     default all: frame, t_ns, wire_len, cap_len, ip_len, proto, src, dst,\n"
     "                     sport, dport, seq, ack, flags, window, payload_len, wscale\n"
-    "  -t, --threads N    convert in memory, a pcap file split over N threads at once, then\n"
-    "                     write the columns (the same files; memory for all of them is needed);\n"
-    "                     default: one pass, rows written as they come, in bounded memory\n"
+    "  -t, --threads N    a pcap file converted by N threads at once, each a segment of it at a\n"
+    "                     time, written in order (the same files; default 1: one pass)\n"
+    "  -s, --segment SIZE the bytes of the file a thread converts at a time (default 32M; memory\n"
+    "                     is about twice that per thread)\n"
     "  -v, --verbose      the counts of frames per kind on stderr (and the parts walked)\n"
     "  -h, --help         this help\n"
     "\n"
@@ -34,13 +35,12 @@ static const char usage[] =
     "  hw-pcapcols raw/wire.pcap -o /tmp/wire.cols\n"
     "  hw-pcapcols -v raw/wire.pcap -o /tmp/wire.cols\n"
     "  hw-pcapcols -c t_ns,proto,payload_len raw/wire.pcap -o /tmp/wire.cols\n"
-    "  hw-pcapcols -t 2 raw/wire.pcap -o /dev/shm/wire.cols\n"
+    "  hw-pcapcols -t 2 raw/wire.pcap -o /var/tmp/wire.cols\n"
     "  python3 -c 'import hostwire; print(hostwire.read_pcap(\"raw/wire.pcap\"))'\n";
 
 struct values {
     struct cap_pcapcols_opts opts;
     int verbose;
-    int threads;  /* 0: the streaming conversion */
 };
 
 static int take(void *values, int c, const char *name, const char *arg, struct hw_err *err)
@@ -54,7 +54,13 @@ static int take(void *values, int c, const char *name, const char *arg, struct h
     else if (c == 'v')
         v->verbose = 1;
     else if (c == 't')
-        return hw_parse_int("--threads", arg, 1, 64, &v->threads, err);
+        return hw_parse_int("--threads", arg, 1, 64, &v->opts.threads, err);
+    else if (c == 's') {
+        int64_t bytes;
+        if (hw_parse_size("--segment", arg, 1 << 16, (int64_t)1 << 40, &bytes, err) < 0)
+            return -1;
+        v->opts.segment_bytes = (size_t)bytes;
+    }
     return 0;
 }
 
@@ -63,30 +69,21 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'}, {"columns", required_argument, NULL, 'c'},
         {"verbose", no_argument, NULL, 'v'}, {"threads", required_argument, NULL, 't'},
+        {"segment", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
-    struct values v = {{0}, 0, 0};
+    struct values v = {{0}, 0};
     struct cap_pcapcols_result res;
     static struct hw_err err;
 
     hw_die_with_parent_from_env();
-    int rc = hw_getopt(argc, argv, ":o:c:t:vh", longopts, usage, take, &v, &err);
+    int rc = hw_getopt(argc, argv, ":o:c:t:s:vh", longopts, usage, take, &v, &err);
     if (rc)
         return rc > 0 ? HW_EXIT_OK : hw_err_exit(TOOL, NULL, &err);
     if (optind != argc - 1 || !v.opts.outdir)
         return hw_usage_exit(TOOL, NULL, "expected one input FILE and -o DIR");
     v.opts.input = argv[optind];
-    if (v.threads) {
-        struct cap_pcapcols_table table;
-        rc = cap_pcapcols_to_memory(v.opts.input, v.opts.columns, v.threads, &table, &res, &err);
-        if ((rc == 0 || rc == 1) && cap_pcapcols_write_table(&table, &v.opts, &err) < 0)
-            rc = -1;
-        for (int i = 0; i < CAP_PCAPCOLS_NCOLS; i++)
-            cap_pcapcols_unmap(table.columns[i], table.mapped[i]);
-        free(table.meta);
-    } else {
-        rc = cap_pcapcols_convert(&v.opts, &res, &err);
-    }
+    rc = cap_pcapcols_convert(&v.opts, &res, &err);
     if (rc != 0)
         hw_err_exit(TOOL, NULL, &err);
     if (v.verbose && (rc == 0 || rc == 1)) {

@@ -42,8 +42,7 @@ static int plausible_at(const struct cap_mapped *m, size_t off, uint32_t first_s
     return 1;
 }
 
-/* A plausible record start in [from, from + SEARCH_SPAN), or 0. */
-static size_t find_start(const struct cap_mapped *m, size_t from, uint32_t first_s)
+size_t cap_find_record_start(const struct cap_mapped *m, size_t from, uint32_t first_s)
 {
     size_t end = m->size - from > SEARCH_SPAN ? from + SEARCH_SPAN : m->size;
     for (size_t off = from; off < end; off++)
@@ -291,7 +290,7 @@ int cap_walk_parts(const struct cap_mapped *m, int threads, struct cap_state *s,
     ps->part[0].from = PCAP_FILE_HEADER;
     for (int k = 1; k < n; k++) {
         before += share[k - 1];
-        size_t start = find_start(m, PCAP_FILE_HEADER + (size_t)((double)body * before / total), first_s);
+        size_t start = cap_find_record_start(m, PCAP_FILE_HEADER + (size_t)((double)body * before / total), first_s);
         if (start > ps->part[count - 1].from)
             ps->part[count++].from = start;
     }

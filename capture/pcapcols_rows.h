@@ -74,7 +74,7 @@ int cap_take_frame(struct cap_state *s, struct cap_pcapcols_result *res, int dlt
 #define PCAP_RECORD_HEADER 16
 
 /* The passes over a file, each the fallback of the one before (and a walk's return asking for it). */
-enum cap_pass { PASS_MAPPED = 0, PASS_LIBPCAP = 3, PASS_EXACT = 4 };
+enum cap_pass { PASS_MAPPED = 0, PASS_LIBPCAP = 3, PASS_EXACT = 4, PASS_ONE_THREAD = 5 };
 
 /* A classic pcap file in this machine's byte order, mapped. */
 struct cap_mapped {
@@ -97,4 +97,15 @@ int cap_walk_range(const struct cap_mapped *m, size_t from, size_t to, struct ca
  * rows, frames, address codes and malformed frames come out as one walk would give them. */
 int cap_walk_parts(const struct cap_mapped *m, int threads, struct cap_state *s, struct cap_pcapcols_result *res,
                    struct hw_err *err);
+
+/* A plausible record start in [from, from + 1 MiB): CHAIN record headers in a row (or every one
+ * to the end of the file) that look like headers; 0 when there is none. */
+size_t cap_find_record_start(const struct cap_mapped *m, size_t from, uint32_t first_s);
+
+/* The whole file into s's column files by up to `threads` threads, segment_bytes (0: 32 MiB) of
+ * it at a time each (pcapcols_segments.c); returns as cap_walk_range, or PASS_ONE_THREAD when a
+ * segment did not end where the next was guessed to start (the files are then to be written
+ * again by one walk). */
+int cap_walk_segments(const struct cap_mapped *m, int threads, size_t segment_bytes, struct cap_state *s,
+                      struct cap_pcapcols_result *res, struct hw_err *err);
 #endif

@@ -95,7 +95,7 @@ def main() -> int:
         t2 = time.perf_counter()
         rows.append(("join (8 tables)", sum(len(t) for t in joined.values()), t2 - t1))
         start, end = run.window_ns()
-        table, _ = gaps.explain(gap_sources.gap_inputs(run), None, (start, end))
+        table, _ = gaps.explain(gap_sources.gap_inputs(run), None, Window(start, end))
         t3 = time.perf_counter()
         rows.append((f"gaps ({len(table)} gaps)", int(len(Timeline.of(run).data_frames())), t3 - t2))
         assert (table[[f"{c}_ns" for c in gaps.CAUSES]].sum(axis=1) == table["gap_ns"]).all()

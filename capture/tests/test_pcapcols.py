@@ -149,7 +149,7 @@ def test_conversion_in_parts_equals_the_one_pass(write, tmp_path: Path) -> None:
     # guessed in its second half); the rows must be those of hw-pcapcols' one pass into files: the
     # frame numbers, the address codes (addresses first seen in either part), the malformed frames
     # and the skipped ones. Under a sanitizer build read_pcap runs hw-pcapcols --threads instead,
-    # the same conversion in the tool's process.
+    # the same conversion in the tool's process (in segments, as the chunked reader asks for).
     kinds = [lambda i: ether(ipv4_tcp(bytes([198, 18, 2, i // 4000]), B, 40000 + i % 7, 5001, i, i % 300)),
              lambda i: ether(ipv6_udp(i % 200)), lambda i: ether(ipv4_tcp(B, A, 5001, 40000, i, 0, flags=0x10), vlan=7),
              lambda i: ether(b"\x45" + b"\0" * 10), lambda i: ether(b"\0" * 28)[:12] + b"\x08\x06" + b"\0" * 28]
@@ -161,10 +161,11 @@ def test_conversion_in_parts_equals_the_one_pass(write, tmp_path: Path) -> None:
     one = read_columns(tmp_path / "one")
     if pcaplib.available():
         assert pcaplib.convert(path, 2).parts == 2
-    else:
-        done = subprocess.run([str(tool("hw-pcapcols")), "-v", "-t", "2", str(path), "-o", str(tmp_path / "t")],
-                              capture_output=True, text=True, check=True)
-        assert ", 2 parts" in done.stderr, done.stderr
+    # the chunked reader's conversion: segments of 1 MiB by two threads, written in order
+    done = subprocess.run([str(tool("hw-pcapcols")), "-v", "-t", "2", "-s", "1M", str(path), "-o", str(tmp_path / "t")],
+                          capture_output=True, text=True, check=True)
+    assert ", 9 parts" in done.stderr, done.stderr
+    pd.testing.assert_frame_equal(read_columns(tmp_path / "t"), one)
     df = read_pcap(path)
     assert len(df) == 48_000 and df.attrs["malformed"][:2] == [4, 9] and df.attrs["skipped"] == {"arp": 16_000}
     assert df["src"].cat.categories.size == 20 + 4  # 198.18.2.0-19, A, B and two IPv6 addresses

@@ -1,7 +1,8 @@
-/* The conversion into memory, a file split over threads, against the conversion to column files in
- * one pass, on built files: byte for byte the same columns and the same columns.json, whether the
- * parts' starts were right (a mixed capture), wrong (payloads that hold record headers), or the
- * file sends the walk to another pass (cut short, a record longer than the snap length). */
+/* The conversion into memory, a file split over threads, and the conversion to files in segments
+ * on several threads, against the conversion to column files in one pass, on built files: byte for
+ * byte the same columns and the same columns.json, whether the starts were right (a mixed
+ * capture), wrong (payloads that hold record headers), or the file sends the walk to another pass
+ * (cut short, a record longer than the snap length). */
 #include <pcap/dlt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,7 +188,40 @@ static int same_both_ways(const char *path, const char *dir, int threads, int wa
     return same ? mem_res.parts : -1;
 }
 
-static char dir[256], pcap[300], out[300];
+static char dir[256], pcap[300], out[300], out2[300];
+
+/* Converts `path` to files in one pass and in segments of 1 MiB on `threads` threads; checks the
+ * two directories hold the same files and returns the segments written (-1 when they differ). */
+static int same_files(const char *path, int threads, int want_rc)
+{
+    struct cap_pcapcols_opts one = {.input = path, .outdir = out, .columns = 0};
+    struct cap_pcapcols_opts segs = {.input = path, .outdir = out2, .columns = 0, .threads = threads,
+                                     .segment_bytes = 1 << 20};
+    struct cap_pcapcols_result one_res, seg_res;
+    static struct hw_err err;
+    CHECK_EQ_LL(cap_pcapcols_convert(&one, &one_res, &err), want_rc);
+    CHECK_EQ_LL(cap_pcapcols_convert(&segs, &seg_res, &err), want_rc);
+    CHECK_EQ_LL(seg_res.frames, one_res.frames);
+    CHECK_EQ_LL(seg_res.rows, one_res.rows);
+    int same = 1;
+    for (int i = 0; i <= CAP_PCAPCOLS_NCOLS && same; i++) {
+        char a[512], b[512];
+        const char *name = i < CAP_PCAPCOLS_NCOLS ? cap_pcapcols_column_names[i] : "columns";
+        const char *ext = i < CAP_PCAPCOLS_NCOLS ? "bin" : "json";
+        snprintf(a, sizeof(a), "%s/%s.%s", out, name, ext);
+        snprintf(b, sizeof(b), "%s/%s.%s", out2, name, ext);
+        size_t na, nb;
+        char *da = read_file(a, &na), *db = read_file(b, &nb);
+        /* columns.json names its output folder nowhere, so the two are equal byte for byte */
+        same = da && db && na == nb && memcmp(da, db, na) == 0;
+        if (!same)
+            fprintf(stderr, "%s: %s.%s differs in segments\n", path, name, ext);
+        free(da);
+        free(db);
+    }
+    CHECK(same);
+    return same ? seg_res.parts : -1;
+}
 
 static void test_mixed_capture_in_parts(void)
 {
@@ -196,12 +230,15 @@ static void test_mixed_capture_in_parts(void)
     CHECK_EQ_LL(same_both_ways(pcap, out, 2, 0), 2);
     CHECK_EQ_LL(same_both_ways(pcap, out, 3, 0), 3);
     CHECK_EQ_LL(same_both_ways(pcap, out, 8, 0), 3);  /* 4 MiB parts at least */
+    CHECK_EQ_LL(same_files(pcap, 2, 0), 13);
+    CHECK_EQ_LL(same_files(pcap, 3, 0), 13);
 }
 
 static void test_wrong_starts_walk_again(void)
 {
     write_decoys(pcap, 9u << 20);
     CHECK_EQ_LL(same_both_ways(pcap, out, 2, 0), 1);
+    CHECK_EQ_LL(same_files(pcap, 2, 0), 1);
 }
 
 static void test_other_passes(void)
@@ -211,8 +248,10 @@ static void test_other_passes(void)
     stat(pcap, &st);
     CHECK(truncate(pcap, st.st_size - 7) == 0);  /* cut short in the last record */
     CHECK_EQ_LL(same_both_ways(pcap, out, 2, 1), 0);
+    CHECK_EQ_LL(same_files(pcap, 2, 1), 0);
     write_mixed(pcap, 9u << 20, 1);
     CHECK_EQ_LL(same_both_ways(pcap, out, 2, 0), 0);
+    CHECK_EQ_LL(same_files(pcap, 2, 0), 0);
 }
 
 HW_TEST_MAIN(
@@ -224,6 +263,7 @@ HW_TEST_MAIN(
     }
     snprintf(pcap, sizeof(pcap), "%s/in.pcap", dir);
     snprintf(out, sizeof(out), "%s/cols", dir);
+    snprintf(out2, sizeof(out2), "%s/cols2", dir);
     test_mixed_capture_in_parts();
     test_wrong_starts_walk_again();
     test_other_passes();

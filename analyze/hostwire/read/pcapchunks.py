@@ -2,7 +2,8 @@
 (hostwire.metrics.chunked).
 
 hw-pcapcols writes its column files into a scratch directory on disk (not tmpfs: a capture of an
-hour holds gigabytes of columns, which in tmpfs would be memory); each chunk is read from them with
+hour holds gigabytes of columns, which in tmpfs would be memory), a pcap file converted by every
+CPU at once, a segment at a time each (capture/pcapcols_segments.c: bounded memory); each chunk is read from them with
 a positioned read, so the process holds one chunk of each column it asked for, whatever the
 capture's size. Stamps are mapped onto CLOCK_MONOTONIC chunk by chunk with the same element-wise
 formula as hostwire.read.pcap.map_clock, so both readers give the same stamps.
@@ -68,7 +69,8 @@ class CaptureChunks:
 
     def _convert(self, keep_damaged: bool, columns: Sequence[str] | None) -> None:
         only = ["--columns", ",".join(dict.fromkeys(("t_ns", *columns)))] if columns else []
-        proc = subprocess.run([str(tool("hw-pcapcols")), *only, str(self.path), "-o", str(self.outdir)],
+        threads = ["--threads", str(len(os.sched_getaffinity(0)))]
+        proc = subprocess.run([str(tool("hw-pcapcols")), *only, *threads, str(self.path), "-o", str(self.outdir)],
                               capture_output=True, text=True, env=die_with_parent_env())
         message = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
         message = message.removeprefix("hw-pcapcols: ")

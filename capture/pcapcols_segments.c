@@ -1,0 +1,213 @@
+/* A mapped pcap file converted into column files by several threads, in bounded memory: the file
+ * is cut into segments of SEGMENT_BYTES, each starting at a record start guessed near its place
+ * (pcapcols_parts.c's search); the threads take the segments in order, each converts one into
+ * memory, then writes it when all the segments before it are written, its frame numbers moved on
+ * by the frames before it and its address codes made the file's. A segment's walk proves the next
+ * segment's start only by ending exactly on it; when one does not, the conversion asks for one
+ * walk of the whole file instead (PASS_ONE_THREAD), so the files never depend on a guess. At most
+ * `threads` segments are held at once. */
+#include "pcapcols_rows.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hwerr.h"
+#include "hwio.h"
+
+#define SEGMENT_BYTES (32u << 20)
+#define MAX_THREADS 16
+
+struct segment {
+    size_t from, to;
+    struct cap_state state;
+    struct cap_pcapcols_result res;
+    struct hw_err err;
+    int rc;
+};
+
+struct segments {
+    const struct cap_mapped *m;
+    struct cap_state *file;           /* the column files, the address dictionary, the malformed frames */
+    struct cap_pcapcols_result *res;  /* of the whole file */
+    size_t *starts;                   /* n + 1: the segments' starts and the file's end */
+    size_t n;
+    int held;                         /* segments converted and not yet written, at most */
+    pthread_mutex_t lock;
+    pthread_cond_t turn;
+    size_t next;                      /* the next segment to take */
+    size_t written;                   /* the segments written */
+    int stop;                         /* 0, or the first failure: -1 (err), PASS_* */
+    struct hw_err err;
+};
+
+/* The segment's rows, frames and malformed frames after the file's, written to its column files. */
+static int write_segment(struct segments *all, struct segment *seg, struct hw_err *err)
+{
+    struct cap_state *file = all->file;
+    struct cap_pcapcols_result *res = all->res;
+    struct cap_rows *rows = &seg->state.rows;
+    int64_t frames_before = res->frames;
+    uint32_t n_codes = cap_addrdict_size(seg->state.dict);
+    int32_t *code = malloc(((size_t)n_codes + 1) * sizeof(*code));
+    if (!code) {
+        hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+        return -1;
+    }
+    int same = 1;
+    for (uint32_t i = 0; i < n_codes; i++) {
+        if ((code[i] = cap_addrdict_add_from(file->dict, seg->state.dict, i)) < 0) {
+            free(code);
+            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+            return -1;
+        }
+        same = same && code[i] == (int32_t)i;
+    }
+    for (int64_t r = 0; r < rows->n; r++)
+        rows->frame[r] += frames_before;
+    for (int64_t r = 0; !same && r < rows->n; r++) {
+        rows->src[r] = code[rows->src[r]];
+        rows->dst[r] = code[rows->dst[r]];
+    }
+    free(code);
+    for (size_t i = 0; i < seg->state.n_malformed; i++)
+        if (cap_state_add_malformed(file, seg->state.malformed[i] + frames_before) < 0) {
+            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+            return -1;
+        }
+    void *cols[C_NCOLS];
+    cap_rows_columns(rows, cols);
+    for (int i = 0; i < C_NCOLS; i++)
+        if (file->fds[i] >= 0 && hw_write_all(file->fds[i], cols[i], (size_t)rows->n * cap_cols[i].size) < 0) {
+            hw_seterr(err, "failed to write %s: %s", file->outdir, strerror(errno));
+            return -1;
+        }
+    res->frames += seg->res.frames;
+    res->rows += seg->res.rows;
+    res->malformed_records += seg->res.malformed_records;
+    for (int k = 0; k < CAP_FP_NKINDS; k++)
+        res->kinds[k] += seg->res.kinds[k];
+    return 0;
+}
+
+static void release_segment(struct segment *seg)
+{
+    if (seg->state.rows.cap)
+        cap_rows_unmap(&seg->state.rows);
+    cap_addrdict_free(seg->state.dict);
+    free(seg->state.malformed);
+    memset(seg, 0, sizeof(*seg));
+}
+
+/* Converts segment i into seg; its rc says how it went. */
+static void convert_segment(struct segments *all, size_t i, struct segment *seg)
+{
+    memset(seg, 0, sizeof(*seg));
+    seg->from = all->starts[i];
+    seg->to = all->starts[i + 1];
+    seg->state.in_memory = 1;
+    for (int c = 0; c < C_NCOLS; c++)
+        seg->state.fds[c] = -1;
+    seg->state.dict = cap_addrdict_new();
+    if (!seg->state.dict || cap_rows_map(&seg->state.rows, (int64_t)((seg->to - seg->from) / PCAP_RECORD_HEADER) + 1) < 0) {
+        hw_seterr(&seg->err, "failed to allocate the columns of a segment: %s", strerror(errno ? errno : ENOMEM));
+        seg->rc = -1;
+        return;
+    }
+    seg->rc = cap_walk_range(all->m, seg->from, seg->to, &seg->state, &seg->res, &seg->err);
+}
+
+static void *worker(void *arg)
+{
+    struct segments *all = arg;
+    struct segment seg;
+    pthread_mutex_lock(&all->lock);
+    for (;;) {
+        while (!all->stop && all->next < all->n && all->next >= all->written + (size_t)all->held)
+            pthread_cond_wait(&all->turn, &all->lock);
+        if (all->stop || all->next >= all->n)
+            break;
+        size_t i = all->next++;
+        pthread_mutex_unlock(&all->lock);
+        convert_segment(all, i, &seg);
+        pthread_mutex_lock(&all->lock);
+        while (!all->stop && all->written != i)
+            pthread_cond_wait(&all->turn, &all->lock);
+        if (!all->stop && seg.rc != 0) {
+            all->stop = seg.rc;
+            all->err = seg.err;
+        }
+        if (!all->stop) {
+            /* its turn: the segments before it are written, and no other thread writes until
+             * `written` moves on */
+            pthread_mutex_unlock(&all->lock);
+            struct hw_err err = {0};
+            int rc = write_segment(all, &seg, &err);
+            pthread_mutex_lock(&all->lock);
+            if (rc < 0) {
+                all->stop = -1;
+                all->err = err;
+            }
+            all->written++;
+        }
+        pthread_cond_broadcast(&all->turn);
+        pthread_mutex_unlock(&all->lock);
+        release_segment(&seg);
+        pthread_mutex_lock(&all->lock);
+    }
+    pthread_cond_broadcast(&all->turn);
+    pthread_mutex_unlock(&all->lock);
+    return NULL;
+}
+
+int cap_walk_segments(const struct cap_mapped *m, int threads, size_t segment_bytes, struct cap_state *s,
+                      struct cap_pcapcols_result *res, struct hw_err *err)
+{
+    size_t body = m->size - PCAP_FILE_HEADER, step = segment_bytes ? segment_bytes : SEGMENT_BYTES;
+    size_t n = body / step + 1;
+    int t = threads < MAX_THREADS ? threads : MAX_THREADS;
+    if ((size_t)t > n)
+        t = (int)n;
+    if (t < 2 || s->rows.n != 0)
+        return cap_walk_range(m, PCAP_FILE_HEADER, m->size, s, res, err);
+
+    struct segments all = {.m = m, .file = s, .res = res, .held = t};
+    all.starts = malloc((n + 1) * sizeof(*all.starts));
+    if (!all.starts) {
+        hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
+        return -1;
+    }
+    uint32_t first_s;
+    memcpy(&first_s, m->map + PCAP_FILE_HEADER, sizeof(first_s));
+    all.starts[0] = PCAP_FILE_HEADER;
+    all.n = 1;
+    for (size_t i = 1; i < n; i++) {
+        size_t start = cap_find_record_start(m, PCAP_FILE_HEADER + i * step, first_s);
+        if (start > all.starts[all.n - 1])
+            all.starts[all.n++] = start;
+    }
+    all.starts[all.n] = m->size;
+    pthread_mutex_init(&all.lock, NULL);
+    pthread_cond_init(&all.turn, NULL);
+    pthread_t ids[MAX_THREADS];
+    int started = 0;
+    for (int k = 0; k < t; k++)
+        if (pthread_create(&ids[k], NULL, worker, &all) == 0)
+            started++;
+    if (started == 0)
+        worker(&all);
+    for (int k = 0; k < started; k++)
+        pthread_join(ids[k], NULL);
+    pthread_cond_destroy(&all.turn);
+    pthread_mutex_destroy(&all.lock);
+    free(all.starts);
+    if (all.stop == -1) {
+        *err = all.err;
+        return -1;
+    }
+    if (all.stop != 0)
+        return PASS_ONE_THREAD;  /* a start not proven, a file cut short, a record over the snap length */
+    res->parts = (int)all.n;
+    return 0;
+}
