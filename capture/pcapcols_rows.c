@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "colpool.h"
 #include "frameparse.h"
@@ -68,9 +69,20 @@ int cap_rows_map(struct cap_rows *r, int64_t cap)
 void cap_rows_unmap(struct cap_rows *r)
 {
     void *cols[C_NCOLS];
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     cap_rows_columns(r, cols);
-    for (int i = 0; i < C_NCOLS; i++)
-        cap_colpool_give(cols[i], (size_t)r->cap * cap_cols[i].size);
+    for (int i = 0; i < C_NCOLS; i++) {
+        if (!cols[i])
+            continue;
+        /* kept with the pages its rows touched only: the rest of the room was never backed */
+        size_t full = (size_t)r->cap * cap_cols[i].size;
+        size_t used = ((size_t)r->n * cap_cols[i].size + page - 1) / page * page;
+        if (used == 0)
+            used = page;
+        if (used < full)
+            munmap((char *)cols[i] + used, full - used);
+        cap_colpool_give(cols[i], used < full ? used : full);
+    }
     memset(r, 0, sizeof(*r));
 }
 
