@@ -7,6 +7,7 @@
 #include "pcapcols.h"
 
 #define TOOL "hw-pcapcols"
+#define OPT_SEGMENT 0x100  /* a long option only */
 
 static const char usage[] =
     "usage: hw-pcapcols [OPTIONS] FILE -o DIR\n"
@@ -22,7 +23,7 @@ static const char usage[] =
     "                     sport, dport, seq, ack, flags, window, payload_len, wscale\n"
     "  -t, --threads N    a pcap file converted by N threads at once, each a segment of it at a\n"
     "                     time, written in order (the same files; default 1: one pass)\n"
-    "  -s, --segment SIZE the bytes of the file a thread converts at a time (default 32M; memory\n"
+    "      --segment SIZE the bytes of the file a thread converts at a time (default 32M; memory\n"
     "                     is about twice that per thread)\n"
     "  -v, --verbose      the counts of frames per kind on stderr (and the parts walked)\n"
     "  -h, --help         this help\n"
@@ -55,7 +56,7 @@ static int take(void *values, int c, const char *name, const char *arg, struct h
         v->verbose = 1;
     else if (c == 't')
         return hw_parse_int("--threads", arg, 1, 64, &v->opts.threads, err);
-    else if (c == 's') {
+    else if (c == OPT_SEGMENT) {
         int64_t bytes;
         if (hw_parse_size("--segment", arg, 1 << 16, (int64_t)1 << 40, &bytes, err) < 0)
             return -1;
@@ -69,7 +70,7 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'}, {"columns", required_argument, NULL, 'c'},
         {"verbose", no_argument, NULL, 'v'}, {"threads", required_argument, NULL, 't'},
-        {"segment", required_argument, NULL, 's'},
+        {"segment", required_argument, NULL, OPT_SEGMENT},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     struct values v = {{0}, 0};
@@ -77,7 +78,7 @@ int main(int argc, char **argv)
     static struct hw_err err;
 
     hw_die_with_parent_from_env();
-    int rc = hw_getopt(argc, argv, ":o:c:t:s:vh", longopts, usage, take, &v, &err);
+    int rc = hw_getopt(argc, argv, ":o:c:t:vh", longopts, usage, take, &v, &err);
     if (rc)
         return rc > 0 ? HW_EXIT_OK : hw_err_exit(TOOL, NULL, &err);
     if (optind != argc - 1 || !v.opts.outdir)

@@ -162,7 +162,7 @@ def test_conversion_in_parts_equals_the_one_pass(write, tmp_path: Path) -> None:
     if pcaplib.available():
         assert pcaplib.convert(path, 2).parts == 2
     # the chunked reader's conversion: segments of 1 MiB by two threads, written in order
-    done = subprocess.run([str(tool("hw-pcapcols")), "-v", "-t", "2", "-s", "1M", str(path), "-o", str(tmp_path / "t")],
+    done = subprocess.run([str(tool("hw-pcapcols")), "-v", "-t", "2", "--segment", "1M", str(path), "-o", str(tmp_path / "t")],
                           capture_output=True, text=True, check=True)
     assert ", 9 parts" in done.stderr, done.stderr
     pd.testing.assert_frame_equal(read_columns(tmp_path / "t"), one)
