@@ -13,7 +13,7 @@ struct cap_pcapcols_opts {
     const char *outdir;  /* created if missing */
     uint32_t columns;    /* bit i: write column i (enum order of cap_pcapcols_column_names); 0: all */
     int threads;         /* a pcap file converted by this many threads at once (0, 1: one walk) */
-    size_t segment_bytes;  /* the bytes of it a thread converts at a time (0: 32 MiB) */
+    size_t segment_bytes;  /* the bytes of it a thread converts at a time (0: 8 MiB) */
 };
 
 /* The column names in file order, NULL-terminated; cap_pcapcols_column_mask turns a comma list of

@@ -23,7 +23,7 @@ static const char usage[] =
     "                     sport, dport, seq, ack, flags, window, payload_len, wscale\n"
     "  -t, --threads N    a pcap file converted by N threads at once, each a segment of it at a\n"
     "                     time, written in order (the same files; default 1: one pass)\n"
-    "      --segment SIZE the bytes of the file a thread converts at a time (default 32M; memory\n"
+    "      --segment SIZE the bytes of the file a thread converts at a time (default 8M; memory\n"
     "                     is about twice that per thread)\n"
     "  -v, --verbose      the counts of frames per kind on stderr (and the parts walked)\n"
     "  -h, --help         this help\n"

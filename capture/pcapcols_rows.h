@@ -102,7 +102,7 @@ int cap_walk_parts(const struct cap_mapped *m, int threads, struct cap_state *s,
  * to the end of the file) that look like headers; 0 when there is none. */
 size_t cap_find_record_start(const struct cap_mapped *m, size_t from, uint32_t first_s);
 
-/* The whole file into s's column files by up to `threads` threads, segment_bytes (0: 32 MiB) of
+/* The whole file into s's column files by up to `threads` threads, segment_bytes (0: 8 MiB) of
  * it at a time each (pcapcols_segments.c); returns as cap_walk_range, or PASS_ONE_THREAD when a
  * segment did not end where the next was guessed to start (the files are then to be written
  * again by one walk). */

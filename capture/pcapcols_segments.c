@@ -18,7 +18,7 @@
 #include "hwerr.h"
 #include "hwio.h"
 
-#define SEGMENT_BYTES (32u << 20)
+#define SEGMENT_BYTES (8u << 20)
 #define MAX_THREADS 16
 
 struct segment {
@@ -35,6 +35,7 @@ struct segments {
     struct cap_pcapcols_result *res;  /* of the whole file */
     size_t *starts;                   /* n + 1: the segments' starts and the file's end */
     size_t n;
+    size_t longest;                   /* bytes of the longest segment */
     int held;                         /* segments converted and not yet written, at most */
     pthread_mutex_t lock;
     pthread_cond_t turn;
@@ -102,18 +103,22 @@ static void release_segment(struct segment *seg)
     memset(seg, 0, sizeof(*seg));
 }
 
-/* Converts segment i into seg; its rc says how it went. */
+/* Converts segment i into seg, whose columns (mapped once per thread, for the longest segment:
+ * mapping and unmapping them per segment cost more system time than the conversion, each unmap
+ * stopping the other CPU to flush its TLB) are written over; its rc says how it went. */
 static void convert_segment(struct segments *all, size_t i, struct segment *seg)
 {
-    memset(seg, 0, sizeof(*seg));
     seg->from = all->starts[i];
     seg->to = all->starts[i + 1];
-    seg->state.in_memory = 1;
-    for (int c = 0; c < C_NCOLS; c++)
-        seg->state.fds[c] = -1;
+    memset(&seg->res, 0, sizeof(seg->res));
+    seg->state.rows.n = 0;
+    seg->state.n_malformed = 0;
+    memset(&seg->state.src_cache, 0, sizeof(seg->state.src_cache));
+    memset(&seg->state.dst_cache, 0, sizeof(seg->state.dst_cache));
+    cap_addrdict_free(seg->state.dict);
     seg->state.dict = cap_addrdict_new();
-    if (!seg->state.dict || cap_rows_map(&seg->state.rows, (int64_t)((seg->to - seg->from) / PCAP_RECORD_HEADER) + 1) < 0) {
-        hw_seterr(&seg->err, "failed to allocate the columns of a segment: %s", strerror(errno ? errno : ENOMEM));
+    if (!seg->state.dict) {
+        hw_seterr(&seg->err, "failed to allocate buffers: %s", strerror(ENOMEM));
         seg->rc = -1;
         return;
     }
@@ -130,6 +135,20 @@ static void *worker(void *arg)
 {
     struct segments *all = arg;
     struct segment seg;
+    memset(&seg, 0, sizeof(seg));
+    seg.state.in_memory = 1;
+    for (int c = 0; c < C_NCOLS; c++)
+        seg.state.fds[c] = -1;
+    if (cap_rows_map(&seg.state.rows, (int64_t)(all->longest / PCAP_RECORD_HEADER) + 1) < 0) {
+        pthread_mutex_lock(&all->lock);
+        if (!all->stop) {
+            all->stop = -1;
+            hw_seterr(&all->err, "failed to allocate the columns of a segment: %s", strerror(errno));
+        }
+        pthread_cond_broadcast(&all->turn);
+        pthread_mutex_unlock(&all->lock);
+        return NULL;
+    }
     pthread_mutex_lock(&all->lock);
     for (;;) {
         while (!all->stop && all->next < all->n && all->next >= all->written + (size_t)all->held)
@@ -160,12 +179,10 @@ static void *worker(void *arg)
             all->written++;
         }
         pthread_cond_broadcast(&all->turn);
-        pthread_mutex_unlock(&all->lock);
-        release_segment(&seg);
-        pthread_mutex_lock(&all->lock);
     }
     pthread_cond_broadcast(&all->turn);
     pthread_mutex_unlock(&all->lock);
+    release_segment(&seg);
     return NULL;
 }
 
@@ -196,6 +213,9 @@ int cap_walk_segments(const struct cap_mapped *m, int threads, size_t segment_by
             all.starts[all.n++] = start;
     }
     all.starts[all.n] = m->size;
+    for (size_t i = 0; i < all.n; i++)
+        if (all.starts[i + 1] - all.starts[i] > all.longest)
+            all.longest = all.starts[i + 1] - all.starts[i];
     pthread_mutex_init(&all.lock, NULL);
     pthread_cond_init(&all.turn, NULL);
     pthread_t ids[MAX_THREADS];
