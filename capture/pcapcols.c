@@ -18,7 +18,6 @@
 #include "addrdict.h"
 #include "colpool.h"
 #include "damage.h"
-#include "hwio.h"
 #include "hwjson.h"
 #include "hwsafe.h"
 #include "pcapcols_rows.h"
@@ -82,17 +81,6 @@ static void point_at_chunk(struct cap_rows *r, struct chunk *c)
         c->sport, c->dport, c->seq, c->ack, c->flags, c->window, c->payload_len, c->wscale,
     };
     cap_rows_point(r, cols, CHUNK);
-}
-
-static int flush_chunk(struct cap_state *s)
-{
-    void *cols[C_NCOLS];
-    cap_rows_columns(&s->rows, cols);
-    for (int i = 0; i < C_NCOLS; i++)
-        if (s->fds[i] >= 0 && hw_write_all(s->fds[i], cols[i], cap_cols[i].size * (size_t)s->rows.n) < 0)
-            return -1;
-    s->rows.n = 0;
-    return 0;
 }
 
 static const char *format_name(pcap_t *p, int *is_ng)
@@ -288,17 +276,10 @@ static int64_t row_bound(int64_t size)
 static void hand_over(struct cap_state *s, struct cap_pcapcols_table *t)
 {
     void *cols[C_NCOLS];
-    long page = sysconf(_SC_PAGESIZE);
     cap_rows_columns(&s->rows, cols);
     for (int i = 0; i < C_NCOLS; i++) {
-        size_t full = (size_t)s->rows.cap * cap_cols[i].size;
-        size_t used = ((size_t)s->rows.n * cap_cols[i].size + (size_t)page - 1) / (size_t)page * (size_t)page;
-        if (used == 0)
-            used = (size_t)page;
-        if (used < full)
-            munmap((char *)cols[i] + used, full - used);
         t->columns[i] = cols[i];
-        t->mapped[i] = used;
+        t->mapped[i] = cap_rows_trim(&s->rows, i);
     }
     t->rows = s->rows.n;
     memset(&s->rows, 0, sizeof(s->rows));
@@ -461,10 +442,8 @@ static int convert(const struct cap_pcapcols_opts *opts, struct cap_pcapcols_res
         hand_over(&s, to->table);
         to->table->meta = meta;
     } else {
-        if (flush_chunk(&s) < 0) {
-            hw_seterr(err, "failed to write %s: %s", opts->outdir, strerror(errno));
+        if (cap_rows_write(&s.rows, &s, err) < 0)
             goto cleanup;
-        }
         if (close_columns(opts->outdir, s.fds, err) < 0)
             goto cleanup;
         if (write_json(opts->outdir, opts, &s, res, p, &dmg, err->msg, NULL) < 0) {
@@ -513,10 +492,10 @@ int cap_pcapcols_convert(const struct cap_pcapcols_opts *opts, struct cap_pcapco
     return convert_in_passes(opts, res, &files, err);
 }
 
-int cap_pcapcols_to_memory(const char *input, uint32_t columns, int threads, struct cap_pcapcols_table *table,
+int cap_pcapcols_to_memory(const char *input, int threads, struct cap_pcapcols_table *table,
                            struct cap_pcapcols_result *res, struct hw_err *err)
 {
-    const struct cap_pcapcols_opts opts = {.input = input, .outdir = NULL, .columns = columns};
+    const struct cap_pcapcols_opts opts = {.input = input, .outdir = NULL, .columns = 0};
     const struct target memory = {table, threads, 0};
     memset(table, 0, sizeof(*table));
     return convert_in_passes(&opts, res, &memory, err);

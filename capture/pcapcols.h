@@ -38,9 +38,8 @@ int cap_pcapcols_convert(const struct cap_pcapcols_opts *opts, struct cap_pcapco
 
 #define CAP_PCAPCOLS_NCOLS 16
 
-/* The same conversion into memory: columns[i] (in cap_pcapcols_column_names order; every column,
- * whatever `columns`, which names those columns.json lists) is an anonymous mapping of mapped[i]
- * bytes holding rows values, released with cap_pcapcols_unmap(columns[i], mapped[i]); meta is
+/* The same conversion into memory, every column: columns[i] (in cap_pcapcols_column_names order)
+ * is an anonymous mapping of mapped[i] bytes holding rows values, released with cap_pcapcols_unmap(columns[i], mapped[i]); meta is
  * columns.json's text (malloc'd, free() it). A pcap file is split over up to `threads` threads.
  * Returns as cap_pcapcols_convert; on a return other than 0 and 1 nothing is left to release. */
 struct cap_pcapcols_table {
@@ -49,7 +48,7 @@ struct cap_pcapcols_table {
     int64_t rows;
     char *meta;
 };
-int cap_pcapcols_to_memory(const char *input, uint32_t columns, int threads, struct cap_pcapcols_table *table,
+int cap_pcapcols_to_memory(const char *input, int threads, struct cap_pcapcols_table *table,
                            struct cap_pcapcols_result *res, struct hw_err *err);
 void cap_pcapcols_unmap(void *column, size_t mapped);
 /* sizeof the table, the result and struct hw_err: a binding checks its copies of them against these. */

@@ -3,7 +3,7 @@
  * part before it ends exactly there. The parts' rows are then put after each other as one walk
  * would have made them (frame numbers, address codes, malformed frames); a guess the walk does not
  * prove, or a part that stops early (a file cut short, a record longer than the snap length),
- * sends the file to one walk from the start, so the output never depends on the guess. */
+ * asks for one walk of the whole file (PASS_ONE_THREAD), so the output never depends on the guess. */
 #include "pcapcols_rows.h"
 
 #include <errno.h>
@@ -105,8 +105,9 @@ static void walk(struct parts *all, struct part *p)
     /* A part's rows never outnumber its frames, and the next part's rows start after them: the
      * parts write apart. The room is only the bound its bytes allow. */
     cap_rows_point(&p->state.rows, cols, (int64_t)((p->to - p->from) / PCAP_RECORD_HEADER) + 1);
-    p->res.frames = p->base;
+    p->res.frames = p->base;  /* so the part's frame numbers are the file's */
     p->rc = cap_walk_range(all->m, p->from, p->to, &p->state, &p->res, &p->err);
+    p->res.frames -= p->base;
 }
 
 /* Part k >= 1 on its own thread: the hop over part k-1, all hops before it awaited (the frames
@@ -138,46 +139,19 @@ static void *run_part(void *arg)
 }
 
 /* Part p's rows moved to row `at` of the columns (after the parts before it, which skipped some
- * of their frames), its address codes made s's, its counts and malformed frames added to s's. */
+ * of their frames), then joined to s (cap_state_join). */
 static int join_part(struct cap_state *s, struct cap_pcapcols_result *res, struct part *p, int64_t at)
 {
-    struct cap_rows *rows = &s->rows;
-    int64_t n = p->state.rows.n;
     if (at != p->base) {
         void *cols[C_NCOLS];
-        cap_rows_columns(rows, cols);
+        cap_rows_columns(&s->rows, cols);
         for (int i = 0; i < C_NCOLS; i++) {
             char *col = cols[i];
             memmove(col + (size_t)at * cap_cols[i].size, col + (size_t)p->base * cap_cols[i].size,
-                    (size_t)n * cap_cols[i].size);
+                    (size_t)p->state.rows.n * cap_cols[i].size);
         }
     }
-    uint32_t n_codes = cap_addrdict_size(p->state.dict);
-    int32_t *code = malloc(((size_t)n_codes + 1) * sizeof(*code));
-    if (!code)
-        return -1;
-    int same = 1;
-    for (uint32_t i = 0; i < n_codes; i++) {
-        if ((code[i] = cap_addrdict_add_from(s->dict, p->state.dict, i)) < 0) {
-            free(code);
-            return -1;
-        }
-        same = same && code[i] == (int32_t)i;
-    }
-    for (int64_t r = at; !same && r < at + n; r++) {
-        rows->src[r] = code[rows->src[r]];
-        rows->dst[r] = code[rows->dst[r]];
-    }
-    free(code);
-    for (size_t i = 0; i < p->state.n_malformed; i++)
-        if (cap_state_add_malformed(s, p->state.malformed[i]) < 0)
-            return -1;
-    res->frames = p->res.frames;
-    res->rows += p->res.rows;
-    res->malformed_records += p->res.malformed_records;
-    for (int k = 0; k < CAP_FP_NKINDS; k++)
-        res->kinds[k] += p->res.kinds[k];
-    return 0;
+    return cap_state_join(s, res, &p->state, &p->res, &s->rows, at, 0);
 }
 
 static void close_part(struct part *p)
@@ -186,8 +160,8 @@ static void close_part(struct part *p)
     free(p->state.malformed);
 }
 
-/* The parts walked and joined: 0, -1 (err set) or 1 when a start proved wrong or a part stopped
- * early (nothing of the parts is kept). */
+/* The parts walked and joined: 0, -1 (err set) or PASS_ONE_THREAD when a start proved wrong or a
+ * part stopped early (nothing of the parts is kept). */
 static int walk_in_parts(struct parts *all, struct cap_state *s, struct cap_pcapcols_result *res,
                          struct hw_err *err)
 {
@@ -229,30 +203,13 @@ static int walk_in_parts(struct parts *all, struct cap_state *s, struct cap_pcap
         }
     for (int k = 0; k < all->n; k++)
         if (all->part[k].rc != 0 || (k + 1 < all->n && !all->part[k].landed))
-            return 1;
+            return PASS_ONE_THREAD;
     for (int k = 0; k < all->n; k++)
         if (join_part(s, res, &all->part[k], res->rows) < 0) {
             hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
             return -1;
         }
     s->rows.n = res->rows;
-    return 0;
-}
-
-/* s as it was before a walk, for the walk from the start. */
-static int restart(struct cap_state *s, struct cap_pcapcols_result *res, struct hw_err *err)
-{
-    memset(res, 0, sizeof(*res));
-    s->rows.n = 0;
-    s->n_malformed = 0;
-    memset(&s->src_cache, 0, sizeof(s->src_cache));
-    memset(&s->dst_cache, 0, sizeof(s->dst_cache));
-    cap_addrdict_free(s->dict);
-    s->dict = cap_addrdict_new();
-    if (!s->dict) {
-        hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
-        return -1;
-    }
     return 0;
 }
 
@@ -297,7 +254,7 @@ int cap_walk_parts(const struct cap_mapped *m, int threads, struct cap_state *s,
     for (int k = 0; k < count; k++)
         ps->part[k].to = k + 1 < count ? ps->part[k + 1].from : m->size;
     ps->n = count;
-    int rc = count > 1 ? walk_in_parts(ps, s, res, err) : 1;
+    int rc = count > 1 ? walk_in_parts(ps, s, res, err) : cap_walk_range(m, PCAP_FILE_HEADER, m->size, s, res, err);
     for (int k = 0; k < count; k++)
         close_part(&ps->part[k]);
     pthread_cond_destroy(&ps->hopped);
@@ -305,9 +262,5 @@ int cap_walk_parts(const struct cap_mapped *m, int threads, struct cap_state *s,
     free(ps);
     if (rc == 0)
         res->parts = count;
-    if (rc != 1)
-        return rc;
-    if (restart(s, res, err) < 0)
-        return -1;
-    return cap_walk_range(m, PCAP_FILE_HEADER, m->size, s, res, err);
+    return rc;
 }

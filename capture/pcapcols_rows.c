@@ -66,23 +66,28 @@ int cap_rows_map(struct cap_rows *r, int64_t cap)
     return 0;
 }
 
-void cap_rows_unmap(struct cap_rows *r)
+size_t cap_rows_trim(const struct cap_rows *r, int i)
 {
     void *cols[C_NCOLS];
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     cap_rows_columns(r, cols);
-    for (int i = 0; i < C_NCOLS; i++) {
-        if (!cols[i])
-            continue;
-        /* kept with the pages its rows touched only: the rest of the room was never backed */
-        size_t full = (size_t)r->cap * cap_cols[i].size;
-        size_t used = ((size_t)r->n * cap_cols[i].size + page - 1) / page * page;
-        if (used == 0)
-            used = page;
-        if (used < full)
-            munmap((char *)cols[i] + used, full - used);
-        cap_colpool_give(cols[i], used < full ? used : full);
-    }
+    size_t full = (size_t)r->cap * cap_cols[i].size;
+    size_t used = ((size_t)r->n * cap_cols[i].size + page - 1) / page * page;
+    if (used == 0)
+        used = page;
+    if (used >= full)
+        return full;
+    munmap((char *)cols[i] + used, full - used);
+    return used;
+}
+
+void cap_rows_unmap(struct cap_rows *r)
+{
+    void *cols[C_NCOLS];
+    cap_rows_columns(r, cols);
+    for (int i = 0; i < C_NCOLS; i++)
+        if (cols[i])  /* kept with the pages its rows touched only: the rest was never backed */
+            cap_colpool_give(cols[i], cap_rows_trim(r, i));
     memset(r, 0, sizeof(*r));
 }
 
@@ -97,6 +102,53 @@ int cap_state_add_malformed(struct cap_state *s, int64_t frame)
         s->cap_malformed = cap;
     }
     s->malformed[s->n_malformed++] = frame;
+    return 0;
+}
+
+int cap_state_join(struct cap_state *s, struct cap_pcapcols_result *res, const struct cap_state *part,
+                   const struct cap_pcapcols_result *part_res, struct cap_rows *rows, int64_t first,
+                   int64_t frames_before)
+{
+    uint32_t n_codes = cap_addrdict_size(part->dict);
+    int32_t *code = malloc(((size_t)n_codes + 1) * sizeof(*code));
+    if (!code)
+        return -1;
+    int same = 1;
+    for (uint32_t i = 0; i < n_codes; i++) {
+        if ((code[i] = cap_addrdict_add_from(s->dict, part->dict, i)) < 0) {
+            free(code);
+            return -1;
+        }
+        same = same && code[i] == (int32_t)i;
+    }
+    int64_t last = first + part_res->rows;
+    for (int64_t r = first; frames_before && r < last; r++)
+        rows->frame[r] += frames_before;
+    for (int64_t r = first; !same && r < last; r++) {
+        rows->src[r] = code[rows->src[r]];
+        rows->dst[r] = code[rows->dst[r]];
+    }
+    free(code);
+    for (size_t i = 0; i < part->n_malformed; i++)
+        if (cap_state_add_malformed(s, part->malformed[i] + frames_before) < 0)
+            return -1;
+    res->frames += part_res->frames;
+    res->rows += part_res->rows;
+    res->malformed_records += part_res->malformed_records;
+    for (int k = 0; k < CAP_FP_NKINDS; k++)
+        res->kinds[k] += part_res->kinds[k];
+    return 0;
+}
+
+int cap_rows_write(const struct cap_rows *r, const struct cap_state *s, struct hw_err *err)
+{
+    void *cols[C_NCOLS];
+    cap_rows_columns(r, cols);
+    for (int i = 0; i < C_NCOLS; i++)
+        if (s->fds[i] >= 0 && hw_write_all(s->fds[i], cols[i], cap_cols[i].size * (size_t)r->n) < 0) {
+            hw_seterr(err, "failed to write %s: %s", s->outdir, strerror(errno));
+            return -1;
+        }
     return 0;
 }
 
@@ -121,13 +173,8 @@ static int make_room(struct cap_state *s, struct hw_err *err)
         hw_seterr(err, "failed to convert: more rows than the file's size allows (%lld)", (long long)r->cap);
         return -1;
     }
-    void *cols[C_NCOLS];
-    cap_rows_columns(r, cols);
-    for (int i = 0; i < C_NCOLS; i++)
-        if (s->fds[i] >= 0 && hw_write_all(s->fds[i], cols[i], cap_cols[i].size * (size_t)r->n) < 0) {
-            hw_seterr(err, "failed to write %s: %s", s->outdir, strerror(errno));
-            return -1;
-        }
+    if (cap_rows_write(r, s, err) < 0)
+        return -1;
     r->n = 0;
     return 0;
 }

@@ -43,6 +43,9 @@ void cap_rows_point(struct cap_rows *r, void *const columns[C_NCOLS], int64_t ca
 /* Columns of `cap` rows each in their own anonymous mapping, reserved but not committed: only
  * the pages rows are written into take memory. -1 (errno set) when they cannot be mapped. */
 int cap_rows_map(struct cap_rows *r, int64_t cap);
+/* Unmaps column i's pages past its rows (one page is kept); returns the bytes still mapped. */
+size_t cap_rows_trim(const struct cap_rows *r, int i);
+/* Trims the columns and gives them back to the pool (capture/colpool.h). */
 void cap_rows_unmap(struct cap_rows *r);
 
 /* The last address seen in one column and its code: most frames repeat their predecessor's. */
@@ -65,6 +68,18 @@ struct cap_state {
 };
 
 int cap_state_add_malformed(struct cap_state *s, int64_t frame);
+
+/* Rows [0, r->n) appended to s's column files (the columns s writes). */
+int cap_rows_write(const struct cap_rows *r, const struct cap_state *s, struct hw_err *err);
+
+/* A part of the file walked on its own (its own dictionary, frame numbers counted from 0 or, with
+ * frames_before 0, already the file's) joined to s: the part's rows[first, first + rows) get the
+ * file's frame numbers and s's address codes (s's dictionary takes the part's new addresses, in
+ * the order one walk meets them), its malformed frames and counts go to s and res. -1 when out of
+ * memory. */
+int cap_state_join(struct cap_state *s, struct cap_pcapcols_result *res, const struct cap_state *part,
+                   const struct cap_pcapcols_result *part_res, struct cap_rows *rows, int64_t first,
+                   int64_t frames_before);
 
 /* One record: counted, parsed and, when it is a TCP or UDP frame, added as a row. */
 int cap_take_frame(struct cap_state *s, struct cap_pcapcols_result *res, int dlt, int64_t frame, int64_t t_ns,
@@ -94,7 +109,8 @@ int cap_walk_range(const struct cap_mapped *m, size_t from, size_t to, struct ca
 
 /* The same over the whole file, in up to `threads` parts walked at once, each from a record
  * boundary found near its share of the file (and proven when the part before it ends there); the
- * rows, frames, address codes and malformed frames come out as one walk would give them. */
+ * rows, frames, address codes and malformed frames come out as one walk would give them, or
+ * PASS_ONE_THREAD asks for that one walk (a start not proven, a part that stopped early). */
 int cap_walk_parts(const struct cap_mapped *m, int threads, struct cap_state *s, struct cap_pcapcols_result *res,
                    struct hw_err *err);
 

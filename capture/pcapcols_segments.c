@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "hwerr.h"
-#include "hwio.h"
 
 #define SEGMENT_BYTES (8u << 20)
 #define MAX_THREADS 16
@@ -45,53 +44,17 @@ struct segments {
     struct hw_err err;
 };
 
-/* The segment's rows, frames and malformed frames after the file's, written to its column files. */
+/* The segment joined to the file (cap_state_join), its rows written to the column files. */
 static int write_segment(struct segments *all, struct segment *seg, struct hw_err *err)
 {
     struct cap_state *file = all->file;
     struct cap_pcapcols_result *res = all->res;
     struct cap_rows *rows = &seg->state.rows;
-    int64_t frames_before = res->frames;
-    uint32_t n_codes = cap_addrdict_size(seg->state.dict);
-    int32_t *code = malloc(((size_t)n_codes + 1) * sizeof(*code));
-    if (!code) {
+    if (cap_state_join(file, res, &seg->state, &seg->res, rows, 0, res->frames) < 0) {
         hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
         return -1;
     }
-    int same = 1;
-    for (uint32_t i = 0; i < n_codes; i++) {
-        if ((code[i] = cap_addrdict_add_from(file->dict, seg->state.dict, i)) < 0) {
-            free(code);
-            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
-            return -1;
-        }
-        same = same && code[i] == (int32_t)i;
-    }
-    for (int64_t r = 0; r < rows->n; r++)
-        rows->frame[r] += frames_before;
-    for (int64_t r = 0; !same && r < rows->n; r++) {
-        rows->src[r] = code[rows->src[r]];
-        rows->dst[r] = code[rows->dst[r]];
-    }
-    free(code);
-    for (size_t i = 0; i < seg->state.n_malformed; i++)
-        if (cap_state_add_malformed(file, seg->state.malformed[i] + frames_before) < 0) {
-            hw_seterr(err, "failed to allocate buffers: %s", strerror(ENOMEM));
-            return -1;
-        }
-    void *cols[C_NCOLS];
-    cap_rows_columns(rows, cols);
-    for (int i = 0; i < C_NCOLS; i++)
-        if (file->fds[i] >= 0 && hw_write_all(file->fds[i], cols[i], (size_t)rows->n * cap_cols[i].size) < 0) {
-            hw_seterr(err, "failed to write %s: %s", file->outdir, strerror(errno));
-            return -1;
-        }
-    res->frames += seg->res.frames;
-    res->rows += seg->res.rows;
-    res->malformed_records += seg->res.malformed_records;
-    for (int k = 0; k < CAP_FP_NKINDS; k++)
-        res->kinds[k] += seg->res.kinds[k];
-    return 0;
+    return cap_rows_write(rows, file, err);
 }
 
 static void release_segment(struct segment *seg)

@@ -62,17 +62,17 @@ def build_dir_origin() -> tuple[Path, str]:
 
 def tool(name: str) -> Path:
     """Path of a built hostwire program (hw-bench, hw-wirecap, ...); raises if it is not built."""
-    path = build_dir() / "bin" / name
-    if not os.access(path, os.X_OK):
-        fix = "reinstall hostwire" if installed() and "HOSTWIRE_BUILD" not in os.environ else "run 'make build'"
-        raise HostwireError(f"{name} is not built: {path} is missing ({fix})")
-    return path
+    return _built("bin", name, os.X_OK)
 
 
 def library(name: str) -> Path:
     """Path of a built hostwire shared library (libhwpcapcols.so, ...); raises if it is not built."""
-    path = build_dir() / "lib" / name
-    if not os.access(path, os.R_OK):
+    return _built("lib", name, os.R_OK)
+
+
+def _built(folder: str, name: str, access: int) -> Path:
+    path = build_dir() / folder / name
+    if not os.access(path, access):
         fix = "reinstall hostwire" if installed() and "HOSTWIRE_BUILD" not in os.environ else "run 'make build'"
         raise HostwireError(f"{name} is not built: {path} is missing ({fix})")
     return path

@@ -89,12 +89,31 @@ def test_trace_processor_opens_it(tmp_path: Path) -> None:
         tp.close()
 
 
+def flow_links(t: TraceTables) -> tuple[dict[int, int], dict[tuple[str, int], list[int]], dict[tuple[int, int], int]]:
+    """The reference's flows, found one write at a time with dictionaries: a flow id per write that
+    carries bytes in the window; the flows of each frame (stream, stamp); the flow of each write by
+    (pid, its call's entry stamp). build_trace finds them with sorted arrays (_FlowLinks)."""
+    flow_of: dict[int, int] = {}
+    frame_flows: dict[tuple[str, int], list[int]] = {}
+    if len(t.segments):
+        seg = t.segments[t.segments["write_id"] >= 0]
+        for wid in pd.unique(seg["write_id"]):
+            flow_of[int(wid)] = len(flow_of) + 1
+        for s_, ft, wid in zip(seg["stream"], seg["frame_t_ns"], seg["write_id"]):
+            frame_flows.setdefault((str(s_), int(ft)), []).append(flow_of[int(wid)])
+    write_at: dict[tuple[int, int], int] = {}
+    if flow_of and len(t.writes):
+        w = t.writes.loc[[i for i in flow_of if i in t.writes.index]]
+        write_at = {(int(p), int(te)): flow_of[int(i)] for i, p, te in zip(w.index, w["pid"], w["t_enter_ns"])}
+    return flow_of, frame_flows, write_at
+
+
 def _builder_trace(t: TraceTables) -> bytes:
     """The trace built one packet at a time with the perfetto package's TraceProtoBuilder: the
     reference the vectorized encoder must equal byte for byte."""
     from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
-    from hostwire.timeline.perfetto_trace import SEQ_ID, flow_links
+    from hostwire.timeline.perfetto_trace import SEQ_ID
 
     builder = TraceProtoBuilder()
     uuids = iter(range(1, 1 << 62))

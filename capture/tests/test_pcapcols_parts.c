@@ -159,7 +159,7 @@ static int same_both_ways(const char *path, const char *dir, int threads, int wa
     struct cap_pcapcols_table table;
     static struct hw_err err;
     int file_rc = cap_pcapcols_convert(&opts, &file_res, &err);
-    int mem_rc = cap_pcapcols_to_memory(path, 0, threads, &table, &mem_res, &err);
+    int mem_rc = cap_pcapcols_to_memory(path, threads, &table, &mem_res, &err);
     CHECK_EQ_LL(file_rc, want_rc);
     CHECK_EQ_LL(mem_rc, want_rc);
     CHECK_EQ_LL(mem_res.frames, file_res.frames);

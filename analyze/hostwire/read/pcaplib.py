@@ -80,7 +80,7 @@ def _load(path: Path) -> ctypes.CDLL | None:
     if _sanitized_elsewhere(path):
         return None
     lib = ctypes.CDLL(str(path))
-    lib.cap_pcapcols_to_memory.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int, ctypes.POINTER(_Table),
+    lib.cap_pcapcols_to_memory.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_Table),
                                            ctypes.POINTER(_Result), ctypes.POINTER(_Error)]
     lib.cap_pcapcols_to_memory.restype = ctypes.c_int
     lib.cap_pcapcols_unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
@@ -114,7 +114,7 @@ def convert(path: Path, n_threads: int | None = None) -> Converted:
     if lib is None:
         raise HostwireError(f"{LIBRARY} is a sanitizer build; this interpreter cannot load it")
     table, result, error = _Table(), _Result(), _Error()
-    status = lib.cap_pcapcols_to_memory(os.fsencode(path), 0, n_threads or threads(), ctypes.byref(table),
+    status = lib.cap_pcapcols_to_memory(os.fsencode(path), n_threads or threads(), ctypes.byref(table),
                                         ctypes.byref(result), ctypes.byref(error))
     lines = error.msg.decode("utf-8", "replace").strip().splitlines()
     message = lines[-1] if lines else ""

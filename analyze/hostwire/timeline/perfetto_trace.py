@@ -246,9 +246,9 @@ def _counter_tracks(trace: _Trace, table: pd.DataFrame, by: str, column: str, ti
 
 @dataclass(frozen=True)
 class _FlowLinks:
-    """flow_links as arrays: a flow id per write that carries bytes in the window (numbered in
-    the order the segments first name them); each carrying segment's stream, frame stamp and
-    flow; each such write's pid, entry stamp and flow."""
+    """A flow id per write that carries bytes in the window (numbered in the order the segments
+    first name them); each carrying segment's stream, frame stamp and flow; each such write's
+    pid, entry stamp and flow."""
 
     segment_stream: pd.Series
     segment_stamp: np.ndarray
@@ -278,7 +278,7 @@ class _FlowLinks:
         call_key, write_key = _pair_keys((pid, enter), (self.write_pid, self.write_stamp))
         order = np.argsort(write_key, kind="stable")
         ordered = write_key[order]
-        # the last write of a pid and stamp: flow_links' dictionary keeps the last one it was given
+        # the last write of a pid and stamp, as a dictionary keyed by them keeps the last one given
         at = np.maximum(np.searchsorted(ordered, call_key, side="right") - 1, 0)
         found = ordered[at] == call_key
         if not found.any():
@@ -318,25 +318,6 @@ def _pair_keys(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray
 
 # TrackEvent.Type (perfetto's track_event.proto)
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
-
-
-def flow_links(t: TraceTables) -> tuple[dict[int, int], dict[tuple[str, int], list[int]], dict[tuple[int, int], int]]:
-    """A flow id per write that carries bytes in the window; the flows of each frame (stream,
-    stamp); the flow of each write by (pid, its call's entry stamp). build_trace reads the same
-    as arrays (_FlowLinks); the tests build the builder's trace from these dictionaries."""
-    flow_of: dict[int, int] = {}
-    frame_flows: dict[tuple[str, int], list[int]] = {}
-    if len(t.segments):
-        seg = t.segments[t.segments["write_id"] >= 0]
-        for wid in pd.unique(seg["write_id"]):
-            flow_of[int(wid)] = len(flow_of) + 1
-        for s_, ft, wid in zip(seg["stream"], seg["frame_t_ns"], seg["write_id"]):
-            frame_flows.setdefault((str(s_), int(ft)), []).append(flow_of[int(wid)])
-    write_at: dict[tuple[int, int], int] = {}
-    if flow_of and len(t.writes):
-        w = t.writes.loc[[i for i in flow_of if i in t.writes.index]]
-        write_at = {(int(p), int(te)): flow_of[int(i)] for i, p, te in zip(w.index, w["pid"], w["t_enter_ns"])}
-    return flow_of, frame_flows, write_at
 
 
 def text_lines(t: TraceTables) -> pd.DataFrame:
